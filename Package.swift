@@ -1,0 +1,80 @@
+// swift-tools-version: 6.0
+//
+// The layout of the package is the architecture (see docs/architecture.md):
+//
+//   LifecycleCore      pure state machine: inputs in, effects out, no clock, no syscalls
+//   LifecycleWire      the app-channel wire format, shared by the daemon and every client
+//   LifecycleControl   the control-socket protocol (JSON lines) and a client for it
+//   CLifecycleShim     tiny C shim: clone3 into a cgroup, pidfd, credentials
+//   CSystemd           libsystemd (sd-event, sd-daemon, sd-journal)
+//   LifecycleOS        thin typed adapters over the kernel and systemd
+//   LifecycleDaemon    the daemon shell: config, event loop, app channels, control server
+//   LifecycleClient    the Swift client library apps link
+//   lifecycled, supervisorctl, example-*   executables
+import PackageDescription
+
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "lifecycled",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "lifecycled", targets: ["lifecycled"]),
+        .executable(name: "supervisorctl", targets: ["supervisorctl"]),
+        .library(name: "LifecycleClient", targets: ["LifecycleClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+    ],
+    targets: [
+        .target(name: "LifecycleCore", swiftSettings: strict),
+        .target(name: "LifecycleWire", swiftSettings: strict),
+        .target(name: "LifecycleControl", dependencies: [
+            .product(name: "SystemPackage", package: "swift-system"),
+            "CLifecycleShim",
+        ], swiftSettings: strict),
+        .target(name: "CLifecycleShim"),
+        .systemLibrary(
+            name: "CSystemd", pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]),
+        .target(name: "LifecycleOS", dependencies: [
+            "CLifecycleShim", "CSystemd",
+            .product(name: "SystemPackage", package: "swift-system"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: strict),
+        .target(name: "LifecycleDaemon", dependencies: [
+            "LifecycleCore", "LifecycleWire", "LifecycleControl", "LifecycleOS",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "TOMLKit", package: "TOMLKit"),
+        ], swiftSettings: strict),
+        .target(name: "LifecycleClient", dependencies: [
+            "LifecycleWire", "CLifecycleShim",
+        ], swiftSettings: strict),
+        .executableTarget(name: "lifecycled", dependencies: [
+            "LifecycleDaemon",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: strict),
+        .executableTarget(name: "supervisorctl", dependencies: [
+            "LifecycleControl",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: strict),
+        .executableTarget(name: "example-recorder", dependencies: ["LifecycleClient"],
+                          path: "Examples/recorder", swiftSettings: strict),
+        .executableTarget(name: "example-saver", dependencies: ["LifecycleClient"],
+                          path: "Examples/saver", swiftSettings: strict),
+        .executableTarget(name: "example-worker", dependencies: ["LifecycleClient"],
+                          path: "Examples/worker", swiftSettings: strict),
+        .executableTarget(name: "example-plain", path: "Examples/plain", swiftSettings: strict),
+        .testTarget(name: "LifecycleCoreTests", dependencies: ["LifecycleCore"], swiftSettings: strict),
+        .testTarget(name: "LifecycleWireTests", dependencies: ["LifecycleWire"], swiftSettings: strict),
+        .testTarget(name: "LifecycleDaemonTests", dependencies: [
+            "LifecycleDaemon", "LifecycleOS", "LifecycleControl",
+        ], swiftSettings: strict),
+        .testTarget(name: "EndToEndTests", dependencies: ["LifecycleControl", "LifecycleWire"],
+                    swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,1 @@
+int lc_placeholder(void);

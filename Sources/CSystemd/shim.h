@@ -1,0 +1,5 @@
+// libsystemd, as the daemon uses it: sd-event (the loop), sd-daemon
+// (notify, watchdog, socket activation) and sd-journal (structured logs).
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+#include <systemd/sd-journal.h>
