@@ -1,0 +1,276 @@
+// The app channel's wire format: the one definition, used by the daemon, the
+// Swift client and (through its golden vectors) every other client.
+//
+// Transport: a SOCK_SEQPACKET Unix socket pair; one datagram is one message,
+// so the transport frames messages. Every message starts with an 8-byte
+// header, little-endian:
+//
+//   offset 0  u8   version (1)
+//          1  u8   type
+//          2  u16  flags (0; reserved)
+//          4  u32  id: the sequence number, request id or task id the type names
+//
+// followed by the type's payload (docs/protocol.md lists each byte).
+// Timestamps are CLOCK_MONOTONIC nanoseconds as i64; -1 means "none".
+
+public enum Wire {
+    public static let version: UInt8 = 1
+    /// No message is larger; a larger datagram is a protocol violation.
+    public static let maxMessageSize = 4096
+    /// Longest background task name, in UTF-8 bytes.
+    public static let maxTaskName = 256
+    /// The environment variable naming the inherited, connected socket.
+    public static let socketEnvironmentKey = "LIFECYCLE_FD"
+    /// The environment variable naming the app, for logs.
+    public static let appNameEnvironmentKey = "LIFECYCLE_APP"
+}
+
+/// Lifecycle events on the wire, spelled as LIFECYCLE.md spells them.
+public enum WireEvent: UInt8, Sendable, CaseIterable, Equatable {
+    case willFinishLaunching = 1
+    case didFinishLaunching = 2
+    case didBecomeActive = 3
+    case willResignActive = 4
+    case didEnterBackground = 5
+    case willEnterForeground = 6
+    case willTerminate = 7
+
+    public var name: String { String(describing: self) }
+
+    public init?(name: String) {
+        guard let e = Self.allCases.first(where: { $0.name == name }) else { return nil }
+        self = e
+    }
+}
+
+/// One lifecycle event, as the daemon sends it.
+public struct EventMessage: Sendable, Equatable {
+    public var sequence: UInt32
+    public var event: WireEvent
+    /// 0 = launched into the foreground, 1 = into the background.
+    public var launchedInBackground: Bool
+    /// When the app must have acknowledged it (monotonic ns).
+    public var deadline: Int64?
+    /// In the background: when the background-task budget ends.
+    public var budgetEnd: Int64?
+    /// Launch options (launch events only): ordered key/value pairs.
+    public var options: [KeyValue]
+
+    public init(sequence: UInt32, event: WireEvent, launchedInBackground: Bool = false,
+                deadline: Int64?, budgetEnd: Int64?, options: [KeyValue] = []) {
+        self.sequence = sequence
+        self.event = event
+        self.launchedInBackground = launchedInBackground
+        self.deadline = deadline
+        self.budgetEnd = budgetEnd
+        self.options = options
+    }
+}
+
+public struct KeyValue: Sendable, Equatable {
+    public var key: String
+    public var value: String
+    public init(_ key: String, _ value: String) { self.key = key; self.value = value }
+}
+
+/// Daemon to app.
+public enum DaemonMessage: Sendable, Equatable {
+    case event(EventMessage)
+    /// The answer to beginBackgroundTask: `task == nil` is the invalid id.
+    case backgroundTaskReply(request: UInt32, task: UInt32?, budgetEnd: Int64?)
+    /// Run the expiration handlers of these tasks now.
+    case backgroundTasksExpiring([UInt32])
+}
+
+/// App to daemon.
+public enum AppMessage: Sendable, Equatable {
+    case acknowledge(sequence: UInt32)
+    case beginBackgroundTask(request: UInt32, name: String)
+    case endBackgroundTask(task: UInt32)
+}
+
+/// Message type codes: daemon-to-app below 0x80, app-to-daemon above.
+enum MessageType: UInt8 {
+    case event = 0x01
+    case backgroundTaskReply = 0x02
+    case backgroundTasksExpiring = 0x03
+    case acknowledge = 0x81
+    case beginBackgroundTask = 0x82
+    case endBackgroundTask = 0x83
+}
+
+/// Why a message could not be decoded. Each names what was wrong.
+public struct WireError: Error, Equatable, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ d: String) { description = d }
+}
+
+// MARK: - Encoding
+
+struct Writer {
+    var bytes: [UInt8] = []
+    init(type: MessageType, id: UInt32) {
+        bytes.reserveCapacity(32)
+        bytes.append(Wire.version)
+        bytes.append(type.rawValue)
+        u16(0)
+        u32(id)
+    }
+    mutating func u8(_ v: UInt8) { bytes.append(v) }
+    mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+    mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
+    mutating func i64(_ v: Int64?) { withUnsafeBytes(of: (v ?? -1).littleEndian) { bytes += $0 } }
+    mutating func string(_ s: String) {
+        let utf8 = Array(s.utf8.prefix(Int(UInt16.max)))
+        u16(UInt16(utf8.count))
+        bytes += utf8
+    }
+}
+
+struct Reader {
+    let bytes: [UInt8]
+    var offset = 0
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    mutating func take(_ n: Int, _ what: String) throws(WireError) -> ArraySlice<UInt8> {
+        guard bytes.count - offset >= n else {
+            throw WireError("truncated: \(what) needs \(n) bytes at offset \(offset), \(bytes.count - offset) left")
+        }
+        defer { offset += n }
+        return bytes[offset..<offset + n]
+    }
+    mutating func u8(_ what: String) throws(WireError) -> UInt8 { try take(1, what).first! }
+    mutating func u16(_ what: String) throws(WireError) -> UInt16 {
+        let s = try take(2, what)
+        return UInt16(s[s.startIndex]) | UInt16(s[s.startIndex + 1]) << 8
+    }
+    mutating func u32(_ what: String) throws(WireError) -> UInt32 {
+        var v: UInt32 = 0
+        for (i, b) in try take(4, what).enumerated() { v |= UInt32(b) << (8 * i) }
+        return v
+    }
+    mutating func i64(_ what: String) throws(WireError) -> Int64? {
+        var v: UInt64 = 0
+        for (i, b) in try take(8, what).enumerated() { v |= UInt64(b) << (8 * i) }
+        let s = Int64(bitPattern: v)
+        if s == -1 { return nil }
+        guard s >= 0 else { throw WireError("\(what): negative time \(s)") }
+        return s
+    }
+    mutating func string(_ what: String, max: Int) throws(WireError) -> String {
+        let n = Int(try u16("\(what) length"))
+        guard n <= max else { throw WireError("\(what): \(n) bytes, more than \(max)") }
+        let raw = try take(n, what)
+        guard let s = String(validating: raw, as: UTF8.self) else { throw WireError("\(what): not UTF-8") }
+        return s
+    }
+    func end() throws(WireError) {
+        guard offset == bytes.count else { throw WireError("\(bytes.count - offset) unexpected trailing bytes") }
+    }
+}
+
+/// Reads the header; returns the type and id.
+func readHeader(_ r: inout Reader, size: Int) throws(WireError) -> (MessageType, UInt32) {
+    guard size <= Wire.maxMessageSize else { throw WireError("message of \(size) bytes exceeds \(Wire.maxMessageSize)") }
+    let version = try r.u8("version")
+    guard version == Wire.version else { throw WireError("unsupported protocol version \(version) (this side speaks \(Wire.version))") }
+    let raw = try r.u8("type")
+    guard let type = MessageType(rawValue: raw) else { throw WireError("unknown message type 0x\(String(raw, radix: 16))") }
+    let flags = try r.u16("flags")
+    guard flags == 0 else { throw WireError("unknown flags 0x\(String(flags, radix: 16))") }
+    return (type, try r.u32("id"))
+}
+
+extension DaemonMessage {
+    public func encoded() -> [UInt8] {
+        switch self {
+        case .event(let m):
+            var w = Writer(type: .event, id: m.sequence)
+            w.u8(m.event.rawValue)
+            w.u8(m.launchedInBackground ? 1 : 0)
+            w.u16(UInt16(min(m.options.count, Int(UInt16.max))))
+            w.i64(m.deadline)
+            w.i64(m.budgetEnd)
+            for kv in m.options { w.string(kv.key); w.string(kv.value) }
+            return w.bytes
+        case .backgroundTaskReply(let request, let task, let budgetEnd):
+            var w = Writer(type: .backgroundTaskReply, id: request)
+            w.u32(task ?? 0)
+            w.i64(budgetEnd)
+            return w.bytes
+        case .backgroundTasksExpiring(let tasks):
+            var w = Writer(type: .backgroundTasksExpiring, id: 0)
+            w.u16(UInt16(min(tasks.count, Int(UInt16.max))))
+            for t in tasks { w.u32(t) }
+            return w.bytes
+        }
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(WireError) -> DaemonMessage {
+        var r = Reader(bytes)
+        let (type, id) = try readHeader(&r, size: bytes.count)
+        let message: DaemonMessage
+        switch type {
+        case .event:
+            let raw = try r.u8("event")
+            guard let event = WireEvent(rawValue: raw) else { throw WireError("unknown event \(raw)") }
+            let mode = try r.u8("launch mode")
+            guard mode <= 1 else { throw WireError("unknown launch mode \(mode)") }
+            let count = try r.u16("option count")
+            let deadline = try r.i64("deadline")
+            let budgetEnd = try r.i64("budget end")
+            var options: [KeyValue] = []
+            for _ in 0..<count {
+                let k = try r.string("option key", max: Wire.maxMessageSize)
+                options.append(KeyValue(k, try r.string("option value", max: Wire.maxMessageSize)))
+            }
+            message = .event(EventMessage(sequence: id, event: event, launchedInBackground: mode == 1,
+                                          deadline: deadline, budgetEnd: budgetEnd, options: options))
+        case .backgroundTaskReply:
+            let task = try r.u32("task")
+            message = .backgroundTaskReply(request: id, task: task == 0 ? nil : task, budgetEnd: try r.i64("budget end"))
+        case .backgroundTasksExpiring:
+            let count = try r.u16("task count")
+            var tasks: [UInt32] = []
+            for _ in 0..<count { tasks.append(try r.u32("task")) }
+            message = .backgroundTasksExpiring(tasks)
+        default:
+            throw WireError("message type 0x\(String(type.rawValue, radix: 16)) is sent by apps, not the daemon")
+        }
+        try r.end()
+        return message
+    }
+}
+
+extension AppMessage {
+    public func encoded() -> [UInt8] {
+        switch self {
+        case .acknowledge(let sequence):
+            return Writer(type: .acknowledge, id: sequence).bytes
+        case .beginBackgroundTask(let request, let name):
+            var w = Writer(type: .beginBackgroundTask, id: request)
+            var n = name
+            while n.utf8.count > Wire.maxTaskName { n.removeLast() }
+            w.string(n)
+            return w.bytes
+        case .endBackgroundTask(let task):
+            return Writer(type: .endBackgroundTask, id: task).bytes
+        }
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(WireError) -> AppMessage {
+        var r = Reader(bytes)
+        let (type, id) = try readHeader(&r, size: bytes.count)
+        let message: AppMessage
+        switch type {
+        case .acknowledge: message = .acknowledge(sequence: id)
+        case .beginBackgroundTask:
+            message = .beginBackgroundTask(request: id, name: try r.string("task name", max: Wire.maxTaskName))
+        case .endBackgroundTask: message = .endBackgroundTask(task: id)
+        default:
+            throw WireError("message type 0x\(String(type.rawValue, radix: 16)) is sent by the daemon, not apps")
+        }
+        try r.end()
+        return message
+    }
+}

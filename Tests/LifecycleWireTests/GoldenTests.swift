@@ -1,0 +1,92 @@
+import Testing
+import LifecycleWire
+
+/// Golden byte vectors: the format of docs/protocol.md, byte for byte. Every
+/// implementation of the protocol is tested against these same bytes.
+@Suite struct GoldenVectorTests {
+    static let event: [UInt8] = [
+        0x01, 0x01, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00,          // v1, event, flags, seq 7
+        0x05, 0x00, 0x01, 0x00,                                  // didEnterBackground, fg, 1 option
+        0x00, 0xCA, 0x9A, 0x3B, 0x00, 0x00, 0x00, 0x00,          // deadline 1_000_000_000
+        0x00, 0x5E, 0xD0, 0xB2, 0x00, 0x00, 0x00, 0x00,          // budget end 3_000_000_000
+        0x01, 0x00, 0x6B, 0x02, 0x00, 0x76, 0x31,                // "k" = "v1"
+    ]
+
+    @Test func eventMessage() throws {
+        let m = DaemonMessage.event(EventMessage(
+            sequence: 7, event: .didEnterBackground, deadline: 1_000_000_000,
+            budgetEnd: 3_000_000_000, options: [KeyValue("k", "v1")]))
+        #expect(m.encoded() == Self.event)
+        #expect(try DaemonMessage.decode(Self.event) == m)
+    }
+
+    @Test func eventWithoutDeadline() throws {
+        let bytes: [UInt8] = [0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+                              0x03, 0x01, 0x00, 0x00] + Array(repeating: 0xFF, count: 16)
+        let m = DaemonMessage.event(EventMessage(sequence: 1, event: .didBecomeActive,
+                                                 launchedInBackground: true, deadline: nil, budgetEnd: nil))
+        #expect(m.encoded() == bytes)
+        #expect(try DaemonMessage.decode(bytes) == m)
+    }
+
+    @Test func backgroundTaskReply() throws {
+        let bytes: [UInt8] = [0x01, 0x02, 0x00, 0x00, 0x2A, 0x00, 0x00, 0x00,
+                              0x03, 0x00, 0x00, 0x00] + Array(repeating: 0xFF, count: 8)
+        #expect(DaemonMessage.backgroundTaskReply(request: 42, task: 3, budgetEnd: nil).encoded() == bytes)
+        #expect(try DaemonMessage.decode(bytes) == .backgroundTaskReply(request: 42, task: 3, budgetEnd: nil))
+        let invalid: [UInt8] = [0x01, 0x02, 0x00, 0x00, 0x2A, 0x00, 0x00, 0x00,
+                                0x00, 0x00, 0x00, 0x00] + Array(repeating: 0xFF, count: 8)
+        #expect(try DaemonMessage.decode(invalid) == .backgroundTaskReply(request: 42, task: nil, budgetEnd: nil))
+    }
+
+    @Test func expiring() throws {
+        let bytes: [UInt8] = [0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                              0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]
+        #expect(DaemonMessage.backgroundTasksExpiring([1, 2]).encoded() == bytes)
+        #expect(try DaemonMessage.decode(bytes) == .backgroundTasksExpiring([1, 2]))
+    }
+
+    @Test func appMessages() throws {
+        let ack: [UInt8] = [0x01, 0x81, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00]
+        let begin: [UInt8] = [0x01, 0x82, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 0x04, 0x00, 0x73, 0x61, 0x76, 0x65]
+        let end: [UInt8] = [0x01, 0x83, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00]
+        #expect(AppMessage.acknowledge(sequence: 7).encoded() == ack)
+        #expect(AppMessage.beginBackgroundTask(request: 9, name: "save").encoded() == begin)
+        #expect(AppMessage.endBackgroundTask(task: 3).encoded() == end)
+        #expect(try AppMessage.decode(ack) == .acknowledge(sequence: 7))
+        #expect(try AppMessage.decode(begin) == .beginBackgroundTask(request: 9, name: "save"))
+        #expect(try AppMessage.decode(end) == .endBackgroundTask(task: 3))
+    }
+}
+
+@Suite struct MalformedInputTests {
+    func rejects(_ bytes: [UInt8], _ message: String) {
+        #expect(throws: WireError(message)) { try AppMessage.decode(bytes) }
+    }
+
+    @Test func errorsNameWhatIsWrong() {
+        rejects([], "truncated: version needs 1 bytes at offset 0, 0 left")
+        rejects([0x02, 0x81, 0, 0, 0, 0, 0, 0], "unsupported protocol version 2 (this side speaks 1)")
+        rejects([0x01, 0x99, 0, 0, 0, 0, 0, 0], "unknown message type 0x99")
+        rejects([0x01, 0x81, 1, 0, 0, 0, 0, 0], "unknown flags 0x1")
+        rejects([0x01, 0x81, 0, 0, 0, 0, 0], "truncated: id needs 4 bytes at offset 4, 3 left")
+        rejects([0x01, 0x81, 0, 0, 0, 0, 0, 0, 0xAA], "1 unexpected trailing bytes")
+        rejects([0x01, 0x01, 0, 0, 0, 0, 0, 0], "message type 0x1 is sent by the daemon, not apps")
+        rejects([0x01, 0x82, 0, 0, 0, 0, 0, 0, 0x02, 0x00, 0xFF, 0xFE], "task name: not UTF-8")
+        rejects([0x01, 0x82, 0, 0, 0, 0, 0, 0, 0x05, 0x01], "task name: 261 bytes, more than 256")
+        rejects(Array(repeating: 1, count: 4097), "message of 4097 bytes exceeds 4096")
+    }
+
+    @Test func everyTruncationOfAValidMessageIsRejected() {
+        for n in 0..<GoldenVectorTests.event.count {
+            #expect(throws: WireError.self) { try DaemonMessage.decode(Array(GoldenVectorTests.event.prefix(n))) }
+        }
+    }
+
+    @Test func longTaskNamesAreCutOnACharacterBoundary() throws {
+        let name = String(repeating: "é", count: 200)  // 400 bytes
+        guard case .beginBackgroundTask(_, let decoded) = try AppMessage.decode(
+            AppMessage.beginBackgroundTask(request: 1, name: name).encoded()) else { Issue.record(); return }
+        #expect(decoded.utf8.count == 256)
+    }
+}
