@@ -25,7 +25,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
@@ -73,7 +73,7 @@ let package = Package(
         .testTarget(name: "LifecycleDaemonTests", dependencies: [
             "LifecycleDaemon", "LifecycleOS", "LifecycleControl",
         ], swiftSettings: strict),
-        .testTarget(name: "EndToEndTests", dependencies: ["LifecycleControl", "LifecycleWire"],
+        .testTarget(name: "EndToEndTests", dependencies: ["LifecycleControl", "LifecycleWire", "LifecycleOS", "CLifecycleShim"],
                     swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

@@ -1,1 +1,47 @@
-print("placeholder")
+// example-recorder: records every lifecycle event it receives, one line per
+// event name as LIFECYCLE.md spells it, to the file given with --log. The
+// tests read that file to check event orders. With --hang EVENT it never
+// returns from that callback (to test the watchdogs).
+@preconcurrency import Glibc
+import LifecycleClient
+
+final class Recorder: ApplicationDelegate {
+    let fd: Int32
+    let hang: String?
+
+    init(log: String, hang: String?) {
+        fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        if fd < 0 { fputs("example-recorder: cannot open \(log)\n", stderr); exit(2) }
+        self.hang = hang
+    }
+
+    func note(_ line: String) {
+        let text = line + "\n"
+        _ = text.withCString { write(fd, $0, strlen($0)) }
+        if line == hang { while true { pause() } }
+    }
+
+    func willFinishLaunching(_ app: Application, options: LaunchOptions) {
+        note("willFinishLaunching")
+        if let reason = options.previousTerminationReason { note("# previous: \(reason)") }
+    }
+    func didFinishLaunching(_ app: Application, options: LaunchOptions) { note("didFinishLaunching") }
+    func didBecomeActive(_ app: Application) { note("didBecomeActive") }
+    func willResignActive(_ app: Application) { note("willResignActive") }
+    func didEnterBackground(_ app: Application) { note("didEnterBackground") }
+    func willEnterForeground(_ app: Application) { note("willEnterForeground") }
+    func willTerminate(_ app: Application) { note("willTerminate") }
+    func didReceiveMemoryWarning(_ app: Application) { note("didReceiveMemoryWarning") }
+}
+
+func option(_ name: String) -> String? {
+    let args = CommandLine.arguments
+    guard let i = args.firstIndex(of: name), i + 1 < args.count else { return nil }
+    return args[i + 1]
+}
+
+guard let log = option("--log") else {
+    fputs("usage: example-recorder --log FILE [--hang EVENT]\n", stderr)
+    exit(2)
+}
+Application.main(delegate: Recorder(log: log, hang: option("--hang")))

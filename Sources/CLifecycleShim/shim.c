@@ -1,1 +1,260 @@
-int lc_placeholder(void) { return 0; }
+// CLifecycleShim: see include/CLifecycleShim.h for why this file exists.
+#define _GNU_SOURCE
+#include "CLifecycleShim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+#define LC_MAX_FDS 16
+
+/// clone_args as of Linux 5.7 (with the cgroup field); defined here so the
+/// shim builds against older kernel headers too.
+struct lc_clone_args {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+        set_tid_size, cgroup;
+};
+
+struct lc_failure {
+    int step;
+    int err;
+};
+
+/// Only async-signal-safe calls from here on (we are a fork of a
+/// multi-threaded process): report the failure and leave.
+__attribute__((noreturn)) static void child_fail(int pipe_fd, int step) {
+    struct lc_failure f = {step, errno};
+    ssize_t ignored = write(pipe_fd, &f, sizeof f);
+    (void)ignored;
+    _exit(127);
+}
+
+static void close_from(unsigned lo, unsigned hi) {
+    if (lo > hi) return;
+    if (syscall(SYS_close_range, lo, hi, 0) == 0) return;
+    for (unsigned fd = lo; fd <= hi && fd < 65536; fd++) close((int)fd);
+}
+
+/// The child's side: join the v1 memory cgroup, put the fds in place, reset
+/// signals, lead a new session, change directory, exec.
+__attribute__((noreturn)) static void child(const struct lc_spawn_request *req, int pipe_fd) {
+    if (req->v1_procs_fd >= 0) {
+        // v1 memory charges do not move with a process: join before allocating.
+        if (write(req->v1_procs_fd, "0", 1) != 1) child_fail(pipe_fd, LC_STEP_CGROUP_V1);
+    }
+
+    // File descriptors. First lift every source above all targets and the
+    // pipe (so no dup2 can clobber a source not yet moved), then dup2 each
+    // into place (dup2 clears FD_CLOEXEC), then close the rest.
+    int n = req->fd_map_count;
+    int targets[LC_MAX_FDS], lifted[LC_MAX_FDS];
+    int top = pipe_fd;
+    for (int i = 0; i < n; i++) {
+        targets[i] = req->fd_map[2 * i + 1];
+        if (targets[i] > top) top = targets[i];
+        if (req->fd_map[2 * i] > top) top = req->fd_map[2 * i];
+    }
+    // The pipe's number may be one of the targets: lift it first, too.
+    pipe_fd = fcntl(pipe_fd, F_DUPFD_CLOEXEC, top + 1);
+    if (pipe_fd < 0) _exit(127);
+    top = pipe_fd;
+    for (int i = 0; i < n; i++) {
+        lifted[i] = fcntl(req->fd_map[2 * i], F_DUPFD_CLOEXEC, top + 1);
+        if (lifted[i] < 0) child_fail(pipe_fd, LC_STEP_FDS);
+    }
+    for (int i = 0; i < n; i++) {
+        if (dup2(lifted[i], targets[i]) < 0) child_fail(pipe_fd, LC_STEP_FDS);
+    }
+    // Close every fd >= 3 that is not a target and not the pipe (which is
+    // close-on-exec and reports exec failures). Sort targets plus the pipe.
+    int keep[LC_MAX_FDS + 1], k = 0;
+    for (int i = 0; i < n; i++) keep[k++] = targets[i];
+    keep[k++] = pipe_fd;
+    for (int i = 1; i < k; i++) {
+        int v = keep[i], j = i - 1;
+        while (j >= 0 && keep[j] > v) { keep[j + 1] = keep[j]; j--; }
+        keep[j + 1] = v;
+    }
+    unsigned next = 3;
+    for (int i = 0; i < k; i++) {
+        if (keep[i] < 3) continue;
+        if ((unsigned)keep[i] > next) close_from(next, (unsigned)keep[i] - 1);
+        if ((unsigned)keep[i] + 1 > next) next = (unsigned)keep[i] + 1;
+    }
+    close_from(next, ~0U);
+
+    // Signals: the daemon blocks SIGCHLD, SIGTERM, ... for its signalfd and
+    // ignores SIGPIPE; both would be inherited across exec. Reset them.
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) child_fail(pipe_fd, LC_STEP_SIGNALS);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++) {
+        if (s == SIGKILL || s == SIGSTOP) continue;
+        sigaction(s, &dfl, NULL);  // EINVAL for glibc-reserved signals: fine
+    }
+
+    // Its own session and process group: the fallback signals the group.
+    if (setsid() < 0) child_fail(pipe_fd, LC_STEP_SESSION);
+    if (req->cwd && chdir(req->cwd) != 0) child_fail(pipe_fd, LC_STEP_CWD);
+    execve(req->path, req->argv, req->envp);
+    child_fail(pipe_fd, LC_STEP_EXEC);
+}
+
+static ssize_t read_full(int fd, void *buf, size_t len) {
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = read(fd, (char *)buf + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return r < 0 ? -1 : (ssize_t)got;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+pid_t lc_spawn(const struct lc_spawn_request *req, int *pidfd_out, int *failed_step, int *placed_atomically) {
+    *failed_step = LC_STEP_CLONE;
+    *pidfd_out = -1;
+    *placed_atomically = 1;
+    if (req->fd_map_count < 0 || req->fd_map_count > LC_MAX_FDS) {
+        errno = EINVAL;
+        return -1;
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return -1;
+
+    int pidfd = -1;
+    struct lc_clone_args args;
+    memset(&args, 0, sizeof args);
+    args.flags = CLONE_PIDFD;
+    args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+    args.exit_signal = SIGCHLD;
+    if (req->cgroup_fd >= 0) {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = (uint64_t)req->cgroup_fd;
+    }
+    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+    if (pid < 0 && errno == ENOSYS) {
+        // No clone3 (Linux < 5.3): fork, and the caller learns the child was
+        // not placed atomically (it is moved below, before exec can run).
+        pid = fork();
+        if (pid > 0) {
+            pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+            if (req->cgroup_fd >= 0) {
+                *placed_atomically = 0;
+                int procs = openat(req->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+                if (procs >= 0) {
+                    char buf[16];
+                    int len = 0;
+                    for (pid_t v = pid; v > 0; v /= 10) buf[len++] = (char)('0' + v % 10);
+                    for (int i = 0; i < len / 2; i++) { char t = buf[i]; buf[i] = buf[len - 1 - i]; buf[len - 1 - i] = t; }
+                    ssize_t ignored = write(procs, buf, (size_t)len);
+                    (void)ignored;
+                    close(procs);
+                }
+            }
+        }
+    }
+    if (pid < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        errno = e;
+        return -1;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        child(req, p[1]);
+    }
+
+    close(p[1]);
+    struct lc_failure f;
+    ssize_t got = read_full(p[0], &f, sizeof f);
+    close(p[0]);
+    if (got == (ssize_t)sizeof f) {
+        // The child failed before exec and has _exited: reap it.
+        siginfo_t info;
+        while (waitid(P_PID, (id_t)pid, &info, WEXITED) != 0 && errno == EINTR) {}
+        if (pidfd >= 0) close(pidfd);
+        *failed_step = f.step;
+        errno = f.err;
+        return -1;
+    }
+    *failed_step = 0;
+    *pidfd_out = pidfd;
+    return pid;
+}
+
+int lc_pidfd_send_signal(int pidfd, int sig) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+int lc_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+static void fill(struct lc_child_status *st, const siginfo_t *info) {
+    st->pid = info->si_pid;
+    st->exited = info->si_code == CLD_EXITED;
+    st->value = info->si_status;
+}
+
+int lc_peek_ended_child(struct lc_child_status *st) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    memset(st, 0, sizeof *st);
+    while (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+        if (errno != EINTR) return -1;
+    }
+    if (info.si_pid != 0) fill(st, &info);
+    return 0;
+}
+
+int lc_reap(pid_t pid, struct lc_child_status *st) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    memset(st, 0, sizeof *st);
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG) != 0) {
+        if (errno != EINTR) return -1;
+    }
+    if (info.si_pid != 0) fill(st, &info);
+    return 0;
+}
+
+int lc_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}
+
+int lc_become_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
+
+long long lc_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}

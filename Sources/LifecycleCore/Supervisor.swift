@@ -400,6 +400,10 @@ public struct Supervisor: Sendable {
 
     /// One step from `told` towards `goal`; false when there is nothing to do.
     private mutating func step(_ id: AppID, told: Told, goal: Target) -> Bool {
+        // A plain program reaches its first position after launch silently,
+        // as it gets no launch events: a signal microseconds after exec would
+        // arrive before it could install a handler, and kill it.
+        let silent = told == .launched && apps[id]!.policy.delivery == .signals
         switch (told, goal) {
         case (.active, .active), (.inactive, .inactive), (.background, .background):
             return false
@@ -410,13 +414,13 @@ public struct Supervisor: Sendable {
             // displaced has resigned (it may still owe an acknowledgement).
             let others = apps.lazy.filter { $0.key != id && $0.value.state == .active }.count
             if others >= foregroundSlots { return false }
-            deliver(id, .didBecomeActive)
+            deliver(id, .didBecomeActive, silent: silent)
         case (.launched, .inactive):
             update(id) { $0.phase = .running(.inactive) }
         case (.launched, .terminated):
             deliver(id, .willTerminate)
         case (.inactive, _), (.launched, _):
-            deliver(id, .didEnterBackground)
+            deliver(id, .didEnterBackground, silent: silent)
         case (.background, .active), (.background, .inactive):
             deliver(id, .willEnterForeground)
         case (.background, .suspended) where apps[id]!.policy.exitsOnSuspend:
@@ -433,7 +437,7 @@ public struct Supervisor: Sendable {
     }
 
     /// Sends one event and moves the app's told position accordingly.
-    private mutating func deliver(_ id: AppID, _ event: LifecycleEvent) {
+    private mutating func deliver(_ id: AppID, _ event: LifecycleEvent, silent: Bool = false) {
         var app = apps[id]!
         app.sequence &+= 1
         switch event {
@@ -467,7 +471,7 @@ public struct Supervisor: Sendable {
             budgetEnd: app.phase == .running(.background) ? app.budgetEnd : nil,
             mode: app.launchMode, previous: launchEvent ? app.last : nil)
         apps[id] = app
-        effects.append(.deliver(id, delivered))
+        if !silent { effects.append(.deliver(id, delivered)) }
         sync(id)
 
         switch event {

@@ -352,7 +352,7 @@ import Testing
     @Test func signalsWithoutAcknowledgementsAndGraceBeforeFreeze() {
         var h = Harness(["p": .plain])
         let launch = h.send(.activate("p"))
-        #expect(Harness.events("p", in: launch) == [.didBecomeActive])
+        #expect(Harness.events("p", in: launch) == [], "no signal right after exec")
         #expect(h.state("p") == .active)
         let home = h.send(.home)
         #expect(Harness.events("p", in: home) == [.willResignActive, .didEnterBackground])
@@ -360,6 +360,13 @@ import Testing
         #expect(h.state("p") == .background)
         #expect(h.advance(.milliseconds(4999)).isEmpty)
         #expect(h.advance(.milliseconds(1)) == [.freeze("p"), .transition("p", from: .background, to: .suspended)])
+    }
+
+    @Test func plainBackgroundLaunchIsSilentToo() {
+        var h = Harness(["p": .plain])
+        #expect(Harness.events("p", in: h.send(.launch("p", .background))) == [])
+        #expect(h.state("p") == .background)
+        #expect(h.advance(.seconds(5)).contains(.freeze("p")))
     }
 
     @Test func plainStopSendsWillTerminateThenKills() {

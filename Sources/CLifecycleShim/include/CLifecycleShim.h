@@ -1,1 +1,96 @@
-int lc_placeholder(void);
+// CLifecycleShim: the few kernel interfaces Swift's Glibc module does not
+// expose or cannot call safely. Every symbol is prefixed lc_.
+//
+// Why it exists:
+//   - spawning must happen in C: between clone3() and execve() the child of a
+//     multi-threaded process may only make async-signal-safe calls, and the
+//     child must be placed in its cgroup(s) before it runs one instruction of
+//     its own (clone3 with CLONE_INTO_CGROUP);
+//   - Glibc in Swift lacks pidfd_send_signal, waitid(P_PIDFD), SO_PEERCRED's
+//     struct ucred, PR_SET_CHILD_SUBREAPER wrappers.
+// When Swift's Glibc (or swift-system) grows these, the wrappers can go;
+// lc_spawn stays (it must be C).
+#ifndef C_LIFECYCLE_SHIM_H
+#define C_LIFECYCLE_SHIM_H
+
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// What to start and where.
+struct lc_spawn_request {
+    const char *path;            ///< executable; must contain a '/', no PATH search
+    char *const *argv;           ///< NULL-terminated
+    char *const *envp;           ///< NULL-terminated
+    const char *cwd;             ///< working directory, or NULL to inherit
+    int cgroup_fd;               ///< O_DIRECTORY fd of a cgroup v2 directory, or -1
+    int v1_procs_fd;             ///< fd of a v1 "cgroup.procs" file the child writes "0" to first, or -1
+    const int *fd_map;           ///< pairs (source fd in parent, target fd in child)
+    int fd_map_count;            ///< number of pairs
+};
+
+/// Steps of the child's set-up, for error reports.
+enum lc_spawn_step {
+    LC_STEP_CLONE = 1,   ///< clone3/fork itself failed (in the parent)
+    LC_STEP_CGROUP_V1 = 2,
+    LC_STEP_FDS = 3,
+    LC_STEP_SIGNALS = 4,
+    LC_STEP_SESSION = 5,
+    LC_STEP_CWD = 6,
+    LC_STEP_EXEC = 7,
+};
+
+/// Starts a child: clone3(CLONE_PIDFD | CLONE_INTO_CGROUP when cgroup_fd >= 0),
+/// falling back to fork()+pidfd_open() where clone3 is missing (then the child
+/// is NOT placed atomically: *placed_atomically is set to 0).
+///
+/// In the child, in this order, using only async-signal-safe calls: write "0"
+/// to v1_procs_fd; dup the fd_map sources to their targets (safe against
+/// overlaps), clear close-on-exec on targets, close every other fd >= 3;
+/// unblock all signals and reset every handler to SIG_DFL; setsid(); chdir;
+/// execve. A failure in any step is sent to the parent over a close-on-exec
+/// pipe and the child _exits(127); the parent then reaps it.
+///
+/// Returns the pid (> 0) with *pidfd_out set, or -1 with errno set to the
+/// failing errno and *failed_step to the enum lc_spawn_step value.
+pid_t lc_spawn(const struct lc_spawn_request *req, int *pidfd_out,
+               int *failed_step, int *placed_atomically);
+
+/// pidfd_send_signal(2). Returns 0 or -1 with errno.
+int lc_pidfd_send_signal(int pidfd, int sig);
+
+/// pidfd_open(2). Returns the fd or -1 with errno.
+int lc_pidfd_open(pid_t pid);
+
+/// Outcome of a child, as waitid() reports it.
+struct lc_child_status {
+    pid_t pid;      ///< 0 when no child has changed state
+    int exited;     ///< 1 = exited (value is the exit code), 0 = killed by a signal (value is the signal)
+    int value;
+};
+
+/// waitid(P_ALL, WEXITED | WNOHANG | WNOWAIT): which child has ended, without
+/// reaping it. Returns 0 (st->pid == 0 when none), or -1 with errno (ECHILD
+/// when there are no children at all).
+int lc_peek_ended_child(struct lc_child_status *st);
+
+/// waitid(P_PID, pid, WEXITED | WNOHANG): reaps one ended child.
+/// Returns 0 (st->pid == 0 when it has not ended), or -1 with errno.
+int lc_reap(pid_t pid, struct lc_child_status *st);
+
+/// SO_PEERCRED of a connected Unix socket. Returns 0 or -1 with errno.
+int lc_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+
+/// prctl(PR_SET_CHILD_SUBREAPER, 1). Returns 0 or -1 with errno.
+int lc_become_subreaper(void);
+
+/// clock_gettime(CLOCK_MONOTONIC) in nanoseconds.
+long long lc_monotonic_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,261 @@
+@preconcurrency import Glibc
+import LifecycleWire
+
+/// The state of the app, as LIFECYCLE.md names it (the app only ever sees
+/// itself running: inactive, active or background).
+public enum ApplicationState: String, Sendable {
+    case inactive, active, background
+}
+
+/// The launch options of the current run: why it was launched, and why
+/// the previous run ended (so the app can restore its state).
+public struct LaunchOptions: Sendable, Equatable {
+    public var launchedInBackground: Bool
+    /// A stable code: exited, launch-watchdog, stopped-by-user, ...; nil on a first run.
+    public var previousTerminationReason: String?
+    public var previousTerminationDescription: String?
+    /// Seconds since the epoch.
+    public var previousTerminationTime: Double?
+    /// Every option as sent, for forward compatibility.
+    public var all: [String: String]
+
+    init(_ event: EventMessage) {
+        var all: [String: String] = [:]
+        for kv in event.options { all[kv.key] = kv.value }
+        self.all = all
+        launchedInBackground = event.launchedInBackground
+        previousTerminationReason = all["previous.reason"]
+        previousTerminationDescription = all["previous.description"]
+        previousTerminationTime = all["previous.time"].flatMap(Double.init)
+    }
+
+    init(standalone: Void) {
+        launchedInBackground = false
+        all = ["launch.mode": "foreground"]
+    }
+}
+
+/// Receives the app's lifecycle callbacks, on the main thread, one at a
+/// time. Each callback's return is its acknowledgement: return before the
+/// deadline (5 s by default) or be killed. Every method has a default that
+/// does nothing.
+@MainActor
+public protocol ApplicationDelegate: AnyObject {
+    func willFinishLaunching(_ application: Application, options: LaunchOptions)
+    func didFinishLaunching(_ application: Application, options: LaunchOptions)
+    func didBecomeActive(_ application: Application)
+    func willResignActive(_ application: Application)
+    func didEnterBackground(_ application: Application)
+    func willEnterForeground(_ application: Application)
+    func willTerminate(_ application: Application)
+    func didReceiveMemoryWarning(_ application: Application)
+}
+
+extension ApplicationDelegate {
+    public func willFinishLaunching(_ application: Application, options: LaunchOptions) {}
+    public func didFinishLaunching(_ application: Application, options: LaunchOptions) {}
+    public func didBecomeActive(_ application: Application) {}
+    public func willResignActive(_ application: Application) {}
+    public func didEnterBackground(_ application: Application) {}
+    public func willEnterForeground(_ application: Application) {}
+    public func willTerminate(_ application: Application) {}
+    public func didReceiveMemoryWarning(_ application: Application) {}
+}
+
+/// Identifies a background task; `.invalid` when none could be begun.
+public struct BackgroundTaskIdentifier: Hashable, Sendable {
+    public let rawValue: UInt32
+    public static let invalid = BackgroundTaskIdentifier(rawValue: 0)
+}
+
+/// The app's side of lifecycled: like UIApplication. Create none yourself:
+/// `Application.main(delegate:)` runs the app and passes it to every callback.
+@MainActor
+public final class Application {
+    public private(set) var state: ApplicationState = .inactive
+    /// True when started by lifecycled; false when run standalone.
+    public let isSupervised: Bool
+    public private(set) var launchOptions: LaunchOptions?
+    /// The name lifecycled knows the app by.
+    public let name: String?
+
+    let channel: Channel?
+    let delegate: any ApplicationDelegate
+    var budgetEnd: Int64?
+    var nextRequest: UInt32 = 1
+    var expirationHandlers: [UInt32: () -> Void] = [:]
+    var pending: [DaemonMessage] = []
+    var timers: [(at: Int64, id: Int, body: () -> Void)] = []
+    var nextTimer = 0
+    var finished = false
+
+    init(delegate: any ApplicationDelegate, channel: Channel?) {
+        self.delegate = delegate
+        self.channel = channel
+        isSupervised = channel != nil
+        name = getenv(Wire.appNameEnvironmentKey).map { String(cString: $0) }
+    }
+
+    /// Runs the app until lifecycled terminates it (like UIApplicationMain).
+    /// Outside lifecycled it says so on stderr, delivers the launch events
+    /// and didBecomeActive itself, and runs until SIGINT or SIGTERM.
+    public static func main(delegate: any ApplicationDelegate) -> Never {
+        let app = Application(delegate: delegate, channel: Channel.inherited())
+        app.run()
+        exit(0)
+    }
+
+    // MARK: Background tasks
+
+    /// Asks for time to finish work in the background. Returns `.invalid`
+    /// when no time is left. Call `endBackgroundTask` when done: when the
+    /// last task ends in the background, the app is suspended. The handler
+    /// runs shortly (5 s by default) before the time runs out; tasks still
+    /// open when it does are killed with the app.
+    public func beginBackgroundTask(name: String? = nil, expirationHandler: (() -> Void)? = nil) -> BackgroundTaskIdentifier {
+        guard let channel else { return BackgroundTaskIdentifier(rawValue: nextRequestID()) }
+        let request = nextRequestID()
+        channel.send(.beginBackgroundTask(request: request, name: name ?? "task-\(request)"))
+        // The daemon answers at once; other messages meanwhile are kept in order.
+        while true {
+            switch channel.receive(timeoutMilliseconds: 5000) {
+            case .message(.backgroundTaskReply(let r, let task, let end)) where r == request:
+                if end != nil { budgetEnd = end }
+                guard let task else { return .invalid }
+                if let expirationHandler { expirationHandlers[task] = expirationHandler }
+                return BackgroundTaskIdentifier(rawValue: task)
+            case .message(let other): pending.append(other)
+            case .closed, .timeout: return .invalid
+            }
+        }
+    }
+
+    public func endBackgroundTask(_ id: BackgroundTaskIdentifier) {
+        guard id != .invalid else { return }
+        expirationHandlers[id.rawValue] = nil
+        channel?.send(.endBackgroundTask(task: id.rawValue))
+    }
+
+    /// Background time left for background tasks; nil in the foreground or
+    /// with a continuous background mode (no budget applies).
+    public var backgroundTimeRemaining: Duration? {
+        guard state == .background, let end = budgetEnd else { return nil }
+        return .nanoseconds(max(0, end - monotonicNanoseconds()))
+    }
+
+    private func nextRequestID() -> UInt32 {
+        defer { nextRequest &+= 1 }
+        return nextRequest
+    }
+
+    // MARK: Work on the main loop
+
+    /// Runs `body` on the main loop after `delay`, between callbacks. While
+    /// the app is suspended nothing runs; the timer fires after thawing.
+    @discardableResult
+    public func schedule(after delay: Duration, _ body: @escaping () -> Void) -> Int {
+        nextTimer += 1
+        timers.append((monotonicNanoseconds() + delay.nanosecondsValue, nextTimer, body))
+        return nextTimer
+    }
+
+    public func cancelScheduled(_ id: Int) { timers.removeAll { $0.id == id } }
+
+    /// Ends the app after the current callback (like exit(0), but clean).
+    public func finish() { finished = true }
+
+    // MARK: The loop
+
+    func run() {
+        guard let channel else { return runStandalone() }
+        while !finished {
+            let message: DaemonMessage
+            if !pending.isEmpty {
+                message = pending.removeFirst()
+            } else {
+                switch channel.receive(timeoutMilliseconds: runDueTimers()) {
+                case .timeout: continue
+                case .closed:
+                    fputs("lifecycled closed the channel of \(name ?? "this app"); exiting\n", stderr)
+                    exit(1)
+                case .message(let m): message = m
+                }
+            }
+            handle(message)
+        }
+    }
+
+    func handle(_ message: DaemonMessage) {
+        switch message {
+        case .event(let e):
+            if let end = e.budgetEnd { budgetEnd = end }
+            dispatch(e)
+            channel?.send(.acknowledge(sequence: e.sequence))
+            if e.event == .willTerminate { exit(0) }
+        case .backgroundTasksExpiring(let tasks):
+            for t in tasks { expirationHandlers.removeValue(forKey: t)?() }
+        case .backgroundTaskReply:
+            break   // an answer nobody waits for any more
+        }
+    }
+
+    func dispatch(_ e: EventMessage) {
+        switch e.event {
+        case .willFinishLaunching:
+            launchOptions = LaunchOptions(e)
+            state = e.launchedInBackground ? .background : .inactive
+            delegate.willFinishLaunching(self, options: launchOptions!)
+        case .didFinishLaunching: delegate.didFinishLaunching(self, options: launchOptions ?? LaunchOptions(e))
+        case .didBecomeActive: state = .active; delegate.didBecomeActive(self)
+        case .willResignActive: state = .inactive; delegate.willResignActive(self)
+        case .didEnterBackground: state = .background; delegate.didEnterBackground(self)
+        case .willEnterForeground: state = .inactive; budgetEnd = nil; delegate.willEnterForeground(self)
+        case .willTerminate: delegate.willTerminate(self)
+        }
+    }
+
+    /// Runs every due timer; returns how long to wait for the next (ms, -1 none).
+    func runDueTimers() -> Int32 {
+        while let i = timers.indices.min(by: { timers[$0].at < timers[$1].at }), timers[i].at <= monotonicNanoseconds() {
+            timers.remove(at: i).body()
+        }
+        guard let next = timers.map(\.at).min() else { return -1 }
+        return Int32(clamping: max(1, (next - monotonicNanoseconds() + 999_999) / 1_000_000))
+    }
+
+    func runStandalone() {
+        fputs("""
+            \(CommandLine.arguments.first ?? "app"): not started by lifecycled ($\(Wire.socketEnvironmentKey) is not set): \
+            running standalone. Launch events and didBecomeActive are simulated; SIGINT or SIGTERM ends the app \
+            with willResignActive, didEnterBackground and willTerminate.\n
+            """, stderr)
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        let options = LaunchOptions(standalone: ())
+        launchOptions = options
+        delegate.willFinishLaunching(self, options: options)
+        delegate.didFinishLaunching(self, options: options)
+        state = .active
+        delegate.didBecomeActive(self)
+        while !finished {
+            let wait = runDueTimers()
+            var ts = timespec(tv_sec: Int(wait < 0 ? 3600 : wait / 1000), tv_nsec: Int(wait < 0 ? 0 : (wait % 1000) * 1_000_000))
+            if sigtimedwait(&set, nil, &ts) > 0 { break }
+        }
+        state = .inactive
+        delegate.willResignActive(self)
+        state = .background
+        delegate.didEnterBackground(self)
+        delegate.willTerminate(self)
+    }
+}
+
+extension Duration {
+    var nanosecondsValue: Int64 {
+        let (s, a) = components
+        return s * 1_000_000_000 + a / 1_000_000_000
+    }
+}

@@ -1,0 +1,51 @@
+@preconcurrency import Glibc
+import LifecycleWire
+
+/// The app's end of its channel to lifecycled: the inherited, connected
+/// SOCK_SEQPACKET socket named by $LIFECYCLE_FD.
+struct Channel: @unchecked Sendable {
+    let fd: Int32
+
+    /// The inherited socket, or nil when not run by lifecycled.
+    static func inherited() -> Channel? {
+        guard let raw = getenv(Wire.socketEnvironmentKey), let fd = Int32(String(cString: raw)), fd >= 0 else { return nil }
+        var type: Int32 = 0
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0, type == Int32(SOCK_SEQPACKET.rawValue) else { return nil }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)   // not for the app's own children
+        unsetenv(Wire.socketEnvironmentKey)
+        return Channel(fd: fd)
+    }
+
+    func send(_ m: AppMessage) {
+        let bytes = m.encoded()
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    enum Received { case message(DaemonMessage), closed, timeout }
+
+    /// Waits up to `timeoutMilliseconds` (-1: forever) for one message.
+    func receive(timeoutMilliseconds: Int32) -> Received {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while true {
+            let r = poll(&p, 1, timeoutMilliseconds)
+            if r < 0 && errno == EINTR { continue }
+            if r == 0 { return .timeout }
+            break
+        }
+        var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return .closed }
+            guard let m = try? DaemonMessage.decode(Array(buffer[0..<n])) else { return .closed }
+            return .message(m)
+        }
+    }
+}
+
+func monotonicNanoseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}

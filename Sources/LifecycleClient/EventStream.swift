@@ -1,0 +1,70 @@
+import Dispatch
+@preconcurrency import Glibc
+import LifecycleWire
+
+/// One lifecycle event from the async API.
+public struct LifecycleEventInfo: Sendable, Equatable {
+    /// As LIFECYCLE.md spells it: willResignActive, didEnterBackground, ...
+    public var name: String
+    public var sequence: UInt32
+    /// CLOCK_MONOTONIC nanoseconds by which it must be acknowledged.
+    public var deadline: Int64?
+    /// In the background: when the background budget ends.
+    public var budgetEnd: Int64?
+    /// For launch events.
+    public var launchOptions: LaunchOptions?
+}
+
+/// The lifecycle as an async sequence, for apps that prefer `for await` to
+/// a delegate:
+///
+///     guard let events = LifecycleEvents.connect() else { ... standalone ... }
+///     for await event in events {
+///         switch event.name { case "didEnterBackground": await save(); default: break }
+///     }   // each event is acknowledged when the loop asks for the next one
+///
+/// The previous event is acknowledged when `next()` is called again, so the
+/// body of the loop is the callback; `acknowledge(_:)` does it earlier.
+/// After willTerminate the sequence ends: exit promptly. Background tasks
+/// are part of the delegate API (`Application`).
+public final class LifecycleEvents: AsyncSequence, Sendable {
+    public typealias Element = LifecycleEventInfo
+    let channel: Channel
+
+    init(channel: Channel) { self.channel = channel }
+
+    /// The inherited channel, or nil when not started by lifecycled.
+    public static func connect() -> LifecycleEvents? { Channel.inherited().map(LifecycleEvents.init) }
+
+    public func acknowledge(_ event: LifecycleEventInfo) {
+        channel.send(.acknowledge(sequence: event.sequence))
+    }
+
+    public func makeAsyncIterator() -> Iterator { Iterator(channel: channel) }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        let channel: Channel
+        var unacknowledged: UInt32?
+        var ended = false
+
+        public mutating func next() async -> LifecycleEventInfo? {
+            if let s = unacknowledged { channel.send(.acknowledge(sequence: s)) }
+            unacknowledged = nil
+            if ended { return nil }
+            while true {
+                let channel = self.channel
+                // The blocking wait runs off the cooperative pool.
+                let received: Channel.Received = await withCheckedContinuation { c in
+                    DispatchQueue.global().async { c.resume(returning: channel.receive(timeoutMilliseconds: -1)) }
+                }
+                guard case .message(let m) = received else { return nil }
+                guard case .event(let e) = m else { continue }
+                unacknowledged = e.sequence
+                if e.event == .willTerminate { ended = true }
+                let launch = e.event == .willFinishLaunching || e.event == .didFinishLaunching
+                return LifecycleEventInfo(name: e.event.name, sequence: e.sequence, deadline: e.deadline,
+                                          budgetEnd: e.budgetEnd, launchOptions: launch ? LaunchOptions(e) : nil)
+            }
+        }
+    }
+}

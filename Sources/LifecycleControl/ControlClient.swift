@@ -1,0 +1,109 @@
+import Foundation
+@preconcurrency import Glibc
+import CLifecycleShim
+
+/// A blocking client of the control socket, for supervisorctl and tests.
+public final class ControlClient {
+    public enum Failure: Error, CustomStringConvertible {
+        /// The daemon is not there (no socket, nobody listening).
+        case noDaemon(path: String, reason: String)
+        case connectionLost
+        case badResponse(String)
+
+        public var description: String {
+            switch self {
+            case .noDaemon(let path, let reason): "cannot reach lifecycled at \(path): \(reason)"
+            case .connectionLost: "the daemon closed the connection"
+            case .badResponse(let line): "unreadable response from the daemon: \(line)"
+            }
+        }
+    }
+
+    let fd: Int32
+    private var buffer: [UInt8] = []
+
+    public init(path: String) throws(Failure) {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard fd >= 0, bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+            throw .noDaemon(path: path, reason: "bad socket path")
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in for (i, b) in bytes.enumerated() { raw[i] = b } }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if r != 0 {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw .noDaemon(path: path, reason: reason)
+        }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// Makes every read give up after `seconds` (SO_RCVTIMEO); the read
+    /// then fails with `.connectionLost`. Tests bound their waits with it.
+    public func setReadTimeout(seconds: Double) {
+        var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Sends one request and reads its response.
+    public func send(_ request: ControlRequest) throws(Failure) -> ControlResponse {
+        try write(request)
+        return try readResponse()
+    }
+
+    public func write(_ request: ControlRequest) throws(Failure) {
+        guard var data = try? JSONEncoder().encode(request) else { throw .badResponse("cannot encode request") }
+        data.append(0x0A)
+        try writeRaw(Array(data))
+    }
+
+    /// Writes raw bytes (tests use it to send malformed requests).
+    public func writeRaw(_ bytes: [UInt8]) throws(Failure) {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 { if errno == EINTR { continue }; throw .connectionLost }
+            off += n
+        }
+    }
+
+    /// Reads the next response line.
+    public func readResponse() throws(Failure) -> ControlResponse {
+        let line = try readLine()
+        do { return try JSONDecoder().decode(ControlResponse.self, from: Data(line)) } catch {
+            throw .badResponse(String(decoding: line, as: UTF8.self))
+        }
+    }
+
+    func readLine() throws(Failure) -> [UInt8] {
+        while true {
+            if let nl = buffer.firstIndex(of: 0x0A) {
+                let line = Array(buffer[..<nl])
+                buffer.removeSubrange(...nl)
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { throw .connectionLost }
+            buffer += chunk[0..<n]
+        }
+    }
+
+    /// Streams `events --follow`: calls `body` for each record until it
+    /// returns false or the daemon goes away.
+    public func follow(apps: [String]? = nil, _ body: (EventRecord) -> Bool) throws(Failure) {
+        let first = try send(ControlRequest(.events, apps: apps, follow: true))
+        guard first.ok else { throw .badResponse(first.error?.message ?? "refused") }
+        while true {
+            let r = try readResponse()
+            if let e = r.event, !body(e) { return }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+@preconcurrency import Glibc
+import SystemPackage
+
+/// Where apps live: a subtree of the cgroup v2 hierarchy, or nothing.
+///
+/// Layouts: pure cgroup v2 (mounted at /sys/fs/cgroup) and the hybrid layout
+/// (v2 at /sys/fs/cgroup/unified beside v1 controllers) are the same to us:
+/// we need the v2 tree with cgroup.freeze (Linux 5.2+). Without it the
+/// daemon falls back to process groups (SIGSTOP/SIGCONT, /proc) and says
+/// what that cannot guarantee.
+///
+/// Shape of the subtree (`base` is our delegated unit cgroup under systemd):
+///
+///   base/daemon            the daemon itself: a leaf, as cgroup v2 wants
+///   base/apps/NAME.GEN     one fresh cgroup per launch of each app
+public final class Cgroups {
+    /// The v2 mount point, e.g. /sys/fs/cgroup or /sys/fs/cgroup/unified.
+    public let mount: String
+    /// Our subtree, relative to the mount ("/lifecycled", "/system.slice/lifecycled.service").
+    public let base: String
+    /// Where the daemon was before `enter()`.
+    public let original: String
+    private var entered = false
+
+    public var basePath: String { mount + base }
+    public var appsPath: String { basePath + "/apps" }
+
+    init(mount: String, base: String, original: String) {
+        self.mount = mount
+        self.base = base
+        self.original = original
+    }
+
+    /// Finds the v2 hierarchy and decides the subtree. `root` is the
+    /// configured subtree ("auto" or an absolute cgroup path). Returns nil
+    /// with the reason when cgroups cannot be used.
+    public static func detect(root: String) -> (Cgroups?, String) {
+        guard let mount = v2Mount() else { return (nil, "no cgroup2 file system is mounted") }
+        let own = ownCgroup() ?? "/"
+        let base: String
+        if root == "auto" {
+            base = own == "/" ? "/lifecycled" : own
+        } else {
+            guard root.hasPrefix("/") else { return (nil, "cgroup root '\(root)' is not an absolute cgroup path") }
+            base = root
+        }
+        return (Cgroups(mount: mount, base: base, original: own), "")
+    }
+
+    static func v2Mount() -> String? {
+        guard let info = try? Posix.readFile("/proc/self/mountinfo") else { return nil }
+        for line in info.split(separator: "\n") {
+            // "36 25 0:31 / /sys/fs/cgroup/unified rw,... - cgroup2 cgroup2 rw,..."
+            let halves = line.split(separator: " - ", maxSplits: 1)
+            guard halves.count == 2, halves[1].hasPrefix("cgroup2 ") else { continue }
+            let fields = halves[0].split(separator: " ")
+            if fields.count > 4 { return String(fields[4]) }
+        }
+        return nil
+    }
+
+    /// Our own cgroup v2 path, from the "0::" line of /proc/self/cgroup.
+    static func ownCgroup() -> String? {
+        guard let text = try? Posix.readFile("/proc/self/cgroup") else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("0::") {
+            return String(line.dropFirst(3))
+        }
+        return nil
+    }
+
+    /// Creates the subtree and moves the daemon into its own leaf. Done
+    /// before READY=1, so that app cgroups can be created beside it.
+    public func enter() throws(SystemError) {
+        for dir in [basePath, basePath + "/daemon", appsPath] {
+            if mkdir(dir, 0o755) != 0 && errno != EEXIST {
+                throw SystemError("mkdir", dir, errno: Errno(rawValue: errno))
+            }
+        }
+        // The freezer is what we need: a kernel without cgroup.freeze (< 5.2)
+        // gets the process-group fallback instead.
+        if access(basePath + "/daemon/cgroup.freeze", F_OK) != 0 {
+            throw SystemError("cgroup.freeze", basePath, errno: .noSuchFileOrDirectory)
+        }
+        try Posix.writeFile(basePath + "/daemon/cgroup.procs", "0")
+        entered = true
+    }
+
+    /// A fresh cgroup for one launch of an app (never reused: after
+    /// cgroup.kill the kernel kills every later CLONE_INTO_CGROUP child).
+    public func makeAppGroup(name: String, generation: UInt64) throws(SystemError) -> AppGroup {
+        let path = appsPath + "/\(name).\(generation)"
+        if mkdir(path, 0o755) != 0 {
+            if errno != EEXIST { throw SystemError("mkdir", path, errno: Errno(rawValue: errno)) }
+            // Left over from an earlier daemon: clear it out and start afresh.
+            let stale = AppGroup(path: path, directory: -1)
+            stale.killAll()
+            _ = stale.remove()
+            if mkdir(path, 0o755) != 0 { throw SystemError("mkdir", path, errno: Errno(rawValue: errno)) }
+        }
+        let fd = try Posix.call("open", path) { open(path, O_DIRECTORY | O_RDONLY | O_CLOEXEC) }
+        return AppGroup(path: path, directory: fd)
+    }
+
+    /// Removes what `enter()` made, moving the daemon back where it was.
+    /// Under systemd (`base` is our unit's cgroup) systemd cleans up after us.
+    public func leave() {
+        guard entered else { return }
+        if let names = try? FileManagerLite.list(appsPath) {
+            for n in names { rmdir(appsPath + "/" + n) }
+        }
+        rmdir(appsPath)
+        if base != original {
+            try? Posix.writeFile(mount + (original == "/" ? "" : original) + "/cgroup.procs", "0")
+            rmdir(basePath + "/daemon")
+            rmdir(basePath)
+        }
+    }
+}
+
+/// The processes of one run of one app: its cgroup, or (fallback) its
+/// process group.
+public final class AppGroup {
+    /// The cgroup directory, nil in the process-group fallback.
+    public let path: String?
+    /// O_DIRECTORY fd of the cgroup, handed to clone3 (CLONE_INTO_CGROUP).
+    public private(set) var directory: Int32
+    /// The main process; its process group in the fallback.
+    public var pid: Int32 = 0
+
+    init(path: String?, directory: Int32) {
+        self.path = path
+        self.directory = directory
+    }
+
+    /// The fallback: a process group, which the spawned child leads (setsid).
+    public static func processGroup() -> AppGroup { AppGroup(path: nil, directory: -1) }
+
+    deinit { closeDirectory() }
+
+    public func closeDirectory() {
+        if directory >= 0 { close(directory) }
+        directory = -1
+    }
+
+    /// Starts freezing; true when the freeze is already complete. A busy
+    /// process can take a scheduler tick or two: poll `isFrozen()` after.
+    public func freeze() throws(SystemError) -> Bool {
+        guard let path else {
+            // SIGSTOP is asynchronous: a running process stops at its next
+            // entry into the kernel. Confirm like the freezer: isFrozen().
+            if pid > 0 { _ = Glibc.kill(-pid, SIGSTOP) }
+            return isFrozen()
+        }
+        try Posix.writeFile(path + "/cgroup.freeze", "1")
+        return isFrozen()
+    }
+
+    /// Reads cgroup.events' "frozen" line; the fallback reads /proc/PID/stat.
+    public func isFrozen() -> Bool {
+        guard let path else {
+            guard let stat = try? Posix.readFile("/proc/\(pid)/stat"),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            let state = stat[stat.index(close, offsetBy: 2)]
+            return state == "T" || state == "t"
+        }
+        guard let events = try? Posix.readFile(path + "/cgroup.events") else { return false }
+        return events.contains("frozen 1")
+    }
+
+    public func thaw() throws(SystemError) {
+        guard let path else {
+            if pid > 0 { _ = Glibc.kill(-pid, SIGCONT) }
+            return
+        }
+        try Posix.writeFile(path + "/cgroup.freeze", "0")
+    }
+
+    /// SIGKILLs every process: cgroup.kill (Linux 5.14+), else each pid of
+    /// cgroup.procs; the fallback kills the process group. Works on frozen
+    /// processes without thawing them.
+    public func killAll() {
+        guard let path else {
+            if pid > 0 { _ = Glibc.kill(-pid, SIGKILL); _ = Glibc.kill(pid, SIGKILL) }
+            return
+        }
+        if (try? Posix.writeFile(path + "/cgroup.kill", "1")) != nil { return }
+        for pid in pids() { _ = Glibc.kill(pid, SIGKILL) }
+    }
+
+    public func pids() -> [Int32] {
+        guard let path, let text = try? Posix.readFile(path + "/cgroup.procs") else { return [] }
+        return text.split(separator: "\n").compactMap { Int32($0) }
+    }
+
+    /// True while any process is in the cgroup.
+    public var populated: Bool {
+        guard let path else { return pid > 0 && Glibc.kill(-pid, 0) == 0 }
+        guard let events = try? Posix.readFile(path + "/cgroup.events") else { return false }
+        return events.contains("populated 1")
+    }
+
+    /// Removes the cgroup; false while processes remain.
+    public func remove() -> Bool {
+        closeDirectory()
+        guard let path else { return true }
+        return rmdir(path) == 0 || errno == ENOENT
+    }
+
+    /// CPU time used by every process of the group, in microseconds.
+    public func cpuMicroseconds() -> UInt64? {
+        guard let path else {
+            guard let stat = try? Posix.readFile("/proc/\(pid)/stat"),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            let f = stat[stat.index(after: close)...].split(separator: " ")
+            guard f.count > 13, let u = UInt64(f[11]), let s = UInt64(f[12]) else { return nil }
+            return (u + s) * 1_000_000 / UInt64(sysconf(Int32(_SC_CLK_TCK)))
+        }
+        guard let text = try? Posix.readFile(path + "/cpu.stat") else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("usage_usec ") {
+            return UInt64(line.dropFirst("usage_usec ".count))
+        }
+        return nil
+    }
+}
+
+/// Directory listing without Foundation.
+public enum FileManagerLite {
+    public static func list(_ path: String) throws(SystemError) -> [String] {
+        guard let dir = opendir(path) else { throw SystemError("opendir", path, errno: Errno(rawValue: errno)) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+}

@@ -1,0 +1,97 @@
+@preconcurrency import Glibc
+import CLifecycleShim
+import SystemPackage
+
+/// What to start: the app's command line, environment and working
+/// directory, its group, and the fds it inherits (source in the daemon,
+/// number in the child).
+public struct SpawnRequest {
+    public var executable: String
+    /// argv[0]; the executable's path when nil.
+    public var argv0: String?
+    /// argv[1...].
+    public var arguments: [String]
+    public var environment: [String: String]
+    public var workingDirectory: String?
+    public var group: AppGroup
+    public var inherit: [(source: Int32, target: Int32)]
+
+    public init(executable: String, argv0: String? = nil, arguments: [String], environment: [String: String],
+                workingDirectory: String?, group: AppGroup, inherit: [(source: Int32, target: Int32)] = []) {
+        self.executable = executable
+        self.argv0 = argv0
+        self.arguments = arguments
+        self.environment = environment
+        self.workingDirectory = workingDirectory
+        self.group = group
+        self.inherit = inherit
+    }
+}
+
+public struct SpawnedProcess: Sendable {
+    public var pid: Int32
+    public var pidfd: Int32
+    /// False when the kernel lacked clone3 and the child was moved after fork.
+    public var placedAtomically: Bool
+}
+
+public struct SpawnError: Error, CustomStringConvertible, Sendable {
+    public var step: String
+    public var errno: Errno
+    public var description: String { "\(step): \(errno)" }
+}
+
+public enum Spawner {
+    /// Starts the process inside its group before it runs an instruction of
+    /// its own (clone3 with CLONE_INTO_CGROUP, in the C shim). Exec errors
+    /// come back here, synchronously: the group is fresh, never frozen.
+    public static func spawn(_ request: SpawnRequest) throws(SpawnError) -> SpawnedProcess {
+        let argv = ([request.argv0 ?? request.executable] + request.arguments).map { strdup($0) }
+        let envp = request.environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") }
+        defer {
+            for p in argv { free(p) }
+            for p in envp { free(p) }
+        }
+        var argvC: [UnsafeMutablePointer<CChar>?] = argv + [nil]
+        var envpC: [UnsafeMutablePointer<CChar>?] = envp + [nil]
+        var map: [Int32] = request.inherit.flatMap { [$0.source, $0.target] }
+        var pidfd: Int32 = -1, step: Int32 = 0, atomic: Int32 = 0
+        let pid: pid_t = request.executable.withCString { path in
+            (request.workingDirectory ?? "").withCString { cwd in
+                argvC.withUnsafeMutableBufferPointer { a in
+                    envpC.withUnsafeMutableBufferPointer { e in
+                        map.withUnsafeMutableBufferPointer { m in
+                            var req = lc_spawn_request(
+                                path: path, argv: a.baseAddress, envp: e.baseAddress,
+                                cwd: request.workingDirectory == nil ? nil : cwd,
+                                cgroup_fd: request.group.directory, v1_procs_fd: -1,
+                                fd_map: m.baseAddress, fd_map_count: Int32(request.inherit.count))
+                            return lc_spawn(&req, &pidfd, &step, &atomic)
+                        }
+                    }
+                }
+            }
+        }
+        guard pid > 0 else {
+            let names = [1: "clone3", 2: "join memory cgroup", 3: "set up file descriptors",
+                         4: "reset signals", 5: "setsid", 6: "chdir", 7: "execve"]
+            throw SpawnError(step: names[Int(step)] ?? "spawn", errno: Errno(rawValue: Glibc.errno))
+        }
+        request.group.pid = pid
+        return SpawnedProcess(pid: pid, pidfd: pidfd, placedAtomically: atomic != 0)
+    }
+
+    /// Resolves a command the way a shell would: a name with a slash as is
+    /// (relative to `base`), anything else through `searchPath`.
+    public static func resolve(_ command: String, searchPath: String, base: String) -> String? {
+        if command.contains("/") {
+            let path = command.hasPrefix("/") ? command : base + "/" + command
+            return access(path, X_OK) == 0 ? path : nil
+        }
+        for dir in searchPath.split(separator: ":") where !dir.isEmpty {
+            let path = "\(dir)/\(command)"
+            if access(path, X_OK) == 0 { return path }
+        }
+        return nil
+    }
+}

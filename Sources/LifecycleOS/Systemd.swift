@@ -1,0 +1,98 @@
+@preconcurrency import Glibc
+import CSystemd
+import Logging
+
+/// The service manager, through libsystemd. Every call is harmless when
+/// the daemon was not started by systemd (NOTIFY_SOCKET unset: a no-op).
+public enum Systemd {
+    /// sd_notify(3): "READY=1", "STATUS=...", "STOPPING=1".
+    @discardableResult
+    public static func notify(_ state: String) -> Bool { sd_notify(0, state) > 0 }
+
+    /// Sockets passed by socket activation (sd_listen_fds(3)); the LISTEN_*
+    /// variables are unset so that apps do not inherit them.
+    public static func listenFDs() -> [Int32] {
+        let n = sd_listen_fds(1)
+        guard n > 0 else { return [] }
+        return (0..<n).map { SD_LISTEN_FDS_START + $0 }
+    }
+
+    /// The watchdog interval when WatchdogSec= is set for us.
+    public static func watchdogInterval() -> Duration? {
+        var usec: UInt64 = 0
+        guard sd_watchdog_enabled(0, &usec) > 0 else { return nil }
+        return .microseconds(Int64(usec))
+    }
+
+    /// True when our stderr is the journal (systemd sets $JOURNAL_STREAM to
+    /// its device:inode): then logs go out as structured journal entries.
+    public static var stderrIsJournal: Bool {
+        guard let value = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
+        var st = stat()
+        guard fstat(2, &st) == 0 else { return false }
+        return value == "\(st.st_dev):\(st.st_ino)"
+    }
+
+    /// Sends one structured entry: MESSAGE, PRIORITY and the given fields.
+    static func journal(_ fields: [(String, String)]) {
+        let entries = fields.map { strdup("\($0.0)=\($0.1)")! }
+        defer { entries.forEach { free($0) } }
+        var iov = entries.map { iovec(iov_base: UnsafeMutableRawPointer($0), iov_len: strlen($0)) }
+        _ = sd_journal_sendv(&iov, Int32(iov.count))
+    }
+}
+
+/// A swift-log handler for a daemon: structured journal entries when stderr
+/// is the journal (metadata become fields: "app" -> APP, "from-state" ->
+/// FROM_STATE), otherwise one plain line per entry on stderr.
+public struct DaemonLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level = .info
+    let identifier: String
+    let journal: Bool
+
+    public init(identifier: String, journal: Bool = Systemd.stderrIsJournal) {
+        self.identifier = identifier
+        self.journal = journal
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        let level = event.level, message = event.message
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        if journal {
+            var fields: [(String, String)] = [
+                ("MESSAGE", message.description),
+                ("PRIORITY", String(Self.priority(level))),
+                ("SYSLOG_IDENTIFIER", identifier),
+            ]
+            for (k, v) in all.sorted(by: { $0.key < $1.key }) { fields.append((Self.fieldName(k), "\(v)")) }
+            Systemd.journal(fields)
+        } else {
+            var text = "\(identifier): \(level): \(message)"
+            for (k, v) in all.sorted(by: { $0.key < $1.key }) { text += " \(k)=\(v)" }
+            text += "\n"
+            _ = text.withCString { fputs($0, stderr) }
+        }
+    }
+
+    /// "from-state" -> "FROM_STATE": journal fields are upper case, digits, underscores.
+    static func fieldName(_ key: String) -> String {
+        String(key.uppercased().map { $0.isLetter || $0.isNumber ? $0 : "_" })
+    }
+
+    static func priority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
+    }
+}

@@ -1,0 +1,233 @@
+import ArgumentParser
+import Foundation
+@preconcurrency import Glibc
+import LifecycleControl
+
+/// Exit codes, documented in `supervisorctl --help` and docs/supervisorctl.md.
+enum Exit {
+    static let refused: Int32 = 1
+    static let unknownApp: Int32 = 2
+    static let permissionDenied: Int32 = 3
+    static let noDaemon: Int32 = 4
+    static let badResponse: Int32 = 5
+}
+
+struct Connection: ParsableArguments {
+    @Option(name: .long, help: "Control socket of lifecycled (default: $LIFECYCLED_SOCKET or /run/lifecycled/control.sock).")
+    var socket: String?
+
+    var path: String {
+        socket ?? ProcessInfo.processInfo.environment[ControlDefaults.socketEnvironmentKey] ?? ControlDefaults.socketPath
+    }
+
+    func client() throws -> ControlClient {
+        do { return try ControlClient(path: path) } catch {
+            printError("\(error)")
+            throw ExitCode(Exit.noDaemon)
+        }
+    }
+
+    /// Sends a request; turns a failure into its message and exit code.
+    func request(_ r: ControlRequest) throws -> ControlResponse {
+        let client = try client()
+        let response: ControlResponse
+        do { response = try client.send(r) } catch {
+            printError("\(error)")
+            throw ExitCode(Exit.badResponse)
+        }
+        guard response.ok else { try fail(response.error) }
+        return response
+    }
+}
+
+func printError(_ s: String) {
+    FileHandle.standardError.write(Data("supervisorctl: \(s)\n".utf8))
+}
+
+func fail(_ error: ControlError?) throws -> Never {
+    printError(error?.message ?? "the daemon refused without a reason")
+    switch error?.code {
+    case .unknownApp?: throw ExitCode(Exit.unknownApp)
+    case .permissionDenied?: throw ExitCode(Exit.permissionDenied)
+    case .badRequest?: throw ExitCode(Exit.badResponse)
+    default: throw ExitCode(Exit.refused)
+    }
+}
+
+@main
+struct Supervisorctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "supervisorctl",
+        abstract: "Control and observe lifecycled.",
+        discussion: """
+            Exit codes: 0 success; 1 the daemon refused the command (the message says why); \
+            2 unknown app; 3 permission denied; 4 no daemon at the socket; 5 unreadable \
+            response; 64 bad arguments.
+            """,
+        subcommands: [Status.self, Launch.self, Activate.self, Home.self, Interruption.self,
+                      Lock.self, Unlock.self, Stop.self, Kill.self, Events.self])
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show every app (or the ones named): state, pid, time in state, background tasks, last termination.")
+    @OptionGroup var connection: Connection
+    @Flag(help: "One JSON object: {daemon, apps:[{name,state,pid,...}]}.") var json = false
+    @Argument(help: "Apps to show (default: all).") var apps: [String] = []
+
+    func run() throws {
+        let report = try connection.request(ControlRequest(.status, apps: apps.isEmpty ? nil : apps)).status!
+        if json {
+            let e = JSONEncoder()
+            e.outputFormatting = [.sortedKeys]
+            print(String(decoding: try e.encode(report), as: UTF8.self))
+            return
+        }
+        print(StatusTable.render(report))
+    }
+}
+
+enum StatusTable {
+    static func render(_ report: StatusReport) -> String {
+        var rows = [["NAME", "STATE", "PID", "SINCE", "BG TASKS", "LAST TERMINATION"]]
+        for a in report.apps {
+            var tasks = a.backgroundTasks.isEmpty ? "-" : "\(a.backgroundTasks.count)"
+            if let left = a.backgroundTimeRemaining, !a.backgroundTasks.isEmpty { tasks += " (\(duration(left)) left)" }
+            rows.append([a.name, a.state, a.pid.map(String.init) ?? "-",
+                         a.state == "not-running" && a.lastTermination == nil ? "-" : duration(a.secondsInState),
+                         tasks, a.lastTermination?.description ?? "-"])
+        }
+        let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
+        var out = rows.map { r in
+            r.enumerated().map { i, s in i == r.count - 1 ? s : s.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+                .joined(separator: "  ")
+        }
+        let d = report.daemon
+        var footer = "foreground: \(d.foreground.isEmpty ? "-" : d.foreground.joined(separator: ", ")) (\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
+        if d.locked { footer += ", locked" }
+        if d.interruptions > 0 { footer += ", interrupted" }
+        if d.shuttingDown { footer += ", shutting down" }
+        out.append(footer)
+        return out.joined(separator: "\n")
+    }
+
+    static func duration(_ s: Double) -> String {
+        if s < 60 { return String(format: "%.1fs", s) }
+        let t = Int(s)
+        if t < 3600 { return "\(t / 60)m\(String(format: "%02d", t % 60))s" }
+        return "\(t / 3600)h\(String(format: "%02d", t % 3600 / 60))m"
+    }
+}
+
+struct Launch: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Launch an app: into the foreground, or with --background into the background.")
+    @OptionGroup var connection: Connection
+    @Flag(help: "Launch into the background (willFinishLaunching, didFinishLaunching, didEnterBackground).") var background = false
+    @Argument var app: String
+    func run() throws { _ = try connection.request(ControlRequest(.launch, app: app, background: background)) }
+}
+
+struct Activate: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Bring an app to the foreground, launching it when needed.")
+    @OptionGroup var connection: Connection
+    @Argument var app: String
+    func run() throws { _ = try connection.request(ControlRequest(.activate, app: app)) }
+}
+
+struct Home: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Send every foreground app to the background.")
+    @OptionGroup var connection: Connection
+    func run() throws { _ = try connection.request(ControlRequest(.home)) }
+}
+
+struct Interruption: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "A temporary interruption (alert, call banner): begin or end.")
+    enum Phase: String, ExpressibleByArgument, CaseIterable { case begin, end }
+    @OptionGroup var connection: Connection
+    @Argument(help: "begin or end") var phase: Phase
+    func run() throws {
+        _ = try connection.request(ControlRequest(phase == .begin ? .interruptionBegin : .interruptionEnd))
+    }
+}
+
+struct Lock: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Lock the screen: foreground apps go to the background until unlock.")
+    @OptionGroup var connection: Connection
+    func run() throws { _ = try connection.request(ControlRequest(.lock)) }
+}
+
+struct Unlock: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Unlock the screen: the apps in front come back.")
+    @OptionGroup var connection: Connection
+    func run() throws { _ = try connection.request(ControlRequest(.unlock)) }
+}
+
+struct Stop: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Quit an app as the user would (willTerminate; killed if suspended).")
+    @OptionGroup var connection: Connection
+    @Argument var app: String
+    func run() throws { _ = try connection.request(ControlRequest(.stop, app: app)) }
+}
+
+struct Kill: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "SIGKILL every process of an app at once.")
+    @OptionGroup var connection: Connection
+    @Argument var app: String
+    func run() throws { _ = try connection.request(ControlRequest(.kill, app: app)) }
+}
+
+struct Events: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Recent transitions and delivered events, with acknowledgement times; --follow streams new ones.")
+    @OptionGroup var connection: Connection
+    @Flag(name: .shortAndLong, help: "Keep streaming new records.") var follow = false
+    @Flag(help: "One JSON object per line.") var json = false
+    @Argument(help: "Apps to show (default: all).") var apps: [String] = []
+
+    func run() throws {
+        let filter = apps.isEmpty ? nil : apps
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let show = { (r: EventRecord) in
+            if json {
+                print(String(decoding: (try? encoder.encode(r)) ?? Data(), as: UTF8.self))
+            } else {
+                print(Self.line(r))
+            }
+            fflush(nil)
+        }
+        if !follow {
+            for r in try connection.request(ControlRequest(.events, apps: filter)).events ?? [] { show(r) }
+            return
+        }
+        let client = try connection.client()
+        do {
+            let first = try client.send(ControlRequest(.events, apps: filter, follow: true))
+            guard first.ok else { try fail(first.error) }
+            while true {
+                if let e = try client.readResponse().event { show(e) }
+            }
+        } catch let e as ControlClient.Failure {
+            printError("\(e)")
+            throw ExitCode(Exit.noDaemon)
+        }
+    }
+
+    static let formatter: DateFormatter = {
+        let f = DateFormatter()
+        f.dateFormat = "HH:mm:ss.SSS"
+        return f
+    }()
+
+    static func line(_ r: EventRecord) -> String {
+        var s = "\(formatter.string(from: Date(timeIntervalSince1970: r.time)))  \(r.app)  "
+        switch r.kind {
+        case .transition: s += "\(r.from ?? "?") -> \(r.to ?? "?")"
+        case .delivered: s += "delivered \(r.event ?? "?")" + (r.sequence.map { " #\($0)" } ?? "")
+        case .acknowledged: s += "acknowledged \(r.event ?? "?") in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
+        case .frozen: s += "frozen in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
+        default: s += r.kind.rawValue
+        }
+        if let p = r.pid { s += "  pid \(p)" }
+        if let d = r.detail { s += "  (\(d))" }
+        return s
+    }
+}

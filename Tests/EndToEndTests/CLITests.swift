@@ -1,0 +1,87 @@
+import Foundation
+@preconcurrency import Glibc
+import LifecycleControl
+import Testing
+
+/// supervisorctl as a user meets it: output, JSON, exit codes, permissions.
+@Suite struct SupervisorctlTests {
+    @Test func statusTableAndJSON() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a"), "b": recorder(s + "/b")])
+        let f = try d.follow()
+        #expect(try d.ctl(["activate", "a"]).0 == 0)
+        try f.acknowledged("a", "didBecomeActive")
+        let (code, out, _) = try d.ctl(["status"])
+        #expect(code == 0)
+        let rows = out.split(separator: "\n")
+        #expect(rows.first?.hasPrefix("NAME") == true)
+        #expect(rows.contains { $0.hasPrefix("a ") && $0.contains("active") })
+        #expect(rows.contains { $0.hasPrefix("b ") && $0.contains("not-running") })
+
+        let (jcode, json, _) = try d.ctl(["status", "--json", "a"])
+        #expect(jcode == 0)
+        let report = try JSONDecoder().decode(StatusReport.self, from: Data(json.utf8))
+        #expect(report.apps.count == 1)
+        #expect(report.apps[0].name == "a" && report.apps[0].state == "active" && report.apps[0].pid != nil)
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func exitCodes() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a")])
+        let unknown = try d.ctl(["activate", "nope"])
+        #expect(unknown.0 == 2)
+        #expect(unknown.2.contains("unknown app 'nope'"))
+        let refused = try d.ctl(["stop", "a"])
+        #expect(refused.0 == 1)
+        #expect(refused.2.contains("'a' is not running"))
+        #expect(try d.ctl(["interruption", "end"]).0 == 1)
+        #expect(try d.ctl(["interruption", "sideways"]).0 == 64)
+        #expect(try d.stop() == 0)
+        let none = try run([binary("supervisorctl"), "status", "--socket", d.socket])
+        #expect(none.0 == 4)
+        #expect(none.2.contains("cannot reach lifecycled"))
+    }
+
+    @Test func eventsShowTransitionsAndAcknowledgementTimes() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a")])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        let (code, out, _) = try d.ctl(["events", "a"])
+        #expect(code == 0)
+        #expect(out.contains("a  not-running -> inactive"))
+        #expect(out.contains("a  acknowledged didBecomeActive in"))
+        let (_, json, _) = try d.ctl(["events", "--json"])
+        let records = try json.split(separator: "\n").map { try JSONDecoder().decode(EventRecord.self, from: Data($0.utf8)) }
+        let ack = try #require(records.first { $0.kind == .acknowledged && $0.event == "didBecomeActive" })
+        #expect((ack.latencyMicroseconds ?? -1) >= 0)
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func changesNeedPermissionReadingDoesNot() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a")])
+        chmod(d.dir, 0o755)
+        let read = try d.ctl(["status"], user: "nobody")
+        #expect(read.0 == 0, "status as nobody: \(read.2)")
+        let change = try d.ctl(["activate", "a"], user: "nobody")
+        #expect(change.0 == 3)
+        #expect(change.2.contains("permission denied"))
+        #expect(try d.status("a").state == "not-running")
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func malformedRequestsGetAnErrorAndTheDaemonCarriesOn() throws {
+        let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
+        let c = try d.client()
+        try c.writeRaw(Array("this is not json\n".utf8))
+        let r = try c.readResponse()
+        #expect(!r.ok && r.error?.code == .badRequest)
+        try c.writeRaw(Array("{\"command\":\"explode\"}\n".utf8))
+        #expect(try c.readResponse().error?.code == .badRequest)
+        #expect(try d.command(ControlRequest(.status)).ok)
+        #expect(try d.stop() == 0)
+    }
+}

@@ -1,0 +1,292 @@
+import Foundation
+@preconcurrency import Glibc
+import CLifecycleShim
+import LifecycleControl
+import LifecycleOS
+import Testing
+
+/// Where `swift build` put the executables: beside the test binary.
+let buildDirectory: String = {
+    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+    var dir = (exe as NSString).deletingLastPathComponent
+    // The test binary may sit inside an .xctest bundle directory.
+    while !dir.isEmpty && dir != "/" && !FileManager.default.fileExists(atPath: dir + "/lifecycled") {
+        dir = (dir as NSString).deletingLastPathComponent
+    }
+    return dir
+}()
+
+func binary(_ name: String) -> String { buildDirectory + "/" + name }
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+/// A real lifecycled, with its own temporary config, apps, control socket,
+/// cgroup subtree and a NOTIFY_SOCKET this test owns (it is the service
+/// manager here). Stopped and checked for leftovers by `stop()`.
+final class DaemonUnderTest {
+    let dir: String
+    let socket: String
+    let cgroupRoot: String
+    let notify: NotifySocket
+    let pid: Int32
+    let pidfd: Int32
+    var stopped = false
+
+    /// `apps`: name -> manifest text. `daemon`: extra daemon config lines.
+    init(apps: [String: String], daemon: String = "", cgroupRoot: String? = nil,
+         environment: [String: String] = [:]) throws {
+        dir = FileManager.default.temporaryDirectory.path + "/lifecycled-test-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
+        socket = dir + "/control.sock"
+        self.cgroupRoot = cgroupRoot ?? "/lifecycled-test-\(UUID().uuidString.prefix(8))"
+        try "apps_dir = \"apps\"\nevent_history = 10000\n\(daemon)\n".write(toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
+        for (name, text) in apps {
+            try text.write(toFile: dir + "/apps/\(name).toml", atomically: true, encoding: .utf8)
+        }
+        notify = try NotifySocket(path: dir + "/notify.sock")
+        var env = ProcessInfo.processInfo.environment
+        env["NOTIFY_SOCKET"] = notify.path
+        env["PATH"] = buildDirectory + ":" + (env["PATH"] ?? "/usr/bin:/bin")
+        for (k, v) in environment { env[k] = v }
+        let log = open(dir + "/daemon.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        defer { close(log) }
+        let p = try Spawner.spawn(SpawnRequest(
+            executable: binary("lifecycled"),
+            arguments: ["--config", dir + "/lifecycled.toml", "--control-socket", socket, "--cgroup-root", self.cgroupRoot],
+            environment: env, workingDirectory: dir, group: .processGroup(),
+            inherit: [(log, 1), (log, 2)]))
+        pid = p.pid
+        pidfd = p.pidfd
+        // READY=1 arrives only once the socket listens and the daemon sits in its leaf.
+        guard try notify.waitFor("READY=1", seconds: 20) else {
+            throw TestFailure("lifecycled did not send READY=1; its log:\n\(daemonLog)")
+        }
+    }
+
+    deinit {
+        if !stopped {
+            kill(pid, SIGKILL)
+            var st = lc_child_status()
+            var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+            poll(&p, 1, 5000)
+            lc_reap(pid, &st)
+        }
+        close(pidfd)
+    }
+
+    var daemonLog: String { (try? String(contentsOfFile: dir + "/daemon.log", encoding: .utf8)) ?? "" }
+
+    func path(_ name: String) -> String { dir + "/" + name }
+
+    func client() throws -> ControlClient {
+        let c = try ControlClient(path: socket)
+        c.setReadTimeout(seconds: 30)
+        return c
+    }
+
+    /// Sends a command; throws with the daemon's message if refused.
+    @discardableResult
+    func command(_ r: ControlRequest) throws -> ControlResponse {
+        let resp = try client().send(r)
+        guard resp.ok else { throw TestFailure("\(r.command.rawValue) refused: \(resp.error?.message ?? "?")") }
+        return resp
+    }
+
+    func status(_ app: String) throws -> AppStatus {
+        try command(ControlRequest(.status, apps: [app])).status!.apps[0]
+    }
+
+    /// A follower of `events --follow`, to wait for records as they happen.
+    func follow(_ apps: [String]? = nil) throws -> Follower { try Follower(client(), apps: apps) }
+
+    /// Runs supervisorctl against this daemon; returns (exit code, stdout, stderr).
+    func ctl(_ args: [String], user: String? = nil) throws -> (Int32, String, String) {
+        var argv = [binary("supervisorctl")] + args + ["--socket", socket]
+        if let user { argv = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups"] + argv }
+        return try run(argv)
+    }
+
+    /// SIGTERM, as systemd would; waits for a clean exit and checks that no
+    /// cgroup is left behind.
+    @discardableResult
+    func stop(seconds: Int32 = 30) throws -> Int32 {
+        kill(pid, SIGTERM)
+        var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        guard poll(&p, 1, seconds * 1000) == 1 else { throw TestFailure("lifecycled did not exit within \(seconds) s") }
+        var st = lc_child_status()
+        lc_reap(pid, &st)
+        stopped = true
+        return st.exited != 0 ? st.value : 128 + st.value
+    }
+
+    var cgroupPath: String { "/sys/fs/cgroup/unified" + cgroupRoot }
+}
+
+/// Reads `events --follow` with a bound on every wait (the bound is a
+/// failure, never the synchronisation: the event is).
+final class Follower {
+    let client: ControlClient
+    var seen: [EventRecord] = []
+
+    init(_ client: ControlClient, apps: [String]?) throws {
+        self.client = client
+        let first = try client.send(ControlRequest(.events, apps: apps, follow: true))
+        guard first.ok else { throw TestFailure("events --follow refused") }
+    }
+
+    /// Records read but not yet matched. A wait takes the first match and
+    /// drops the earlier records of the same app and kind: records are
+    /// ordered per app and kind, while apps (and, say, a freeze confirmed
+    /// after a back-off and its transition) interleave in any order.
+    var pending: [EventRecord] = []
+
+    /// Returns the first record (from now on) matching `match`.
+    @discardableResult
+    func wait(_ what: String, _ match: (EventRecord) -> Bool) throws -> EventRecord {
+        while true {
+            if let i = pending.firstIndex(where: match) {
+                let found = pending[i]
+                pending = pending[..<i].filter { $0.app != found.app || $0.kind != found.kind } + pending[(i + 1)...]
+                return found
+            }
+            let r: ControlResponse
+            do { r = try client.readResponse() } catch {
+                throw TestFailure("timed out waiting for \(what); saw: \(seen.suffix(12).map(describe).joined(separator: " | "))")
+            }
+            guard let e = r.event else { continue }
+            seen.append(e)
+            pending.append(e)
+        }
+    }
+
+    @discardableResult
+    func state(_ app: String, _ state: String) throws -> EventRecord {
+        try wait("\(app) -> \(state)") { $0.app == app && $0.kind == .transition && $0.to == state }
+    }
+
+    @discardableResult
+    func acknowledged(_ app: String, _ event: String) throws -> EventRecord {
+        try wait("\(app) acknowledging \(event)") { $0.app == app && $0.kind == .acknowledged && $0.event == event }
+    }
+
+    @discardableResult
+    func terminated(_ app: String) throws -> EventRecord {
+        try wait("\(app) terminated") { $0.app == app && $0.kind == .terminated }
+    }
+
+    func describe(_ e: EventRecord) -> String {
+        "\(e.app) \(e.kind.rawValue) \(e.to ?? e.event ?? e.reason ?? "")"
+    }
+}
+
+/// A datagram socket standing in for systemd's notification socket. Like
+/// systemd, it reads every datagram as it arrives (a thread does), so the
+/// daemon never finds the queue full.
+final class NotifySocket: @unchecked Sendable {
+    let path: String
+    let fd: Int32
+    /// Guards `lines`; signalled by the reader thread for every datagram.
+    private let condition = NSCondition()
+    private var lines: [String] = []
+    private var thread: Thread?
+
+    init(path: String) throws {
+        self.path = path
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        self.fd = fd
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in for (i, b) in path.utf8.enumerated() { raw[i] = b } }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard r == 0 else { throw TestFailure("cannot bind \(path)") }
+        let t = Thread { [weak self] in
+            var buf = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = recv(fd, &buf, buf.count, 0)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0, let self else { return }   // shut down
+                let text = String(decoding: buf[0..<n], as: UTF8.self)
+                self.condition.lock()
+                self.lines += text.split(separator: "\n").map(String.init)
+                self.condition.broadcast()
+                self.condition.unlock()
+            }
+        }
+        t.start()
+        thread = t
+    }
+
+    deinit {
+        shutdown(fd, Int32(SHUT_RDWR))
+        close(fd)
+    }
+
+    var received: [String] {
+        condition.lock()
+        defer { condition.unlock() }
+        return lines
+    }
+
+    /// Waits (polling what the reader thread collected) for the line `line`.
+    func waitFor(_ line: String, seconds: Double) throws -> Bool {
+        try waitFor(prefix: line, seconds: seconds) { $0 == line } != nil
+    }
+
+    /// Waits for a line starting with `prefix` that satisfies `match`.
+    func waitFor(prefix: String, seconds: Double, _ match: (String) -> Bool) throws -> String? {
+        let end = Date().addingTimeInterval(seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if let l = lines.first(where: { $0.hasPrefix(prefix) && match($0) }) { return l }
+            if !condition.wait(until: end) { return nil }
+        }
+    }
+}
+
+/// Runs a command to completion; returns (exit code, stdout, stderr).
+func run(_ argv: [String], environment: [String: String]? = nil) throws -> (Int32, String, String) {
+    let dir = FileManager.default.temporaryDirectory.path + "/run-\(UUID().uuidString.prefix(8))"
+    let out = open(dir + ".out", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    let err = open(dir + ".err", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    defer { close(out); close(err); unlink(dir + ".out"); unlink(dir + ".err") }
+    let p = try Spawner.spawn(SpawnRequest(
+        executable: argv[0], arguments: Array(argv.dropFirst()),
+        environment: environment ?? ProcessInfo.processInfo.environment, workingDirectory: nil,
+        group: .processGroup(), inherit: [(out, 1), (err, 2)]))
+    var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
+    guard poll(&pfd, 1, 60_000) == 1 else { kill(p.pid, SIGKILL); throw TestFailure("\(argv[0]) did not finish") }
+    var st = lc_child_status()
+    lc_reap(p.pid, &st)
+    close(p.pidfd)
+    let o = (try? String(contentsOfFile: dir + ".out", encoding: .utf8)) ?? ""
+    let e = (try? String(contentsOfFile: dir + ".err", encoding: .utf8)) ?? ""
+    return (st.exited != 0 ? st.value : 128 + st.value, o, e)
+}
+
+/// Lines of a file written by an example app (comments starting with # kept).
+func lines(_ path: String) -> [String] {
+    ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+}
+
+/// Waits until the file at `path` has a line `line`, woken by inotify on
+/// every write (a plain program says "started" once its signals are set up).
+func waitForLine(_ path: String, _ line: String, seconds: Int32 = 20) throws {
+    let fd = inotify_init1(Int32(IN_CLOEXEC))
+    defer { close(fd) }
+    let dir = (path as NSString).deletingLastPathComponent
+    inotify_add_watch(fd, dir, UInt32(IN_MODIFY | IN_CREATE))
+    let deadline = Date().addingTimeInterval(Double(seconds))
+    while !lines(path).contains(line) {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let left = Int32(max(1, deadline.timeIntervalSinceNow * 1000))
+        guard Date() < deadline, poll(&p, 1, left) == 1 else { throw TestFailure("\(path) never got the line '\(line)'") }
+        var buf = [UInt8](repeating: 0, count: 4096)
+        _ = read(fd, &buf, buf.count)
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+@preconcurrency import Glibc
+import LifecycleControl
+import Testing
+
+/// A fresh directory for one test's app logs.
+func scratch() -> String {
+    let dir = FileManager.default.temporaryDirectory.path + "/lifecycled-apps-\(UUID().uuidString.prefix(8))"
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+/// A recorder manifest writing to `log`, with optional extra lines.
+func recorder(_ log: String, _ extra: String = "") -> String {
+    "command = [\"example-recorder\", \"--log\", \"\(log)\"]\n\(extra)\n"
+}
+
+/// Every event order of LIFECYCLE.md, observed by a real app through a real
+/// daemon. The recorder writes each event before acknowledging it, so once
+/// the daemon reports the acknowledgement, the line is in the file.
+@Suite struct EventOrderEndToEndTests {
+    @Test func foregroundLaunchHomeReturnAndQuit() throws {
+        let s = scratch(), log = s + "/a.events"
+        let d = try DaemonUnderTest(apps: ["a": recorder(log)])
+        let f = try d.follow(["a"])
+
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        #expect(lines(log) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive"])
+        #expect(try d.status("a").state == "active")
+
+        try d.command(ControlRequest(.home))
+        try f.state("a", "suspended")
+        #expect(lines(log).suffix(2) == ["willResignActive", "didEnterBackground"])
+
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        #expect(lines(log).suffix(2) == ["willEnterForeground", "didBecomeActive"])
+
+        try d.command(ControlRequest(.stop, app: "a"))
+        #expect(try f.terminated("a").reason == "stopped-by-user")
+        #expect(lines(log).suffix(3) == ["willResignActive", "didEnterBackground", "willTerminate"])
+        #expect(try d.stop() == 0)
+        #expect(!FileManager.default.fileExists(atPath: d.cgroupPath), "cgroup subtree left behind")
+    }
+
+    @Test func interruptionLockAndAnotherApp() throws {
+        let s = scratch(), a = s + "/a.events", b = s + "/b.events"
+        let d = try DaemonUnderTest(apps: ["a": recorder(a), "b": recorder(b)])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+
+        try d.command(ControlRequest(.interruptionBegin))
+        try f.acknowledged("a", "willResignActive")
+        try d.command(ControlRequest(.interruptionEnd))
+        try f.acknowledged("a", "didBecomeActive")
+        #expect(lines(a).suffix(2) == ["willResignActive", "didBecomeActive"])
+
+        // Interrupted, then sent home: only didEnterBackground.
+        try d.command(ControlRequest(.interruptionBegin))
+        try f.acknowledged("a", "willResignActive")
+        try d.command(ControlRequest(.home))
+        try f.state("a", "suspended")
+        try d.command(ControlRequest(.interruptionEnd))
+        #expect(lines(a).suffix(2) == ["willResignActive", "didEnterBackground"])
+
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        try d.command(ControlRequest(.lock))
+        try f.state("a", "suspended")
+        try d.command(ControlRequest(.unlock))
+        try f.acknowledged("a", "didBecomeActive")
+        #expect(lines(a).suffix(4) == ["willResignActive", "didEnterBackground", "willEnterForeground", "didBecomeActive"])
+
+        // Another app takes the one foreground slot.
+        try d.command(ControlRequest(.activate, app: "b"))
+        try f.acknowledged("b", "didBecomeActive")
+        try f.state("a", "suspended")
+        #expect(lines(a).suffix(2) == ["willResignActive", "didEnterBackground"])
+        #expect(lines(b) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive"])
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func backgroundLaunchAndStops() throws {
+        let s = scratch(), a = s + "/a.events", b = s + "/b.events"
+        let d = try DaemonUnderTest(apps: ["a": recorder(a), "b": recorder(b, "background_modes = [\"audio\"]")])
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "a", background: true))
+        try f.state("a", "suspended")
+        #expect(lines(a) == ["willFinishLaunching", "didFinishLaunching", "didEnterBackground"])
+
+        // Stopped while suspended: no event, just the kill.
+        try d.command(ControlRequest(.stop, app: "a"))
+        #expect(try f.terminated("a").reason == "stopped-by-user")
+        #expect(lines(a).count == 3)
+
+        // A continuous background mode keeps b running; stopped there it gets willTerminate.
+        try d.command(ControlRequest(.launch, app: "b", background: true))
+        try f.acknowledged("b", "didEnterBackground")
+        #expect(try d.status("b").state == "background")
+        try d.command(ControlRequest(.stop, app: "b"))
+        try f.terminated("b")
+        #expect(lines(b) == ["willFinishLaunching", "didFinishLaunching", "didEnterBackground", "willTerminate"])
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func nextLaunchIsToldWhyThePreviousRunEnded() throws {
+        let s = scratch(), a = s + "/a.events"
+        let d = try DaemonUnderTest(apps: ["a": recorder(a)])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        try d.command(ControlRequest(.kill, app: "a"))
+        #expect(try f.terminated("a").reason == "killed-by-user")
+        #expect(try d.status("a").lastTermination?.reason == "killed-by-user")
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        #expect(lines(a).contains("# previous: killed-by-user"))
+        #expect(try d.stop() == 0)
+    }
+}
+
+@Suite struct DeadlineEndToEndTests {
+    @Test func appHangingInDidEnterBackgroundIsKilledAtItsDeadline() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: [
+            "h": "command = [\"example-recorder\", \"--log\", \"\(s)/h\", \"--hang\", \"didEnterBackground\"]\n[timeouts]\nbackground = 0.5\n",
+        ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "h"))
+        try f.acknowledged("h", "didBecomeActive")
+        try d.command(ControlRequest(.home))
+        let sent = try f.wait("didEnterBackground delivered") { $0.kind == .delivered && $0.event == "didEnterBackground" }
+        let killed = try f.wait("the kill") { $0.kind == .killed }
+        #expect(killed.reason == "background-watchdog")
+        let waited = Double(killed.monotonic - sent.monotonic) / 1e9
+        #expect(waited >= 0.5, "killed before its deadline (\(waited) s)")
+        #expect(try f.terminated("h").reason == "background-watchdog")
+        #expect(try d.status("h").state == "not-running")
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func launchWatchdog() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: [
+            "h": "command = [\"example-recorder\", \"--log\", \"\(s)/h\", \"--hang\", \"didFinishLaunching\"]\n[timeouts]\nlaunch = 0.3\n",
+        ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "h"))
+        #expect(try f.terminated("h").reason == "launch-watchdog")
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func launchFailureIsReported() throws {
+        let d = try DaemonUnderTest(apps: ["missing": "command = [\"/nonexistent/program\"]\n"])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "missing"))
+        let end = try f.terminated("missing")
+        #expect(end.reason == "launch-failed")
+        #expect(end.detail?.contains("/nonexistent/program") == true)
+        #expect(try d.stop() == 0)
+    }
+}
+
+@Suite struct BackgroundTaskEndToEndTests {
+    func worker(_ log: String, _ args: String, _ timeouts: String = "") -> String {
+        "command = [\"example-worker\", \"--log\", \"\(log)\", \(args)]\n[timeouts]\n\(timeouts)\n"
+    }
+
+    @Test func taskKeepsTheAppRunningUntilItEnds() throws {
+        let s = scratch(), log = s + "/w"
+        let d = try DaemonUnderTest(apps: ["w": worker(log, "\"--work-ms\", \"600\"")])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "w"))
+        try f.acknowledged("w", "didBecomeActive")
+        try d.command(ControlRequest(.home))
+        try f.acknowledged("w", "didEnterBackground")
+        let st = try d.status("w")
+        #expect(st.state == "background")
+        #expect(st.backgroundTasks.map(\.name) == ["finish-work"])
+        #expect((st.backgroundTimeRemaining ?? 0) > 20)
+        try f.state("w", "suspended")
+        #expect(lines(log).contains("task ended"))
+        #expect(!lines(log).contains("task expired"))
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func budgetRunsOutExpirationThenKill() throws {
+        let s = scratch(), log = s + "/w"
+        let d = try DaemonUnderTest(apps: [
+            "w": worker(log, "\"--work-ms\", \"60000\", \"--ignore-expiration\"",
+                        "background_task_budget = 1.0\nexpiration_warning = 0.5"),
+        ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "w"))
+        try f.acknowledged("w", "didBecomeActive")
+        try d.command(ControlRequest(.home))
+        let background = try f.state("w", "background")
+        try f.wait("expiration") { $0.kind == .expiring }
+        let killed = try f.wait("kill") { $0.kind == .killed }
+        #expect(killed.reason == "background-task-expired")
+        #expect(Double(killed.monotonic - background.monotonic) / 1e9 >= 1.0)
+        try f.terminated("w")
+        #expect(lines(log).contains("task expired"))
+        #expect(try d.stop() == 0)
+    }
+}

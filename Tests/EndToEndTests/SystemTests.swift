@@ -1,0 +1,214 @@
+import Foundation
+@preconcurrency import Glibc
+import LifecycleControl
+import LifecycleOS
+import Testing
+
+func plain(_ log: String, _ extra: String = "") -> String {
+    """
+    command = ["example-plain", "--log", "\(log)"\(extra.contains("--busy") ? ", \"--busy\"" : "")]
+    delivery = "signals"
+    [signals]
+    willResignActive = "SIGUSR1"
+    didBecomeActive = "SIGUSR2"
+    [timeouts]
+    background_grace = 0.3
+    """
+}
+
+/// CPU time of a process (utime + stime), in clock ticks, from /proc.
+func cpuTicks(_ pid: Int32) -> Int? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return nil }
+    let f = stat[stat.index(after: close)...].split(separator: " ")
+    guard f.count > 13, let u = Int(f[11]), let s = Int(f[12]) else { return nil }
+    return u + s
+}
+
+/// Lets `seconds` of wall time pass: a measurement window, not a wait for
+/// something to happen (CPU time accrues over time, nothing signals it).
+func measure(seconds: Double) {
+    var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+    nanosleep(&ts, nil)
+}
+
+@Suite struct FreezerEndToEndTests {
+    @Test func suspendedAppIsFrozenAndItsCPUTimeStops() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["busy": plain(s + "/busy", "--busy")])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "busy"))
+        try f.state("busy", "active")
+        try waitForLine(s + "/busy", "started")
+        let pid = try #require(try d.status("busy").pid)
+        let before = try #require(cpuTicks(pid))
+        measure(seconds: 0.3)
+        let running = try #require(cpuTicks(pid)) - before
+        #expect(running > 5, "a busy app should burn CPU while running (\(running) ticks)")
+
+        try d.command(ControlRequest(.home))
+        let frozen = try f.wait("frozen") { $0.kind == .frozen }
+        try f.state("busy", "suspended")
+        #expect(frozen.latencyMicroseconds != nil)
+        let group = try FileManager.default.contentsOfDirectory(atPath: d.cgroupPath + "/apps").first { $0.hasPrefix("busy.") }
+        let events = try String(contentsOfFile: d.cgroupPath + "/apps/\(try #require(group))/cgroup.events", encoding: .utf8)
+        #expect(events.contains("frozen 1"))
+        let t0 = try #require(cpuTicks(pid))
+        measure(seconds: 0.3)
+        #expect(try #require(cpuTicks(pid)) == t0, "a frozen app must not run")
+
+        // Thawed, it runs again and answers its signals.
+        try d.command(ControlRequest(.activate, app: "busy"))
+        try f.state("busy", "active")
+        let t1 = try #require(cpuTicks(pid))
+        measure(seconds: 0.3)
+        #expect(try #require(cpuTicks(pid)) > t1)
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func plainProgramSurvivesBackgroundAndForeground() throws {
+        let s = scratch(), log = s + "/p"
+        let d = try DaemonUnderTest(apps: ["p": plain(log)])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "p"))
+        try f.state("p", "active")
+        try waitForLine(log, "started")
+        let pid = try d.status("p").pid
+        try d.command(ControlRequest(.home))
+        try f.state("p", "background")
+        try f.state("p", "suspended")
+        try d.command(ControlRequest(.activate, app: "p"))
+        try f.state("p", "active")
+        #expect(try d.status("p").pid == pid, "the same process came back")
+        try d.command(ControlRequest(.stop, app: "p"))
+        #expect(try f.terminated("p").reason == "stopped-by-user")
+        // The launch is silent; then SIGUSR1 (willResignActive), SIGUSR2
+        // (didBecomeActive) in order, SIGUSR1 again and SIGTERM for the quit.
+        #expect(lines(log) == ["started", "SIGUSR1", "SIGUSR2", "SIGUSR1", "SIGTERM"])
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func processGroupFallbackSuspendsWithSIGSTOP() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["busy": plain(s + "/busy", "--busy")], cgroupRoot: "none")
+        let f = try d.follow()
+        let status = try d.command(ControlRequest(.status)).status!
+        #expect(status.daemon.confinement.hasPrefix("process-groups"))
+        try d.command(ControlRequest(.activate, app: "busy"))
+        try f.state("busy", "active")
+        try waitForLine(s + "/busy", "started")
+        let pid = try #require(try d.status("busy").pid)
+        try d.command(ControlRequest(.home))
+        try f.wait("stopped") { $0.kind == .frozen }
+        try f.state("busy", "suspended")
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        #expect(stat[stat.index(stat.lastIndex(of: ")")!, offsetBy: 2)] == "T")
+        #expect(d.daemonLog.contains("falling back to process groups"))
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func noZombieAndNoGrandchildSurvives() throws {
+        let s = scratch()
+        // The app starts a grandchild that would outlive it, then exits.
+        let d = try DaemonUnderTest(apps: [
+            "forker": "command = [\"/bin/sh\", \"-c\", \"sleep 1000 & echo $! > \(s)/grandchild; exec sleep 1000\"]\ndelivery = \"signals\"\n",
+        ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "forker", background: true))
+        try f.state("forker", "background")
+        var grandchild: Int32? = nil
+        for _ in 0..<2000 where grandchild == nil {  // the shell writes the pid right after fork
+            grandchild = lines(s + "/grandchild").first.flatMap { Int32($0) }
+            if grandchild == nil { sched_yield() }
+        }
+        let g = try #require(grandchild)
+        try d.command(ControlRequest(.kill, app: "forker"))
+        try f.terminated("forker")
+        // The whole cgroup was killed: the grandchild is gone (or at most a
+        // zombie about to be reaped by the daemon, its subreaper).
+        var gone = false
+        for _ in 0..<1000 {
+            if kill(g, 0) != 0 { gone = true; break }
+            let st = (try? String(contentsOfFile: "/proc/\(g)/stat", encoding: .utf8)) ?? ""
+            if st.isEmpty { gone = true; break }
+            sched_yield()
+        }
+        #expect(gone, "grandchild \(g) survived its app")
+        #expect(zombies(of: d.pid).isEmpty, "zombie children of the daemon: \(zombies(of: d.pid))")
+        #expect(try d.stop() == 0)
+        #expect(!FileManager.default.fileExists(atPath: d.cgroupPath))
+    }
+}
+
+/// Children of `parent` in state Z.
+func zombies(of parent: Int32) -> [Int32] {
+    let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap { Int32($0) } ?? []
+    return pids.filter { pid in
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return false }
+        let f = stat[stat.index(after: close)...].split(separator: " ")
+        return f.count > 2 && f[0] == "Z" && Int32(f[1]) == parent
+    }
+}
+
+@Suite struct SystemdEndToEndTests {
+    @Test func notifiesReadyStatusAndStopping() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a")])
+        #expect(try d.notify.waitFor(prefix: "STATUS=", seconds: 5) { $0 == "STATUS=1 apps: 1 not-running" } != nil)
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        #expect(try d.notify.waitFor(prefix: "STATUS=", seconds: 5) { $0 == "STATUS=1 apps: 1 active" } != nil)
+        #expect(try d.stop() == 0)
+        #expect(try d.notify.waitFor("STOPPING=1", seconds: 5))
+    }
+
+    @Test func unitFilesVerifyWithoutWarnings() throws {
+        let dir = scratch()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        for unit in ["lifecycled.service", "lifecycled.socket"] {
+            var text = try String(contentsOfFile: root + "/systemd/" + unit, encoding: .utf8)
+            text = text.replacingOccurrences(of: "/usr/local/bin/lifecycled", with: binary("lifecycled"))
+            try text.write(toFile: dir + "/" + unit, atomically: true, encoding: .utf8)
+        }
+        let (code, out, err) = try run(["/usr/bin/systemd-analyze", "verify", "--man=no",
+                                        dir + "/lifecycled.service", dir + "/lifecycled.socket"])
+        #expect(code == 0)
+        #expect(err.isEmpty, "systemd-analyze warned: \(err)")
+        #expect(out.isEmpty)
+    }
+
+    @Test func socketActivation() throws {
+        let s = scratch()
+        try "apps_dir = \"apps\"\ncontrol_socket = \"\(s)/unused.sock\"\n".write(toFile: s + "/d.toml", atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: s + "/apps", withIntermediateDirectories: true)
+        try recorder(s + "/a.events").write(toFile: s + "/apps/a.toml", atomically: true, encoding: .utf8)
+        let sock = s + "/activated.sock"
+        let log = open(s + "/log", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        defer { close(log) }
+        var env = ProcessInfo.processInfo.environment
+        env["PATH"] = buildDirectory + ":" + (env["PATH"] ?? "")
+        let p = try Spawner.spawn(SpawnRequest(
+            executable: "/usr/bin/systemd-socket-activate",
+            arguments: ["-l", sock, binary("lifecycled"), "--config", s + "/d.toml", "--cgroup-root", "/lifecycled-sa-\(getpid())"],
+            environment: env, workingDirectory: s, group: .processGroup(), inherit: [(log, 1), (log, 2)]))
+        defer { kill(p.pid, SIGKILL); close(p.pidfd) }
+        // systemd-socket-activate listens before it starts us; the first
+        // connection starts lifecycled, which takes the socket via sd_listen_fds.
+        var client: ControlClient? = nil
+        for _ in 0..<5000 where client == nil {
+            client = try? ControlClient(path: sock)
+            if client == nil { sched_yield() }
+        }
+        let c = try #require(client)
+        c.setReadTimeout(seconds: 20)
+        let r = try c.send(ControlRequest(.status))
+        #expect(r.ok)
+        #expect(r.status?.apps.map(\.name) == ["a"])
+        #expect(!FileManager.default.fileExists(atPath: s + "/unused.sock"))
+        kill(p.pid, SIGTERM)
+        var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 20_000) == 1)
+    }
+}
