@@ -1,7 +1,8 @@
 // example-recorder: records every lifecycle event it receives, one line per
 // event name as LIFECYCLE.md spells it, to the file given with --log. The
 // tests read that file to check event orders. With --hang EVENT it never
-// returns from that callback (to test the watchdogs).
+// returns from that callback (to test the watchdogs). With --async it uses
+// the async API (`for await event in LifecycleEvents`) instead of a delegate.
 @preconcurrency import Glibc
 import LifecycleClient
 
@@ -41,7 +42,21 @@ func option(_ name: String) -> String? {
 }
 
 guard let log = option("--log") else {
-    fputs("usage: example-recorder --log FILE [--hang EVENT]\n", stderr)
+    fputs("usage: example-recorder --log FILE [--hang EVENT] [--async]\n", stderr)
     exit(2)
 }
-Application.main(delegate: Recorder(log: log, hang: option("--hang")))
+let recorder = Recorder(log: log, hang: option("--hang"))
+if CommandLine.arguments.contains("--async") {
+    guard let events = LifecycleEvents.connect() else {
+        fputs("example-recorder --async: not started by lifecycled\n", stderr)
+        exit(2)
+    }
+    for await event in events {
+        recorder.note(event.name)   // acknowledged when the loop asks for the next
+        if event.name == "willFinishLaunching", let reason = event.launchOptions?.previousTerminationReason {
+            recorder.note("# previous: \(reason)")
+        }
+    }
+    exit(0)   // after willTerminate the sequence ends
+}
+Application.main(delegate: recorder)

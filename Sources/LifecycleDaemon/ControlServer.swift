@@ -67,7 +67,8 @@ final class ControlServer {
         if creds.gid == gid { return true }
         guard let status = try? Posix.readFile("/proc/\(creds.pid)/status") else { return false }
         for line in status.split(separator: "\n") where line.hasPrefix("Groups:") {
-            return line.dropFirst(7).split(separator: " ").contains { gid_t($0) == gid }
+            // "Groups:\t1 24 27 " - tab after the colon, spaces between.
+            return line.dropFirst(7).split(whereSeparator: { $0 == " " || $0 == "\t" }).contains { gid_t($0) == gid }
         }
         return false
     }

@@ -73,6 +73,18 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    @Test func membersOfTheControlGroupMayChangeThings() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a")], daemon: "control_group = \"daemon\"")
+        chmod(d.dir, 0o755)
+        let argv = ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=daemon",
+                    binary("supervisorctl"), "activate", "a", "--socket", d.socket]
+        let (code, _, err) = try run(argv)
+        #expect(code == 0, "a member of the control group was refused: \(err)")
+        #expect(try d.status("a").state != "not-running")
+        #expect(try d.stop() == 0)
+    }
+
     @Test func malformedRequestsGetAnErrorAndTheDaemonCarriesOn() throws {
         let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
         let c = try d.client()

@@ -1,6 +1,8 @@
 import Foundation
 @preconcurrency import Glibc
+import CLifecycleShim
 import LifecycleControl
+import LifecycleOS
 import Testing
 
 /// A fresh directory for one test's app logs.
@@ -204,5 +206,88 @@ func recorder(_ log: String, _ extra: String = "") -> String {
         try f.terminated("w")
         #expect(lines(log).contains("task expired"))
         #expect(try d.stop() == 0)
+    }
+}
+
+@Suite struct ClientLibraryEndToEndTests {
+    @Test func asyncSequenceSeesTheSameOrders() throws {
+        let s = scratch(), log = s + "/a.events"
+        // A continuous mode keeps it running in the background, so the stop
+        // reaches it (a suspended app would be killed without notice).
+        let d = try DaemonUnderTest(apps: ["a": "command = [\"example-recorder\", \"--log\", \"\(log)\", \"--async\"]\nbackground_modes = [\"audio\"]\n"])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "willFinishLaunching")
+        try f.acknowledged("a", "didFinishLaunching")
+        try d.command(ControlRequest(.home))
+        // The last event of a stay is acknowledged when the loop asks for the next.
+        try f.state("a", "background")
+        try d.command(ControlRequest(.stop, app: "a"))
+        #expect(try f.terminated("a").reason == "stopped-by-user")
+        #expect(lines(log) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive",
+                               "willResignActive", "didEnterBackground", "willTerminate"])
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func outsideTheSupervisorTheAppSaysSoAndRuns() throws {
+        let s = scratch(), log = s + "/standalone.events"
+        let err = open(s + "/stderr", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        var env = ProcessInfo.processInfo.environment
+        env["LIFECYCLE_FD"] = nil
+        let p = try Spawner.spawn(SpawnRequest(executable: binary("example-recorder"), arguments: ["--log", log],
+                                               environment: env, workingDirectory: s, group: .processGroup(),
+                                               inherit: [(err, 2)]))
+        close(err)
+        try waitForLine(log, "didBecomeActive")
+        kill(p.pid, SIGTERM)
+        var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 20_000) == 1)
+        var st = lc_child_status()
+        lc_reap(p.pid, &st)
+        close(p.pidfd)
+        #expect(st.exited == 1 && st.value == 0)
+        #expect(lines(log) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive",
+                               "willResignActive", "didEnterBackground", "willTerminate"])
+        #expect(lines(s + "/stderr").joined().contains("not started by lifecycled"))
+    }
+
+    @Test func saverKeepsItsStateAcrossRuns() throws {
+        let s = scratch(), state = s + "/count"
+        let d = try DaemonUnderTest(apps: ["saver": "command = [\"example-saver\", \"--state\", \"\(state)\"]\n"])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "saver"))
+        try f.acknowledged("saver", "didBecomeActive")
+        try d.command(ControlRequest(.home))
+        // Saved inside didEnterBackground, so written once it is acknowledged.
+        try f.acknowledged("saver", "didEnterBackground")
+        let saved = try #require(lines(state).first.flatMap { Int($0) })
+        #expect(saved >= 1)
+        try d.command(ControlRequest(.stop, app: "saver"))   // suspended: killed without notice
+        try f.terminated("saver")
+        #expect(lines(state).first.flatMap { Int($0) } == saved, "the saved state survives the kill")
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func shutdownStopsEveryAppAsTheReferenceSays() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: [
+            "front": recorder(s + "/front"),
+            "frozen": recorder(s + "/frozen"),
+            "music": recorder(s + "/music", "background_modes = [\"audio\"]"),
+        ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "frozen", background: true))
+        try f.state("frozen", "suspended")
+        try d.command(ControlRequest(.launch, app: "music", background: true))
+        try f.acknowledged("music", "didEnterBackground")
+        try d.command(ControlRequest(.activate, app: "front"))
+        try f.acknowledged("front", "didBecomeActive")
+        #expect(try d.stop() == 0)
+        #expect(lines(s + "/front").suffix(3) == ["willResignActive", "didEnterBackground", "willTerminate"])
+        #expect(lines(s + "/music").last == "willTerminate")
+        #expect(lines(s + "/frozen").last == "didEnterBackground", "a suspended app is killed without notice")
+        #expect(try d.notify.waitFor("STOPPING=1", seconds: 5))
+        #expect(!FileManager.default.fileExists(atPath: d.cgroupPath))
+        #expect(d.daemonLog.contains("frozen ended: daemon shutdown"))
     }
 }
