@@ -22,7 +22,7 @@ release: deps
 run: release
 	.build/release/lifecycled --config $(CONFIG)
 
-test: deps
+test: deps test-shim
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 

@@ -1,0 +1,182 @@
+// Tests of the C shim against the real kernel (run as root by `make test`):
+//   make test-shim   (gcc -Wall -Wextra -Werror, see the Makefile)
+// Every wait is on a pidfd becoming readable (the child exited) or on a pipe
+// reaching EOF; nothing sleeps.
+#define _GNU_SOURCE
+#include "CLifecycleShim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int passed, failed;
+extern char **environ;
+
+#define CHECK(name, cond)                                                        \
+    do {                                                                         \
+        if (cond) { passed++; printf("ok      %s\n", name); }                    \
+        else { failed++; printf("FAILED  %s (%s:%d, errno %s)\n", name, __FILE__, __LINE__, strerror(errno)); } \
+    } while (0)
+
+/// Waits for the child behind `pidfd` to exit, then reaps it.
+static struct lc_child_status wait_exit(pid_t pid, int pidfd) {
+    struct pollfd p = {pidfd, POLLIN, 0};
+    poll(&p, 1, 10000);
+    struct lc_child_status st;
+    lc_reap(pid, &st);
+    close(pidfd);
+    return st;
+}
+
+static pid_t spawn(char *const argv[], const char *cwd, int cgroup_fd, int v1_fd, const int *map, int n,
+                   int *pidfd, int *step) {
+    struct lc_spawn_request r = {argv[0], argv, environ, cwd, cgroup_fd, v1_fd, map, n};
+    int atomic = 0;
+    return lc_spawn(&r, pidfd, step, &atomic);
+}
+
+/// Reads everything from fd until EOF (the writers are gone).
+static void slurp(int fd, char *buf, size_t len) {
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < len && (n = read(fd, buf + got, len - 1 - got)) > 0) got += (size_t)n;
+    buf[got] = 0;
+}
+
+int main(void) {
+    int pidfd, step;
+    char buf[4096];
+
+    {   // exit codes
+        char *t[] = {"/bin/true", NULL};
+        pid_t pid = spawn(t, NULL, -1, -1, NULL, 0, &pidfd, &step);
+        CHECK("spawn /bin/true gives a pid and a pidfd", pid > 0 && pidfd >= 0);
+        struct lc_child_status st = wait_exit(pid, pidfd);
+        CHECK("exit code 0 is reported", st.pid == pid && st.exited && st.value == 0);
+        char *three[] = {"/bin/sh", "-c", "exit 3", NULL};
+        pid = spawn(three, NULL, -1, -1, NULL, 0, &pidfd, &step);
+        st = wait_exit(pid, pidfd);
+        CHECK("exit code 3 is reported", st.exited && st.value == 3);
+    }
+    {   // exec failures come back synchronously and leave no zombie
+        char *nope[] = {"/nonexistent/program", NULL};
+        pid_t pid = spawn(nope, NULL, -1, -1, NULL, 0, &pidfd, &step);
+        CHECK("a missing program fails with ENOENT at execve", pid == -1 && errno == ENOENT && step == LC_STEP_EXEC);
+        struct lc_child_status st;
+        int r = lc_peek_ended_child(&st);
+        CHECK("the failed child was reaped", (r == 0 && st.pid == 0) || (r == -1 && errno == ECHILD));
+        char *t[] = {"/bin/true", NULL};
+        pid = spawn(t, "/nonexistent/dir", -1, -1, NULL, 0, &pidfd, &step);
+        CHECK("a bad working directory fails at chdir", pid == -1 && errno == ENOENT && step == LC_STEP_CWD);
+    }
+    {   // CLONE_INTO_CGROUP: the child starts in its cgroup
+        char dir[256];
+        snprintf(dir, sizeof dir, "/sys/fs/cgroup/unified/lc-shim-test-%d", getpid());
+        mkdir(dir, 0755);
+        int cg = open(dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+        int p[2];
+        pipe2(p, O_CLOEXEC);
+        int map[] = {p[1], 1};
+        char *cat[] = {"/bin/cat", "/proc/self/cgroup", NULL};
+        pid_t pid = spawn(cat, NULL, cg, -1, map, 1, &pidfd, &step);
+        close(p[1]);
+        slurp(p[0], buf, sizeof buf);
+        close(p[0]);
+        wait_exit(pid, pidfd);
+        char want[300];
+        snprintf(want, sizeof want, "0::/lc-shim-test-%d\n", getpid());
+        CHECK("the child runs in the cgroup it was cloned into", cg >= 0 && strstr(buf, want) != NULL);
+        close(cg);
+        CHECK("the cgroup is empty and removable after the child", rmdir(dir) == 0);
+    }
+    {   // fd mapping, including a source that is another target, and nothing else inherited
+        int a[2], b[2];
+        pipe2(a, O_CLOEXEC);
+        pipe2(b, O_CLOEXEC);
+        int leak = open("/dev/null", O_RDONLY);   // NOT close-on-exec: must still not reach the child
+        int map[] = {a[1], 9, b[1], a[1]};        // b's write end goes where a's was
+        char script[256];
+        snprintf(script, sizeof script, "echo x >&%d; echo y >&9; ls /proc/self/fd | tr '\\n' ' ' >&9", a[1]);
+        char *sh[] = {"/bin/sh", "-c", script, NULL};
+        pid_t pid = spawn(sh, NULL, -1, -1, map, 2, &pidfd, &step);
+        close(a[1]);
+        close(b[1]);
+        char got_b[256], got_a[256];
+        slurp(b[0], got_b, sizeof got_b);
+        slurp(a[0], got_a, sizeof got_a);
+        wait_exit(pid, pidfd);
+        CHECK("a source mapped onto another source's number arrives", strcmp(got_b, "x\n") == 0);
+        char leaked[32];
+        snprintf(leaked, sizeof leaked, " %d ", leak);
+        CHECK("mapped fds arrive and unmapped ones do not", strncmp(got_a, "y\n", 2) == 0 && strstr(got_a, leaked) == NULL);
+        close(leak);
+        close(a[0]);
+        close(b[0]);
+    }
+    {   // signals: blocked and ignored in the parent, default in the child; own session
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        char *sl[] = {"/bin/sleep", "100", NULL};
+        pid_t pid = spawn(sl, NULL, -1, -1, NULL, 0, &pidfd, &step);
+        snprintf(buf, sizeof buf, "/proc/%d/status", pid);
+        FILE *f = fopen(buf, "r");
+        unsigned long long ign = ~0ULL, blk = ~0ULL;
+        char line[256];
+        while (f && fgets(line, sizeof line, f)) {
+            sscanf(line, "SigIgn: %llx", &ign);
+            sscanf(line, "SigBlk: %llx", &blk);
+        }
+        if (f) fclose(f);
+        CHECK("the child ignores no signal the parent ignored", ign == 0);
+        CHECK("the child blocks no signal the parent blocked", blk == 0);
+        CHECK("the child leads its own session", getsid(pid) == pid);
+        CHECK("pidfd_send_signal delivers SIGTERM", lc_pidfd_send_signal(pidfd, SIGTERM) == 0);
+        struct lc_child_status st = wait_exit(pid, pidfd);
+        CHECK("death by signal 15 is reported", !st.exited && st.value == SIGTERM);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+    }
+    {   // v1 memory cgroup joined before exec
+        char dir[256], procs[300];
+        snprintf(dir, sizeof dir, "/sys/fs/cgroup/memory/lc-shim-test-%d", getpid());
+        if (mkdir(dir, 0755) == 0) {
+            snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+            int v1 = open(procs, O_WRONLY | O_CLOEXEC);
+            char *sl[] = {"/bin/sleep", "100", NULL};
+            pid_t pid = spawn(sl, NULL, -1, v1, NULL, 0, &pidfd, &step);
+            close(v1);
+            FILE *f = fopen(procs, "r");
+            int found = 0, v;
+            while (f && fscanf(f, "%d", &v) == 1) found |= v == pid;
+            if (f) fclose(f);
+            CHECK("the child joined its v1 memory cgroup", found);
+            lc_pidfd_send_signal(pidfd, SIGKILL);
+            wait_exit(pid, pidfd);
+            rmdir(dir);
+        } else {
+            printf("skip    v1 memory cgroup (%s)\n", strerror(errno));
+        }
+    }
+    {   // credentials and subreaper
+        int sv[2];
+        socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+        pid_t pid;
+        uid_t uid;
+        gid_t gid;
+        CHECK("SO_PEERCRED names us", lc_peer_credentials(sv[0], &pid, &uid, &gid) == 0 && pid == getpid() &&
+                                          uid == getuid() && gid == getgid());
+        CHECK("we can become a child subreaper", lc_become_subreaper() == 0);
+        CHECK("the monotonic clock moves", lc_monotonic_ns() > 0);
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
