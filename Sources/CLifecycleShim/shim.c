@@ -108,12 +108,14 @@ __attribute__((noreturn)) static void child(const struct lc_spawn_request *req, 
     sigset_t none;
     sigemptyset(&none);
     if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) child_fail(pipe_fd, LC_STEP_SIGNALS);
-    struct sigaction dfl;
+    // The raw system call: glibc's sigaction refuses its reserved signals
+    // (32, 33), which a parent such as make may have ignored.
+    struct { void (*handler)(int); unsigned long flags; void (*restorer)(void); unsigned long mask; } dfl;
     memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++) {
+    dfl.handler = SIG_DFL;
+    for (int s = 1; s <= 64; s++) {
         if (s == SIGKILL || s == SIGSTOP) continue;
-        sigaction(s, &dfl, NULL);  // EINVAL for glibc-reserved signals: fine
+        syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof dfl.mask);
     }
 
     // Its own session and process group: the fallback signals the group.
