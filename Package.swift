@@ -10,7 +10,8 @@
 //   LifecycleOS        thin typed adapters over the kernel and systemd
 //   LifecycleDaemon    the daemon shell: config, event loop, app channels, control server
 //   LifecycleClient    the Swift client library apps link
-//   lifecycled, supervisorctl, example-*   executables
+//   LifecycleTestKit   a real daemon under test, for end-to-end tests and benchmarks
+//   lifecycled, supervisorctl, example-*, lifecycled-bench   executables
 import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
@@ -28,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
     ],
     targets: [
         .target(name: "LifecycleCore", swiftSettings: strict),
@@ -73,8 +75,15 @@ let package = Package(
         .testTarget(name: "LifecycleDaemonTests", dependencies: [
             "LifecycleDaemon", "LifecycleOS", "LifecycleControl",
         ], swiftSettings: strict),
-        .testTarget(name: "EndToEndTests", dependencies: ["LifecycleControl", "LifecycleWire", "LifecycleOS", "CLifecycleShim"],
-                    swiftSettings: strict),
+        .target(name: "LifecycleTestKit", dependencies: ["LifecycleControl", "LifecycleOS", "CLifecycleShim"],
+                swiftSettings: strict),
+        .executableTarget(name: "lifecycled-bench", dependencies: [
+            "LifecycleTestKit", "LifecycleControl", "LifecycleOS", "CLifecycleShim", "LifecycleWire",
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+        ], path: "Benchmarks", swiftSettings: strict),
+        .testTarget(name: "EndToEndTests", dependencies: [
+            "LifecycleTestKit", "LifecycleControl", "LifecycleWire", "LifecycleOS", "CLifecycleShim",
+        ], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

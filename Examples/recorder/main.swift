@@ -27,7 +27,11 @@ final class Recorder: ApplicationDelegate {
         if let reason = options.previousTerminationReason { note("# previous: \(reason)") }
     }
     func didFinishLaunching(_ app: Application, options: LaunchOptions) { note("didFinishLaunching") }
-    func didBecomeActive(_ app: Application) { note("didBecomeActive") }
+    func didBecomeActive(_ app: Application) {
+        note("didBecomeActive")
+        // For the launch benchmark's bare-exec baseline (standalone only).
+        if !app.isSupervised && CommandLine.arguments.contains("--exit-when-active") { exit(0) }
+    }
     func willResignActive(_ app: Application) { note("willResignActive") }
     func didEnterBackground(_ app: Application) { note("didEnterBackground") }
     func willEnterForeground(_ app: Application) { note("willEnterForeground") }

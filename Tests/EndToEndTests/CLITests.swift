@@ -1,6 +1,7 @@
 import Foundation
 @preconcurrency import Glibc
 import LifecycleControl
+import LifecycleTestKit
 import Testing
 
 /// supervisorctl as a user meets it: output, JSON, exit codes, permissions.

@@ -2,6 +2,7 @@ import Foundation
 @preconcurrency import Glibc
 import CLifecycleShim
 import LifecycleControl
+import LifecycleTestKit
 import LifecycleOS
 import Testing
 

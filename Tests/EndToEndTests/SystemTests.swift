@@ -1,6 +1,7 @@
 import Foundation
 @preconcurrency import Glibc
 import LifecycleControl
+import LifecycleTestKit
 import LifecycleOS
 import Testing
 

@@ -3,10 +3,13 @@ import Foundation
 import CLifecycleShim
 import LifecycleControl
 import LifecycleOS
-import Testing
 
-/// Where `swift build` put the executables: beside the test binary.
-let buildDirectory: String = {
+// LifecycleTestKit: a real lifecycled under test, for the end-to-end tests
+// and the benchmarks. It plays systemd (a NOTIFY_SOCKET it reads like
+// systemd does) and the user (commands, `events --follow`).
+
+/// Where `swift build` put the executables: beside the test or bench binary.
+public let buildDirectory: String = {
     let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
     var dir = (exe as NSString).deletingLastPathComponent
     // The test binary may sit inside an .xctest bundle directory.
@@ -16,33 +19,34 @@ let buildDirectory: String = {
     return dir
 }()
 
-func binary(_ name: String) -> String { buildDirectory + "/" + name }
+public func binary(_ name: String) -> String { buildDirectory + "/" + name }
 
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
+public struct TestFailure: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
 }
 
 /// A real lifecycled, with its own temporary config, apps, control socket,
 /// cgroup subtree and a NOTIFY_SOCKET this test owns (it is the service
 /// manager here). Stopped and checked for leftovers by `stop()`.
-final class DaemonUnderTest {
-    let dir: String
-    let socket: String
-    let cgroupRoot: String
-    let notify: NotifySocket
-    let pid: Int32
-    let pidfd: Int32
-    var stopped = false
+public final class DaemonUnderTest {
+    public let dir: String
+    public let socket: String
+    public let cgroupRoot: String
+    public let notify: NotifySocket
+    public let pid: Int32
+    public let pidfd: Int32
+    public private(set) var stopped = false
 
     /// `apps`: name -> manifest text. `daemon`: extra daemon config lines.
-    init(apps: [String: String], daemon: String = "", cgroupRoot: String? = nil,
+    public init(apps: [String: String], daemon: String = "", cgroupRoot: String? = nil,
          environment: [String: String] = [:]) throws {
         dir = FileManager.default.temporaryDirectory.path + "/lifecycled-test-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
         socket = dir + "/control.sock"
         self.cgroupRoot = cgroupRoot ?? "/lifecycled-test-\(UUID().uuidString.prefix(8))"
-        try "apps_dir = \"apps\"\nevent_history = 10000\n\(daemon)\n".write(toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
+        let history = daemon.contains("event_history") ? "" : "event_history = 10000\n"
+        try "apps_dir = \"apps\"\n\(history)\(daemon)\n".write(toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
         for (name, text) in apps {
             try text.write(toFile: dir + "/apps/\(name).toml", atomically: true, encoding: .utf8)
         }
@@ -77,11 +81,11 @@ final class DaemonUnderTest {
         close(pidfd)
     }
 
-    var daemonLog: String { (try? String(contentsOfFile: dir + "/daemon.log", encoding: .utf8)) ?? "" }
+    public var daemonLog: String { (try? String(contentsOfFile: dir + "/daemon.log", encoding: .utf8)) ?? "" }
 
-    func path(_ name: String) -> String { dir + "/" + name }
+    public func path(_ name: String) -> String { dir + "/" + name }
 
-    func client() throws -> ControlClient {
+    public func client() throws -> ControlClient {
         let c = try ControlClient(path: socket)
         c.setReadTimeout(seconds: 30)
         return c
@@ -89,21 +93,21 @@ final class DaemonUnderTest {
 
     /// Sends a command; throws with the daemon's message if refused.
     @discardableResult
-    func command(_ r: ControlRequest) throws -> ControlResponse {
+    public func command(_ r: ControlRequest) throws -> ControlResponse {
         let resp = try client().send(r)
         guard resp.ok else { throw TestFailure("\(r.command.rawValue) refused: \(resp.error?.message ?? "?")") }
         return resp
     }
 
-    func status(_ app: String) throws -> AppStatus {
+    public func status(_ app: String) throws -> AppStatus {
         try command(ControlRequest(.status, apps: [app])).status!.apps[0]
     }
 
     /// A follower of `events --follow`, to wait for records as they happen.
-    func follow(_ apps: [String]? = nil) throws -> Follower { try Follower(client(), apps: apps) }
+    public func follow(_ apps: [String]? = nil) throws -> Follower { try Follower(client(), apps: apps) }
 
     /// Runs supervisorctl against this daemon; returns (exit code, stdout, stderr).
-    func ctl(_ args: [String], user: String? = nil) throws -> (Int32, String, String) {
+    public func ctl(_ args: [String], user: String? = nil) throws -> (Int32, String, String) {
         var argv = [binary("supervisorctl")] + args + ["--socket", socket]
         if let user { argv = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups"] + argv }
         return try run(argv)
@@ -112,7 +116,7 @@ final class DaemonUnderTest {
     /// SIGTERM, as systemd would; waits for a clean exit and checks that no
     /// cgroup is left behind.
     @discardableResult
-    func stop(seconds: Int32 = 30) throws -> Int32 {
+    public func stop(seconds: Int32 = 30) throws -> Int32 {
         kill(pid, SIGTERM)
         var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
         guard poll(&p, 1, seconds * 1000) == 1 else { throw TestFailure("lifecycled did not exit within \(seconds) s") }
@@ -122,14 +126,14 @@ final class DaemonUnderTest {
         return st.exited != 0 ? st.value : 128 + st.value
     }
 
-    var cgroupPath: String { "/sys/fs/cgroup/unified" + cgroupRoot }
+    public var cgroupPath: String { "/sys/fs/cgroup/unified" + cgroupRoot }
 }
 
 /// Reads `events --follow` with a bound on every wait (the bound is a
 /// failure, never the synchronisation: the event is).
-final class Follower {
-    let client: ControlClient
-    var seen: [EventRecord] = []
+public final class Follower {
+    public let client: ControlClient
+    public private(set) var seen: [EventRecord] = []
 
     init(_ client: ControlClient, apps: [String]?) throws {
         self.client = client
@@ -141,11 +145,11 @@ final class Follower {
     /// drops the earlier records of the same app and kind: records are
     /// ordered per app and kind, while apps (and, say, a freeze confirmed
     /// after a back-off and its transition) interleave in any order.
-    var pending: [EventRecord] = []
+    private var pending: [EventRecord] = []
 
     /// Returns the first record (from now on) matching `match`.
     @discardableResult
-    func wait(_ what: String, _ match: (EventRecord) -> Bool) throws -> EventRecord {
+    public func wait(_ what: String, _ match: (EventRecord) -> Bool) throws -> EventRecord {
         while true {
             if let i = pending.firstIndex(where: match) {
                 let found = pending[i]
@@ -163,17 +167,17 @@ final class Follower {
     }
 
     @discardableResult
-    func state(_ app: String, _ state: String) throws -> EventRecord {
+    public func state(_ app: String, _ state: String) throws -> EventRecord {
         try wait("\(app) -> \(state)") { $0.app == app && $0.kind == .transition && $0.to == state }
     }
 
     @discardableResult
-    func acknowledged(_ app: String, _ event: String) throws -> EventRecord {
+    public func acknowledged(_ app: String, _ event: String) throws -> EventRecord {
         try wait("\(app) acknowledging \(event)") { $0.app == app && $0.kind == .acknowledged && $0.event == event }
     }
 
     @discardableResult
-    func terminated(_ app: String) throws -> EventRecord {
+    public func terminated(_ app: String) throws -> EventRecord {
         try wait("\(app) terminated") { $0.app == app && $0.kind == .terminated }
     }
 
@@ -185,9 +189,9 @@ final class Follower {
 /// A datagram socket standing in for systemd's notification socket. Like
 /// systemd, it reads every datagram as it arrives (a thread does), so the
 /// daemon never finds the queue full.
-final class NotifySocket: @unchecked Sendable {
-    let path: String
-    let fd: Int32
+public final class NotifySocket: @unchecked Sendable {
+    public let path: String
+    public let fd: Int32
     /// Guards `lines`; signalled by the reader thread for every datagram.
     private let condition = NSCondition()
     private var lines: [String] = []
@@ -226,19 +230,19 @@ final class NotifySocket: @unchecked Sendable {
         close(fd)
     }
 
-    var received: [String] {
+    public var received: [String] {
         condition.lock()
         defer { condition.unlock() }
         return lines
     }
 
     /// Waits (polling what the reader thread collected) for the line `line`.
-    func waitFor(_ line: String, seconds: Double) throws -> Bool {
+    public func waitFor(_ line: String, seconds: Double) throws -> Bool {
         try waitFor(prefix: line, seconds: seconds) { $0 == line } != nil
     }
 
     /// Waits for a line starting with `prefix` that satisfies `match`.
-    func waitFor(prefix: String, seconds: Double, _ match: (String) -> Bool) throws -> String? {
+    public func waitFor(prefix: String, seconds: Double, _ match: (String) -> Bool) throws -> String? {
         let end = Date().addingTimeInterval(seconds)
         condition.lock()
         defer { condition.unlock() }
@@ -250,7 +254,7 @@ final class NotifySocket: @unchecked Sendable {
 }
 
 /// Runs a command to completion; returns (exit code, stdout, stderr).
-func run(_ argv: [String], environment: [String: String]? = nil) throws -> (Int32, String, String) {
+public func run(_ argv: [String], environment: [String: String]? = nil) throws -> (Int32, String, String) {
     let dir = FileManager.default.temporaryDirectory.path + "/run-\(UUID().uuidString.prefix(8))"
     let out = open(dir + ".out", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
     let err = open(dir + ".err", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
@@ -270,13 +274,13 @@ func run(_ argv: [String], environment: [String: String]? = nil) throws -> (Int3
 }
 
 /// Lines of a file written by an example app (comments starting with # kept).
-func lines(_ path: String) -> [String] {
+public func lines(_ path: String) -> [String] {
     ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
 }
 
 /// Waits until the file at `path` has a line `line`, woken by inotify on
 /// every write (a plain program says "started" once its signals are set up).
-func waitForLine(_ path: String, _ line: String, seconds: Int32 = 20) throws {
+public func waitForLine(_ path: String, _ line: String, seconds: Int32 = 20) throws {
     let fd = inotify_init1(Int32(IN_CLOEXEC))
     defer { close(fd) }
     let dir = (path as NSString).deletingLastPathComponent

@@ -1,0 +1,210 @@
+// lifecycled-bench: the numbers of docs/performance.md, measured against a
+// real daemon and real apps. `make bench` builds in release mode and runs it;
+// it prints a Markdown report. Options: --quick (fewer iterations).
+import Foundation
+@preconcurrency import Glibc
+import CLifecycleShim
+import Histogram
+import LifecycleControl
+import LifecycleOS
+import LifecycleTestKit
+import LifecycleWire
+
+let quick = CommandLine.arguments.contains("--quick")
+let iterations = quick ? 200 : 2000
+
+/// Microsecond percentiles of a series, through an HdrHistogram.
+struct Series {
+    var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+    var count = 0
+    mutating func add(microseconds: Double) { _ = histogram.record(UInt64(max(0, microseconds.rounded()))); count += 1 }
+    func p(_ q: Double) -> UInt64 { histogram.valueAtPercentile(q) }
+    var summary: String { "p50 \(p(50)) µs, p99 \(p(99)) µs, max \(histogram.max) µs (n = \(count))" }
+}
+
+func now() -> Int64 { lc_monotonic_ns() }
+var report: [String] = []
+@MainActor func out(_ s: String) { print(s); fflush(nil); report.append(s) }
+
+// MARK: - The floor: a raw SOCK_SEQPACKET round trip between two processes
+
+if CommandLine.arguments.contains("--echo") {
+    // Child: echo every datagram on fd 3 until EOF.
+    var buf = [UInt8](repeating: 0, count: 64)
+    while true {
+        let n = recv(3, &buf, buf.count, 0)
+        if n <= 0 { exit(0) }
+        _ = send(3, buf, n, 0)
+    }
+}
+
+func rawFloor() throws -> Series {
+    let (mine, theirs) = try UnixSocket.channelPair()
+    try Posix.setNonBlocking(mine, false)
+    let p = try Spawner.spawn(SpawnRequest(executable: CommandLine.arguments[0], arguments: ["--echo"],
+                                           environment: [:], workingDirectory: nil, group: .processGroup(),
+                                           inherit: [(theirs, 3)]))
+    close(theirs)
+    let message = AppMessage.acknowledge(sequence: 1).encoded()
+    var s = Series()
+    var buf = [UInt8](repeating: 0, count: 64)
+    for i in 0..<(iterations * 5 + 500) {
+        let t0 = now()
+        _ = send(mine, message, message.count, 0)
+        _ = recv(mine, &buf, buf.count, 0)
+        if i >= 500 { s.add(microseconds: Double(now() - t0) / 1000) }
+    }
+    close(mine)
+    var st = lc_child_status()
+    var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
+    poll(&pfd, 1, 5000)
+    lc_reap(p.pid, &st)
+    return s
+}
+
+// MARK: - Through the daemon
+
+func recorderApp(_ extra: String = "") -> String {
+    "command = [\"example-recorder\", \"--log\", \"/dev/null\"]\n\(extra)\n"
+}
+
+/// Event round trip (daemon sends, app acknowledges), decision-to-frozen
+/// and thaw-to-active, from the daemon's own records.
+func throughDaemon() throws -> (roundTrip: Series, frozen: Series, thawToActive: Series) {
+    let d = try DaemonUnderTest(apps: ["a": recorderApp()], daemon: "event_history = 0")
+    let f = try d.follow(["a"])
+    try d.command(ControlRequest(.activate, app: "a"))
+    try f.acknowledged("a", "didBecomeActive")
+    var rt = Series()
+    let c = try d.client()
+    for i in 0..<iterations {
+        // An interruption makes two events: willResignActive, didBecomeActive.
+        _ = try c.send(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd))
+        let ack = try f.wait("ack") { $0.kind == .acknowledged }
+        rt.add(microseconds: ack.latencyMicroseconds ?? 0)
+    }
+    var frozen = Series(), thaw = Series()
+    for _ in 0..<(iterations / 10) {
+        _ = try c.send(ControlRequest(.home))
+        let fr = try f.wait("frozen") { $0.kind == .frozen }
+        frozen.add(microseconds: fr.latencyMicroseconds ?? 0)
+        _ = try c.send(ControlRequest(.activate, app: "a"))
+        let thawed = try f.wait("thawed") { $0.kind == .thawed }
+        let active = try f.acknowledged("a", "didBecomeActive")
+        thaw.add(microseconds: Double(active.monotonic - thawed.monotonic) / 1000)
+    }
+    try d.stop()
+    return (rt, frozen, thaw)
+}
+
+/// Launch to active (acknowledged didBecomeActive) against a bare exec of
+/// the same binary running standalone to didBecomeActive and exiting.
+func launch() throws -> (supervised: Series, bare: Series) {
+    let n = quick ? 30 : 200
+    var bare = Series()
+    let devnull = open("/dev/null", O_WRONLY | O_CLOEXEC)
+    for _ in 0..<n {
+        let t0 = now()
+        let p = try Spawner.spawn(SpawnRequest(executable: binary("example-recorder"),
+                                               arguments: ["--log", "/dev/null", "--exit-when-active"],
+                                               environment: [:], workingDirectory: nil, group: .processGroup(),
+                                               inherit: [(devnull, 2)]))
+        var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
+        poll(&pfd, 1, 10_000)
+        bare.add(microseconds: Double(now() - t0) / 1000)
+        var st = lc_child_status()
+        lc_reap(p.pid, &st)
+        close(p.pidfd)
+    }
+    close(devnull)
+    let d = try DaemonUnderTest(apps: ["a": recorderApp()], daemon: "event_history = 0")
+    let f = try d.follow(["a"])
+    let c = try d.client()
+    var supervised = Series()
+    for _ in 0..<n {
+        let t0 = now()
+        _ = try c.send(ControlRequest(.activate, app: "a"))
+        let active = try f.acknowledged("a", "didBecomeActive")
+        supervised.add(microseconds: Double(active.monotonic - t0) / 1000)
+        _ = try c.send(ControlRequest(.kill, app: "a"))
+        try f.terminated("a")
+    }
+    try d.stop()
+    return (supervised, bare)
+}
+
+/// Resident memory (kB) and CPU ticks of a process, from /proc.
+func usage(_ pid: Int32) -> (rssKB: Int, cpuTicks: Int, switches: Int) {
+    let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+    var rss = 0, sw = 0
+    for line in status.split(separator: "\n") {
+        let f = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+        if line.hasPrefix("VmRSS:") { rss = Int(f[1]) ?? 0 }
+        if line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") { sw += Int(f[1]) ?? 0 }
+    }
+    let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+    let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
+    return (rss, (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0), sw)
+}
+
+/// Daemon memory, idle CPU and wake-ups with `count` suspended apps, and the
+/// time `status` takes.
+func scale(_ count: Int) throws -> (rssMB: Double, idleCPU: Double, wakeups: Int, status: Series, ctl: Series) {
+    var apps: [String: String] = [:]
+    for i in 0..<count {
+        apps[String(format: "app%04d", i)] = "command = [\"/bin/sleep\", \"1000000\"]\ndelivery = \"signals\"\n[timeouts]\nbackground_grace = 0.1\n"
+    }
+    let d = try DaemonUnderTest(apps: apps, daemon: "event_history = 0")
+    let f = try d.follow()
+    let c = try d.client()
+    for name in apps.keys.sorted() { _ = try c.send(ControlRequest(.launch, app: name, background: true)) }
+    var suspended = 0
+    while suspended < count { _ = try f.wait("suspended") { $0.kind == .transition && $0.to == "suspended" }; suspended += 1 }
+    // Idle: nothing happens for 10 s (the measurement window).
+    let before = usage(d.pid)
+    var ts = timespec(tv_sec: quick ? 3 : 10, tv_nsec: 0)
+    let window = Double(ts.tv_sec)
+    nanosleep(&ts, nil)
+    let after = usage(d.pid)
+    var status = Series(), ctl = Series()
+    for _ in 0..<20 {
+        let t0 = now()
+        _ = try c.send(ControlRequest(.status))
+        status.add(microseconds: Double(now() - t0) / 1000)
+        let t1 = now()
+        _ = try d.ctl(["status"])
+        ctl.add(microseconds: Double(now() - t1) / 1000)
+    }
+    let rss = Double(usage(d.pid).rssKB) / 1024
+    try d.stop(seconds: 120)
+    let idle = Double(after.cpuTicks - before.cpuTicks) / Double(sysconf(Int32(_SC_CLK_TCK))) / window * 100
+    return (rss, idle, after.switches - before.switches, status, ctl)
+}
+
+// MARK: - Report
+
+let kernel = { () -> String in var u = utsname(); uname(&u)
+    return withUnsafeBytes(of: u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) } }()
+let cpu = ((try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? "")
+    .split(separator: "\n").first { $0.hasPrefix("model name") }.map { String($0.split(separator: ":")[1]).trimmingCharacters(in: .whitespaces) } ?? "?"
+out("Machine: \(cpu), \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, Linux \(kernel); \(quick ? "quick run" : "full run").")
+out("")
+let floor = try rawFloor()
+out("| raw SOCK_SEQPACKET round trip (floor) | \(floor.summary) |")
+let (rt, frozen, thaw) = try throughDaemon()
+out("| event round trip through lifecycled | \(rt.summary) |")
+out("| decision to frozen (idle app) | \(frozen.summary) |")
+out("| thaw to active (acknowledged didBecomeActive) | \(thaw.summary) |")
+let (sup, bare) = try launch()
+out("| launch to active (activate sent to didBecomeActive acknowledged) | \(sup.summary) |")
+out("| bare exec of the same binary to didBecomeActive, standalone | \(bare.summary) |")
+out("| launch overhead (p50 difference) | \(Int64(sup.p(50)) - Int64(bare.p(50))) µs |")
+for n in [100, 1000] {
+    let s = try scale(n)
+    out("| \(n) suspended apps: daemon RSS | \(String(format: "%.1f", s.rssMB)) MB |")
+    out("| \(n) suspended apps: daemon CPU while idle | \(String(format: "%.3f", s.idleCPU)) % over the window, \(s.wakeups) context switches |")
+    out("| \(n) apps: status request (socket round trip) | \(s.status.summary) |")
+    out("| \(n) apps: `supervisorctl status` (whole process) | \(s.ctl.summary) |")
+}
+try? FileManager.default.createDirectory(atPath: "bench-results", withIntermediateDirectories: true)
+try? report.joined(separator: "\n").write(toFile: "bench-results/latest.md", atomically: true, encoding: .utf8)
