@@ -68,21 +68,53 @@ func recorderApp(_ extra: String = "") -> String {
     "command = [\"example-recorder\", \"--log\", \"/dev/null\"]\n\(extra)\n"
 }
 
-/// Event round trip (daemon sends, app acknowledges), decision-to-frozen
-/// and thaw-to-active, from the daemon's own records.
-func throughDaemon() throws -> (roundTrip: Series, frozen: Series, thawToActive: Series) {
+/// Event round trip (the daemon sends an event, the app acknowledges it),
+/// as the daemon measures it. No follower is attached while measuring: the
+/// loop is paced by a FIFO the app writes each event to, and the latencies
+/// are read from the daemon's history afterwards.
+func roundTrip() throws -> Series {
+    let dir = FileManager.default.temporaryDirectory.path + "/lifecycled-bench-\(getpid())"
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    let fifo = dir + "/events"
+    unlink(fifo)
+    mkfifo(fifo, 0o600)
+    let reader = open(fifo, O_RDWR | O_CLOEXEC)   // RDWR: neither side blocks in open
+    defer { close(reader); unlink(fifo) }
+    let d = try DaemonUnderTest(apps: ["a": "command = [\"example-recorder\", \"--log\", \"\(fifo)\"]\n"],
+                                daemon: "event_history = \(iterations * 4 + 100)")
+    let c = try d.client()
+    var pending = ""
+    var buf = [UInt8](repeating: 0, count: 4096)
+    /// Reads the FIFO until the app has handled `event`.
+    func handled(_ event: String) {
+        while !pending.split(separator: "\n").contains(Substring(event)) {
+            let n = read(reader, &buf, buf.count)
+            if n <= 0 { return }
+            pending += String(decoding: buf[0..<n], as: UTF8.self)
+        }
+        pending = ""
+    }
+    _ = try c.send(ControlRequest(.activate, app: "a"))
+    handled("didBecomeActive")
+    for i in 0..<iterations {
+        // An interruption makes one event each way: willResignActive, didBecomeActive.
+        _ = try c.send(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd))
+        handled(i % 2 == 0 ? "willResignActive" : "didBecomeActive")
+    }
+    var s = Series()
+    let history = try c.send(ControlRequest(.events, apps: ["a"])).events ?? []
+    for r in history.dropFirst(6) where r.kind == .acknowledged { s.add(microseconds: r.latencyMicroseconds ?? 0) }
+    try d.stop()
+    return s
+}
+
+/// Decision-to-frozen and thaw-to-active, from the daemon's own records.
+func freezeAndThaw() throws -> (frozen: Series, thawToActive: Series) {
     let d = try DaemonUnderTest(apps: ["a": recorderApp()], daemon: "event_history = 0")
     let f = try d.follow(["a"])
-    try d.command(ControlRequest(.activate, app: "a"))
-    try f.acknowledged("a", "didBecomeActive")
-    var rt = Series()
     let c = try d.client()
-    for i in 0..<iterations {
-        // An interruption makes two events: willResignActive, didBecomeActive.
-        _ = try c.send(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd))
-        let ack = try f.wait("ack") { $0.kind == .acknowledged }
-        rt.add(microseconds: ack.latencyMicroseconds ?? 0)
-    }
+    _ = try c.send(ControlRequest(.activate, app: "a"))
+    try f.acknowledged("a", "didBecomeActive")
     var frozen = Series(), thaw = Series()
     for _ in 0..<(iterations / 10) {
         _ = try c.send(ControlRequest(.home))
@@ -94,7 +126,7 @@ func throughDaemon() throws -> (roundTrip: Series, frozen: Series, thawToActive:
         thaw.add(microseconds: Double(active.monotonic - thawed.monotonic) / 1000)
     }
     try d.stop()
-    return (rt, frozen, thaw)
+    return (frozen, thaw)
 }
 
 /// Launch to active (acknowledged didBecomeActive) against a bare exec of
@@ -191,8 +223,9 @@ out("Machine: \(cpu), \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, Linux \(ker
 out("")
 let floor = try rawFloor()
 out("| raw SOCK_SEQPACKET round trip (floor) | \(floor.summary) |")
-let (rt, frozen, thaw) = try throughDaemon()
+let rt = try roundTrip()
 out("| event round trip through lifecycled | \(rt.summary) |")
+let (frozen, thaw) = try freezeAndThaw()
 out("| decision to frozen (idle app) | \(frozen.summary) |")
 out("| thaw to active (acknowledged didBecomeActive) | \(thaw.summary) |")
 let (sup, bare) = try launch()

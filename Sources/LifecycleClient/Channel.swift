@@ -25,21 +25,26 @@ struct Channel: @unchecked Sendable {
     enum Received { case message(DaemonMessage), closed, timeout }
 
     /// Waits up to `timeoutMilliseconds` (-1: forever) for one message.
+    /// With no timeout it goes straight to a blocking recv (one system call
+    /// per message on the hot path), into a stack buffer.
     func receive(timeoutMilliseconds: Int32) -> Received {
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        while true {
-            let r = poll(&p, 1, timeoutMilliseconds)
-            if r < 0 && errno == EINTR { continue }
-            if r == 0 { return .timeout }
-            break
+        if timeoutMilliseconds >= 0 {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            while true {
+                let r = poll(&p, 1, timeoutMilliseconds)
+                if r < 0 && errno == EINTR { continue }
+                if r == 0 { return .timeout }
+                break
+            }
         }
-        var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return .closed }
-            guard let m = try? DaemonMessage.decode(Array(buffer[0..<n])) else { return .closed }
-            return .message(m)
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Wire.maxMessageSize) { buffer in
+            while true {
+                let n = recv(fd, buffer.baseAddress, buffer.count, 0)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return .closed }
+                guard let m = try? DaemonMessage.decode(Array(buffer[0..<n])) else { return .closed }
+                return .message(m)
+            }
         }
     }
 }

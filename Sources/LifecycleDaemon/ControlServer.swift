@@ -119,16 +119,25 @@ final class ControlServer {
     func send(_ response: ControlResponse, to c: Connection) {
         guard var data = try? encoder.encode(response) else { return }
         data.append(0x0A)
-        c.output += data
+        send(line: data, to: c)
+    }
+
+    private func send(line: Data, to c: Connection) {
+        c.output += line
         if c.output.count > Self.maxBacklog { return drop(c) }
         flush(c)
     }
 
-    /// Sends a record to every follower that wants it.
+    /// Sends a record to every follower that wants it, encoded once.
     func broadcast(_ record: EventRecord) {
+        var line: Data? = nil
         for c in connections.values {
             guard let f = c.following, f.isEmpty || f.contains(record.app) else { continue }
-            send(ControlResponse(ok: true, event: record), to: c)
+            if line == nil {
+                line = try? encoder.encode(ControlResponse(ok: true, event: record))
+                line?.append(0x0A)
+            }
+            if let line { send(line: line, to: c) }
         }
     }
 
