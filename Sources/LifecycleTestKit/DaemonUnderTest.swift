@@ -70,15 +70,41 @@ public final class DaemonUnderTest {
         }
     }
 
+    /// After a failed test: stop the daemon gracefully if it will, else
+    /// SIGKILL it; then kill whatever its apps left and remove the subtree,
+    /// so that a failure leaves nothing running.
     deinit {
         if !stopped {
-            kill(pid, SIGKILL)
-            var st = lc_child_status()
+            kill(pid, SIGTERM)
             var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
-            poll(&p, 1, 5000)
+            if poll(&p, 1, 10_000) != 1 {
+                kill(pid, SIGKILL)
+                poll(&p, 1, 5000)
+            }
+            var st = lc_child_status()
             lc_reap(pid, &st)
         }
         close(pidfd)
+        removeSubtree(cgroupPath)
+    }
+
+    /// cgroup.kill, then rmdir from the leaves up (waiting on cgroup.events
+    /// via inotify for each cgroup to empty).
+    private func removeSubtree(_ path: String) {
+        guard FileManager.default.fileExists(atPath: path) else { return }
+        try? "1".write(toFile: path + "/cgroup.kill", atomically: false, encoding: .utf8)
+        let children = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [])
+            .filter { (try? FileManager.default.attributesOfItem(atPath: path + "/" + $0)[.type] as? FileAttributeType) == .typeDirectory }
+        for child in children { removeSubtree(path + "/" + child) }
+        let fd = inotify_init1(Int32(IN_CLOEXEC))
+        defer { close(fd) }
+        inotify_add_watch(fd, path + "/cgroup.events", UInt32(IN_MODIFY))
+        for _ in 0..<50 where rmdir(path) != 0 && errno == EBUSY {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            poll(&p, 1, 100)
+            var buf = [UInt8](repeating: 0, count: 256)
+            if p.revents != 0 { _ = read(fd, &buf, buf.count) }
+        }
     }
 
     public var daemonLog: String { (try? String(contentsOfFile: dir + "/daemon.log", encoding: .utf8)) ?? "" }

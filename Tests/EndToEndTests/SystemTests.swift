@@ -1,5 +1,6 @@
 import Foundation
 @preconcurrency import Glibc
+import CLifecycleShim
 import LifecycleControl
 import LifecycleTestKit
 import LifecycleOS
@@ -89,6 +90,31 @@ func measure(seconds: Double) {
         #expect(try d.stop() == 0)
     }
 
+    @Test func programIgnoringSIGTERMIsKilledAtTheTerminateDeadline() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: [
+            "stubborn": """
+                command = ["/bin/sh", "-c", "trap '' TERM; echo started > \(s)/log; while :; do sleep 1; done"]
+                delivery = "signals"
+                [timeouts]
+                terminate = 0.3
+                """,
+        ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "stubborn"))
+        try f.state("stubborn", "active")
+        try waitForLine(s + "/log", "started")
+        try d.command(ControlRequest(.stop, app: "stubborn"))
+        let term = try f.wait("SIGTERM") { $0.kind == .delivered && $0.event == "willTerminate" }
+        #expect(term.detail == "signal Terminated")
+        let killed = try f.wait("SIGKILL") { $0.kind == .killed }
+        #expect(Double(killed.monotonic - term.monotonic) / 1e9 >= 0.3)
+        let end = try f.terminated("stubborn")
+        #expect(end.reason == "stopped-by-user")
+        #expect(end.detail == "stopped by user (killed after the terminate deadline)")
+        #expect(try d.stop() == 0)
+    }
+
     @Test func processGroupFallbackSuspendsWithSIGSTOP() throws {
         let s = scratch()
         let d = try DaemonUnderTest(apps: ["busy": plain(s + "/busy", "--busy")], cgroupRoot: "none")
@@ -165,6 +191,14 @@ func zombies(of parent: Int32) -> [Int32] {
         #expect(try d.notify.waitFor("STOPPING=1", seconds: 5))
     }
 
+    @Test func pingsTheWatchdogWhenWatchdogSecIsSet() throws {
+        // What systemd sets for WatchdogSec=0.4s: the loop pings at half of it.
+        let d = try DaemonUnderTest(apps: [:], environment: ["WATCHDOG_USEC": "400000"])
+        #expect(try d.notify.waitFor("WATCHDOG=1", seconds: 5))
+        #expect(d.daemonLog.contains("watchdog enabled"))
+        #expect(try d.stop() == 0)
+    }
+
     @Test func unitFilesVerifyWithoutWarnings() throws {
         let dir = scratch()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
@@ -194,7 +228,14 @@ func zombies(of parent: Int32) -> [Int32] {
             executable: "/usr/bin/systemd-socket-activate",
             arguments: ["-l", sock, binary("lifecycled"), "--config", s + "/d.toml", "--cgroup-root", "/lifecycled-sa-\(getpid())"],
             environment: env, workingDirectory: s, group: .processGroup(), inherit: [(log, 1), (log, 2)]))
-        defer { kill(p.pid, SIGKILL); close(p.pidfd) }
+        defer {
+            kill(p.pid, SIGKILL)
+            var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
+            poll(&pfd, 1, 5000)
+            var st = lc_child_status()
+            lc_reap(p.pid, &st)
+            close(p.pidfd)
+        }
         // systemd-socket-activate listens before it starts us; the first
         // connection starts lifecycled, which takes the socket via sd_listen_fds.
         var client: ControlClient? = nil
