@@ -3,7 +3,7 @@ import Foundation
 @preconcurrency import Glibc
 import LifecycleControl
 
-/// Exit codes, documented in `supervisorctl --help` and docs/supervisorctl.md.
+/// Exit codes, documented in `supervisorctl --help` and the README.
 enum Exit {
     static let refused: Int32 = 1
     static let unknownApp: Int32 = 2
