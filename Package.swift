@@ -73,7 +73,8 @@ let package = Package(
         .testTarget(name: "LifecycleCoreTests", dependencies: ["LifecycleCore"], swiftSettings: strict),
         .testTarget(name: "LifecycleWireTests", dependencies: ["LifecycleWire"], swiftSettings: strict),
         .testTarget(name: "LifecycleDaemonTests", dependencies: [
-            "LifecycleDaemon", "LifecycleOS", "LifecycleControl",
+            "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire",
+            .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         .target(name: "LifecycleTestKit", dependencies: ["LifecycleControl", "LifecycleOS", "CLifecycleShim"],
                 swiftSettings: strict),
