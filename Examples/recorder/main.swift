@@ -3,6 +3,8 @@
 // tests read that file to check event orders. With --hang EVENT it never
 // returns from that callback (to test the watchdogs). With --async it uses
 // the async API (`for await event in LifecycleEvents`) instead of a delegate.
+// With --allocate-mb N it holds N MiB of touched memory from its start (the
+// memory-pressure tests).
 @preconcurrency import Glibc
 import LifecycleClient
 
@@ -37,6 +39,7 @@ final class Recorder: ApplicationDelegate {
     func willEnterForeground(_ app: Application) { note("willEnterForeground") }
     func willTerminate(_ app: Application) { note("willTerminate") }
     func didReceiveMemoryWarning(_ app: Application) { note("didReceiveMemoryWarning") }
+    func willBeKilledForMemory(_ app: Application) { note("willBeKilledForMemory") }
 }
 
 func option(_ name: String) -> String? {
@@ -46,10 +49,17 @@ func option(_ name: String) -> String? {
 }
 
 guard let log = option("--log") else {
-    fputs("usage: example-recorder --log FILE [--hang EVENT] [--async]\n", stderr)
+    fputs("usage: example-recorder --log FILE [--hang EVENT] [--async] [--allocate-mb N]\n", stderr)
     exit(2)
 }
 let recorder = Recorder(log: log, hang: option("--hang"))
+if let mb = option("--allocate-mb").flatMap(Int.init), mb > 0 {
+    // Resident, not just reserved: every page is written.
+    let bytes = mb << 20
+    guard let block = malloc(bytes) else { fputs("example-recorder: cannot allocate \(mb) MiB\n", stderr); exit(2) }
+    memset(block, 0x5A, bytes)
+    recorder.note("# allocated \(mb) MiB")
+}
 if CommandLine.arguments.contains("--async") {
     guard let events = LifecycleEvents.connect() else {
         fputs("example-recorder --async: not started by lifecycled\n", stderr)

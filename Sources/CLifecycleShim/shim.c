@@ -253,6 +253,12 @@ int lc_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     return 0;
 }
 
+#ifndef SYS_process_mrelease
+#define SYS_process_mrelease 448   // the same number on every architecture
+#endif
+
+int lc_process_mrelease(int pidfd) { return (int)syscall(SYS_process_mrelease, pidfd, 0); }
+
 int lc_become_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
 
 long long lc_monotonic_ns(void) {

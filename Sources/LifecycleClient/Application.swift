@@ -48,7 +48,12 @@ public protocol ApplicationDelegate: AnyObject {
     func didEnterBackground(_ application: Application)
     func willEnterForeground(_ application: Application)
     func willTerminate(_ application: Application)
+    /// Memory runs short: free what can be rebuilt (caches, images).
     func didReceiveMemoryWarning(_ application: Application)
+    /// The app is about to be killed to free memory (only when its manifest
+    /// sets `memory.last_notice`): save what must survive, quickly (250 ms
+    /// by default). The kill follows the return, or the deadline.
+    func willBeKilledForMemory(_ application: Application)
 }
 
 extension ApplicationDelegate {
@@ -60,6 +65,7 @@ extension ApplicationDelegate {
     public func willEnterForeground(_ application: Application) {}
     public func willTerminate(_ application: Application) {}
     public func didReceiveMemoryWarning(_ application: Application) {}
+    public func willBeKilledForMemory(_ application: Application) {}
 }
 
 /// Identifies a background task; `.invalid` when none could be begun.
@@ -211,6 +217,8 @@ public final class Application {
         case .didEnterBackground: state = .background; delegate.didEnterBackground(self)
         case .willEnterForeground: state = .inactive; budgetEnd = nil; delegate.willEnterForeground(self)
         case .willTerminate: delegate.willTerminate(self)
+        case .didReceiveMemoryWarning: delegate.didReceiveMemoryWarning(self)
+        case .willBeKilledForMemory: delegate.willBeKilledForMemory(self)
         }
     }
 

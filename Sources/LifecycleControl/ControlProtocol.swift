@@ -12,23 +12,29 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     public var apps: [String]?
     public var background: Bool?
     public var follow: Bool?
+    /// `pressure`: normal, warning or critical.
+    public var level: String?
+    /// `jetsam`: at most this many records, the most recent.
+    public var limit: Int?
 
     public init(_ command: Command, app: String? = nil, apps: [String]? = nil,
-                background: Bool? = nil, follow: Bool? = nil) {
+                background: Bool? = nil, follow: Bool? = nil, level: String? = nil, limit: Int? = nil) {
         self.command = command
         self.app = app
         self.apps = apps
         self.background = background
         self.follow = follow
+        self.level = level
+        self.limit = limit
     }
 
     public enum Command: String, Codable, Sendable, CaseIterable {
-        case status, launch, activate, home, stop, kill, lock, unlock, events
+        case status, launch, activate, home, stop, kill, lock, unlock, events, jetsam, pressure
         case interruptionBegin = "interruption-begin"
         case interruptionEnd = "interruption-end"
 
         /// Commands that change something need permission; the rest only read.
-        public var changes: Bool { self != .status && self != .events }
+        public var changes: Bool { self != .status && self != .events && self != .jetsam }
     }
 }
 
@@ -38,14 +44,17 @@ public struct ControlResponse: Codable, Sendable {
     public var status: StatusReport?
     public var events: [EventRecord]?
     public var event: EventRecord?
+    /// `jetsam`: kill records, oldest first.
+    public var kills: [KillRecord]?
 
     public init(ok: Bool, error: ControlError? = nil, status: StatusReport? = nil,
-                events: [EventRecord]? = nil, event: EventRecord? = nil) {
+                events: [EventRecord]? = nil, event: EventRecord? = nil, kills: [KillRecord]? = nil) {
         self.ok = ok
         self.error = error
         self.status = status
         self.events = events
         self.event = event
+        self.kills = kills
     }
 
     public static func failure(_ code: ControlError.Code, _ message: String) -> ControlResponse {
@@ -81,9 +90,10 @@ public struct DaemonStatus: Codable, Sendable {
     /// "cgroup-v2 /sys/fs/cgroup/unified/lifecycled" or "process-groups (...)".
     public var confinement: String
     public var shuttingDown: Bool
+    public var memory: MemoryStatus?
 
     public init(pid: Int32, foregroundSlots: Int, foreground: [String], locked: Bool,
-                interruptions: Int, confinement: String, shuttingDown: Bool) {
+                interruptions: Int, confinement: String, shuttingDown: Bool, memory: MemoryStatus? = nil) {
         self.pid = pid
         self.foregroundSlots = foregroundSlots
         self.foreground = foreground
@@ -91,6 +101,103 @@ public struct DaemonStatus: Codable, Sendable {
         self.interruptions = interruptions
         self.confinement = confinement
         self.shuttingDown = shuttingDown
+        self.memory = memory
+    }
+}
+
+/// What the daemon knows of memory right now.
+public struct MemoryStatus: Codable, Sendable {
+    /// normal, warning or critical.
+    public var level: String
+    /// The level was injected with `supervisorctl pressure`.
+    public var simulated: Bool
+    /// How app footprints are measured: cgroup v2, cgroup v1 or /proc PSS.
+    public var accounting: String
+    /// The PSI trigger in use ("some 100000 2000000"), or why there is none.
+    public var trigger: String
+    public var reading: MemoryReading
+
+    public init(level: String, simulated: Bool, accounting: String, trigger: String, reading: MemoryReading) {
+        self.level = level
+        self.simulated = simulated
+        self.accounting = accounting
+        self.trigger = trigger
+        self.reading = reading
+    }
+}
+
+/// One memory measurement; every field may be missing on a given machine.
+public struct MemoryReading: Codable, Sendable, Equatable {
+    /// MemAvailable and MemTotal, bytes.
+    public var available: UInt64?
+    public var total: UInt64?
+    /// Percent of time some task stalled on memory since the sample before (PSI).
+    public var stallPercent: Double?
+    /// The managed apps' footprint together, and the configured budget, bytes.
+    public var appsTotal: UInt64?
+    public var budget: UInt64?
+
+    public init(available: UInt64?, total: UInt64?, stallPercent: Double?, appsTotal: UInt64?, budget: UInt64?) {
+        self.available = available
+        self.total = total
+        self.stallPercent = stallPercent
+        self.appsTotal = appsTotal
+        self.budget = budget
+    }
+}
+
+/// Why an app was killed for memory, and what led to it: `supervisorctl
+/// jetsam`, the kill log under the state directory, and `events`.
+public struct KillRecord: Codable, Sendable, Equatable {
+    public struct Candidate: Codable, Sendable, Equatable {
+        public var app: String
+        public var state: String
+        public var band: String
+        public var footprint: UInt64?
+        public init(app: String, state: String, band: String, footprint: UInt64?) {
+            self.app = app
+            self.state = state
+            self.band = band
+            self.footprint = footprint
+        }
+    }
+
+    /// Wall-clock time, seconds since the epoch.
+    public var time: Double
+    public var app: String
+    public var pid: Int32?
+    /// memory-pressure or per-app-limit.
+    public var reason: String
+    public var footprint: UInt64?
+    public var limit: UInt64?
+    /// The app's state and band when it was chosen.
+    public var state: String
+    public var band: String
+    /// The memory level, whether it was simulated, and the measurements behind it.
+    public var level: String
+    public var simulated: Bool
+    public var reading: MemoryReading
+    /// Every app that could have been chosen, in kill order.
+    public var candidates: [Candidate]
+    /// Thawed and told willBeKilledForMemory first.
+    public var lastNotice: Bool
+
+    public init(time: Double, app: String, pid: Int32?, reason: String, footprint: UInt64?, limit: UInt64?,
+                state: String, band: String, level: String, simulated: Bool, reading: MemoryReading,
+                candidates: [Candidate], lastNotice: Bool) {
+        self.time = time
+        self.app = app
+        self.pid = pid
+        self.reason = reason
+        self.footprint = footprint
+        self.limit = limit
+        self.state = state
+        self.band = band
+        self.level = level
+        self.simulated = simulated
+        self.reading = reading
+        self.candidates = candidates
+        self.lastNotice = lastNotice
     }
 }
 
@@ -107,10 +214,18 @@ public struct AppStatus: Codable, Sendable {
     /// The event sent and not yet acknowledged.
     public var awaiting: String?
     public var lastTermination: TerminationInfo?
+    /// Memory: the last measured footprint (bytes), the priority band, the limit.
+    public var footprint: UInt64?
+    public var band: String?
+    public var memoryLimit: UInt64?
 
     public init(name: String, state: String, pid: Int32?, secondsInState: Double, delivery: String,
                 backgroundTasks: [TaskStatus], backgroundTimeRemaining: Double?, awaiting: String?,
-                lastTermination: TerminationInfo?) {
+                lastTermination: TerminationInfo?, footprint: UInt64? = nil, band: String? = nil,
+                memoryLimit: UInt64? = nil) {
+        self.footprint = footprint
+        self.band = band
+        self.memoryLimit = memoryLimit
         self.name = name
         self.state = state
         self.pid = pid
@@ -150,7 +265,14 @@ public struct TerminationInfo: Codable, Sendable, Equatable {
 public struct EventRecord: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable {
         case launched, transition, delivered, acknowledged, expiring, frozen, thawed, killed, terminated
+        /// A kill for memory was decided (`kill` holds the record).
+        case jetsam
+        /// The memory level changed (app is "*"; `to` holds the level).
+        case memoryLevel = "memory-level"
     }
+
+    /// The `app` of records about no app in particular (memory levels).
+    public static let daemonWide = "*"
 
     /// Wall-clock time, seconds since the epoch.
     public var time: Double
@@ -168,10 +290,14 @@ public struct EventRecord: Codable, Sendable, Equatable {
     public var latencyMicroseconds: Double?
     public var reason: String?
     public var detail: String?
+    /// For `jetsam`: the whole kill record.
+    public var kill: KillRecord?
 
     public init(time: Double, monotonic: Int64, app: String, kind: Kind, pid: Int32? = nil,
                 from: String? = nil, to: String? = nil, event: String? = nil, sequence: UInt32? = nil,
-                latencyMicroseconds: Double? = nil, reason: String? = nil, detail: String? = nil) {
+                latencyMicroseconds: Double? = nil, reason: String? = nil, detail: String? = nil,
+                kill: KillRecord? = nil) {
+        self.kill = kill
         self.time = time
         self.monotonic = monotonic
         self.app = app

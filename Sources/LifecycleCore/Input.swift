@@ -23,6 +23,10 @@ public enum Input: Sendable, Equatable {
     case endBackgroundTask(AppID, generation: UInt64, task: TaskID)
     case protocolViolation(AppID, generation: UInt64, message: String)
 
+    /// A memory measurement (or a simulated level): warnings, per-app
+    /// limits and, at critical, one kill.
+    case memory(MemorySample)
+
     /// Time has passed: fire every timer that is due.
     case tick
 }
@@ -50,6 +54,11 @@ public enum Effect: Sendable, Equatable {
     case terminated(AppID, TerminationRecord)
     /// A command was refused; nothing else happened.
     case refused(String)
+    /// The app is killed for memory: the record of why, emitted with its `.kill`.
+    case memoryKill(MemoryKill)
+    /// The victim of a pressure kill is gone: measure again now, and report
+    /// with `.memory`, so the next kill (if any) is decided on fresh numbers.
+    case remeasure
 }
 
 /// One event on its way to an app.

@@ -19,6 +19,14 @@ public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
     case didEnterBackground
     case willEnterForeground
     case willTerminate
+    /// Memory runs short (running apps only). Not a transition.
+    case didReceiveMemoryWarning
+    /// The app is about to be killed for memory (only apps whose manifest
+    /// asks for a last notice). Not in the reference: see docs/architecture.md.
+    case willBeKilledForMemory
+
+    /// Events that move an app between states (the rest only inform it).
+    public var isTransition: Bool { self != .didReceiveMemoryWarning && self != .willBeKilledForMemory }
 }
 
 /// Whether an app was launched for the user (into the foreground) or not.
@@ -56,6 +64,8 @@ public struct AppPolicy: Sendable, Equatable {
     public var continuousBackground: Bool = false
     /// Terminated instead of suspended.
     public var exitsOnSuspend: Bool = false
+    /// Band, limit and last notice under memory pressure.
+    public var memory = MemoryPolicy()
 
     public init() {}
 }
@@ -86,6 +96,10 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
     case shutdown(killedAfterDeadline: Bool)
     /// It broke the protocol.
     case protocolViolation(message: String)
+    /// Killed to free memory when the level was critical.
+    case memoryPressure(footprint: UInt64?, simulated: Bool)
+    /// Its footprint exceeded the limit of its manifest.
+    case memoryLimit(footprint: UInt64, limit: UInt64)
 
     /// A short stable identifier, used in logs, journal fields and JSON.
     public var code: String {
@@ -102,6 +116,8 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
         case .exitedOnSuspend: "exits-on-suspend"
         case .shutdown: "shutdown"
         case .protocolViolation: "protocol-violation"
+        case .memoryPressure: "memory-pressure"
+        case .memoryLimit: "per-app-limit"
         }
     }
 
@@ -119,6 +135,11 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
         case .exitedOnSuspend(let k): "exits on suspend" + (k ? " (killed after the terminate deadline)" : "")
         case .shutdown(let k): "daemon shutdown" + (k ? " (killed after the terminate deadline)" : "")
         case .protocolViolation(let message): "protocol violation: \(message)"
+        case .memoryPressure(let footprint, let simulated):
+            "killed for memory" + (footprint.map { " (footprint \(formatBytes($0)))" } ?? "")
+                + (simulated ? " under simulated pressure" : "")
+        case .memoryLimit(let footprint, let limit):
+            "over its memory limit: footprint \(formatBytes(footprint)), limit \(formatBytes(limit))"
         }
     }
 }
@@ -127,7 +148,24 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
 public enum ExitStatus: Sendable, Equatable {
     case exited(Int32)
     case signaled(Int32)
+    /// SIGKILLed by the kernel's OOM killer at the app's own limit
+    /// (cgroup v2 memory.max, set from the manifest's memory.limit).
+    case outOfMemory
 }
 
 /// One background task as the core tracks it.
 public typealias TaskID = UInt32
+
+/// Bytes for people: "512 B", "3.2 MiB", "1.5 GiB".
+public func formatBytes(_ bytes: UInt64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(bytes)
+    var unit = 0
+    while value >= 1024 && unit < units.count - 1 {
+        value /= 1024
+        unit += 1
+    }
+    if unit == 0 { return "\(bytes) B" }
+    let rounded = (value * 10).rounded() / 10
+    return rounded == rounded.rounded() ? "\(Int(rounded)) \(units[unit])" : "\(rounded) \(units[unit])"
+}

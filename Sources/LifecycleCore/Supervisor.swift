@@ -27,6 +27,17 @@ public struct Supervisor: Sendable {
     public private(set) var shuttingDown = false
     var timers: [TimerKey: Instant] = [:]
 
+    /// The level of the last memory sample, and whether it was simulated.
+    public private(set) var memoryLevel: MemoryLevel = .normal
+    public private(set) var memorySimulated = false
+    /// The last known footprint of each running app, bytes.
+    public private(set) var footprints: [AppID: UInt64] = [:]
+    /// The app killed for pressure whose end is awaited before the next
+    /// decision: one kill at a time, each on fresh measurements.
+    public private(set) var pressureVictim: AppID?
+    /// The last measurement (kill records made between samples cite it).
+    var lastSample = MemorySample(level: .normal)
+
     private var effects: [Effect] = []
     private var touched: Set<AppID> = []
 
@@ -64,8 +75,8 @@ public struct Supervisor: Sendable {
             id: id, state: app.state, since: app.since, generation: app.generation,
             tasks: app.tasks.sorted { $0.key < $1.key }.map { BackgroundTask(id: $0.key, name: $0.value) },
             budgetEnd: app.phase == .running(.background) ? app.budgetEnd : nil,
-            awaiting: app.awaiting?.event, stopping: app.stop != nil || app.killing != nil,
-            last: app.last)
+            awaiting: app.awaiting?.event, stopping: app.stop != nil || app.killing != nil || app.lastNotice != nil,
+            last: app.last, footprint: footprints[id], band: app.policy.memory.band)
     }
 
     // MARK: - Inputs
@@ -95,6 +106,7 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { endTask(id, task) }
         case .protocolViolation(let id, let gen, let message):
             if isCurrent(id, gen) { kill(id, .protocolViolation(message: message)) }
+        case .memory(let sample): memory(sample)
         }
     }
 
@@ -125,10 +137,12 @@ public struct Supervisor: Sendable {
         if mode == .foreground && locked { return refuse("the screen is locked") }
         if mode == .foreground { takeForegroundSlot(id) }
         effects.append(.spawn(id, generation: app.generation + 1, mode: mode))
+        let now = now
         update(id) {
             $0.generation += 1
             $0.phase = $0.policy.delivery == .library ? .launching(step: 0) : .running(.launched)
             $0.launchMode = mode
+            $0.lastUsed = now
         }
         advance(id)
     }
@@ -216,7 +230,11 @@ public struct Supervisor: Sendable {
         }
         update(id) { $0.awaiting = nil }
         cancel(id, .ack)
-        if awaiting.event != .willTerminate { advance(id) }
+        switch awaiting.event {
+        case .willTerminate: break                       // the exit completes it
+        case .willBeKilledForMemory: kill(id, app.lastNotice!)
+        default: advance(id)
+        }
     }
 
     private mutating func beginTask(_ id: AppID, request: UInt32, name: String) {
@@ -275,6 +293,14 @@ public struct Supervisor: Sendable {
             switch status {
             case .exited(let code): reason = .exited(code: code)
             case .signaled(let signal): reason = .signaled(signal: signal)
+            case .outOfMemory:
+                if let limit = app.policy.memory.limit {
+                    // The kernel enforced the manifest's limit: a kill for memory like ours.
+                    effects.append(.memoryKill(killRecord(id, .perAppLimit, lastSample, candidates: [id], notice: false)))
+                    reason = .memoryLimit(footprint: footprints[id] ?? limit, limit: limit)
+                } else {
+                    reason = .signaled(signal: 9)
+                }
             }
         }
         ended(id, reason: reason)
@@ -284,6 +310,7 @@ public struct Supervisor: Sendable {
         let record = TerminationRecord(reason: reason, generation: apps[id]!.generation, at: now)
         for kind in TimerKind.allCases { cancel(id, kind) }
         foreground.removeAll { $0 == id }
+        footprints[id] = nil
         update(id) {
             var fresh = AppRecord(policy: $0.policy)
             fresh.generation = $0.generation
@@ -293,6 +320,10 @@ public struct Supervisor: Sendable {
             $0 = fresh
         }
         effects.append(.terminated(id, record))
+        if pressureVictim == id {
+            pressureVictim = nil
+            effects.append(.remeasure)
+        }
     }
 
     /// SIGKILL the app; the process exit report completes the termination.
@@ -304,6 +335,103 @@ public struct Supervisor: Sendable {
             $0.awaiting = nil
         }
         effects.append(.kill(id, reason))
+    }
+
+    // MARK: - Memory
+
+    private mutating func memory(_ sample: MemorySample) {
+        for (id, bytes) in sample.footprints where apps[id].map(isAlive) == true { footprints[id] = bytes }
+        let previous = memoryLevel
+        lastSample = sample
+        memoryLevel = sample.level
+        memorySimulated = sample.simulated
+        // An app over its own limit is killed whatever the level.
+        for id in appIDs {
+            let app = apps[id]!
+            guard let limit = app.policy.memory.limit, let bytes = footprints[id], bytes > limit,
+                  killable(app) else { continue }
+            effects.append(.memoryKill(killRecord(id, .perAppLimit, sample, candidates: [id], notice: false)))
+            kill(id, .memoryLimit(footprint: bytes, limit: limit))
+        }
+        if sample.level > previous { warnRunningApps() }
+        if sample.level == .critical && pressureVictim == nil { killForPressure(sample) }
+    }
+
+    private func isAlive(_ app: AppRecord) -> Bool { app.phase != .notRunning }
+
+    /// Alive and not already on its way to a kill.
+    private func killable(_ app: AppRecord) -> Bool {
+        isAlive(app) && app.killing == nil && app.lastNotice == nil
+    }
+
+    /// didReceiveMemoryWarning to every running app (suspended apps are not
+    /// told); delivered as soon as each app is idle.
+    private mutating func warnRunningApps() {
+        for id in appIDs {
+            let app = apps[id]!
+            switch app.phase {
+            case .launching, .running: break
+            case .notRunning, .suspended, .terminating: continue
+            }
+            guard killable(app), app.stop == nil else { continue }
+            update(id) { $0.warningPending = true }
+            advance(id)
+        }
+    }
+
+    /// The kill order: suspended apps, then background apps, then the
+    /// foreground last; within each, the lowest band first, then the least
+    /// recently used.
+    public func memoryKillOrder() -> [AppID] {
+        func tier(_ state: LifecycleState) -> Int {
+            switch state {
+            case .suspended: 0
+            case .background: 1
+            case .inactive, .active, .notRunning: 2
+            }
+        }
+        return appIDs.filter { killable(apps[$0]!) }.sorted { a, b in
+            let x = apps[a]!, y = apps[b]!
+            return (tier(x.state), x.policy.memory.band.rank, x.lastUsed.nanoseconds, a)
+                < (tier(y.state), y.policy.memory.band.rank, y.lastUsed.nanoseconds, b)
+        }
+    }
+
+    private mutating func killForPressure(_ sample: MemorySample) {
+        let order = memoryKillOrder()
+        guard let victim = order.first else { return }
+        let app = apps[victim]!
+        // A busy app (owing an acknowledgement) cannot be told anything more.
+        let notice = app.policy.memory.lastNotice && app.awaiting == nil
+        effects.append(.memoryKill(killRecord(victim, .memoryPressure, sample, candidates: order, notice: notice)))
+        pressureVictim = victim
+        let reason = TerminationReason.memoryPressure(footprint: footprints[victim], simulated: sample.simulated)
+        guard notice else { return kill(victim, reason) }
+        if app.phase == .suspended {
+            effects.append(.thaw(victim))
+            update(victim) { $0.phase = .running(.background) }
+        }
+        update(victim) {
+            $0.lastNotice = reason
+            $0.warningPending = false
+        }
+        for kind in [TimerKind.grace, .expiration, .budget] { cancel(victim, kind) }
+        deliver(victim, .willBeKilledForMemory)
+    }
+
+    private func killRecord(_ id: AppID, _ cause: MemoryKill.Cause, _ sample: MemorySample,
+                            candidates: [AppID], notice: Bool) -> MemoryKill {
+        let app = apps[id]!
+        return MemoryKill(
+            app: id, cause: cause, footprint: footprints[id],
+            limit: cause == .perAppLimit ? app.policy.memory.limit : nil,
+            state: app.state, band: app.policy.memory.band, level: sample.level, simulated: sample.simulated,
+            measurements: sample.measurements,
+            candidates: candidates.map {
+                MemoryKill.Candidate(app: $0, state: apps[$0]!.state, band: apps[$0]!.policy.memory.band,
+                                     footprint: footprints[$0])
+            },
+            lastNotice: notice)
     }
 
     // MARK: - Timers
@@ -338,6 +466,8 @@ public struct Supervisor: Sendable {
             if !app.tasks.isEmpty { kill(id, .backgroundTaskExpired) }
         case .terminate:
             kill(id, (app.stop ?? .user).reason(killedAfterDeadline: true))
+        case .notice:
+            if let reason = app.lastNotice { kill(id, reason) }
         }
     }
 
@@ -372,7 +502,11 @@ public struct Supervisor: Sendable {
     /// Moves the app one event (or, for plain programs, as many as it takes)
     /// towards its target.
     private mutating func advance(_ id: AppID) {
-        while let app = apps[id], app.awaiting == nil, app.killing == nil {
+        while let app = apps[id], app.awaiting == nil, app.killing == nil, app.lastNotice == nil {
+            if app.warningPending, case .running = app.phase {
+                deliver(id, .didReceiveMemoryWarning)
+                continue
+            }
             let goal = target(id)
             switch app.phase {
             case .notRunning, .terminating:
@@ -428,7 +562,10 @@ public struct Supervisor: Sendable {
             deliver(id, .willTerminate)
         case (.background, .suspended):
             effects.append(.freeze(id))
-            update(id) { $0.phase = .suspended }
+            update(id) {
+                $0.phase = .suspended
+                $0.warningPending = false     // running apps only
+            }
             return false
         case (.background, .terminated):
             deliver(id, .willTerminate)
@@ -455,6 +592,8 @@ public struct Supervisor: Sendable {
             app.budgetEnd = app.policy.continuousBackground ? nil : now + app.policy.backgroundTaskBudget
             if app.policy.delivery == .signals { app.graceEnd = now + app.policy.backgroundGrace }
         case .willTerminate: app.phase = .terminating
+        case .didReceiveMemoryWarning: app.warningPending = false
+        case .willBeKilledForMemory: break
         }
         let library = app.policy.delivery == .library
         var deadline: Instant? = nil
@@ -484,6 +623,11 @@ public struct Supervisor: Sendable {
             timers[TimerKey(id, .terminate)] = now + app.policy.terminateTimeout
             cancel(id, .expiration); cancel(id, .budget); cancel(id, .grace)
             return  // its acknowledgement is not awaited by a timer: the exit is
+        case .willBeKilledForMemory:
+            // Acknowledged or not, the kill comes at the deadline (plain
+            // programs cannot acknowledge).
+            timers[TimerKey(id, .notice)] = now + app.policy.memory.lastNoticeTimeout
+            return
         default: break
         }
         if let deadline { timers[TimerKey(id, .ack)] = deadline }
@@ -506,6 +650,7 @@ public struct Supervisor: Sendable {
         let state = publicState(id, app)
         guard state != app.state else { return }
         effects.append(.transition(id, from: app.state, to: state))
+        if app.state == .active || state == .active { app.lastUsed = now }
         app.state = state
         app.since = now
         apps[id] = app
@@ -577,10 +722,16 @@ struct AppRecord: Sendable {
     var stop: StopCause?
     var killing: TerminationReason?
     var last: TerminationRecord?
+    /// didReceiveMemoryWarning is owed, once the app is idle.
+    var warningPending = false
+    /// When it was last active (or launched): least recently used dies first.
+    var lastUsed: Instant = .zero
+    /// Told willBeKilledForMemory; killed with this reason at ack or deadline.
+    var lastNotice: TerminationReason?
 }
 
 enum TimerKind: Int, CaseIterable, Comparable, Sendable {
-    case ack, grace, expiration, budget, terminate
+    case ack, grace, expiration, budget, terminate, notice
     static func < (a: TimerKind, b: TimerKind) -> Bool { a.rawValue < b.rawValue }
 }
 
@@ -597,6 +748,7 @@ extension AppPolicy {
         case .willFinishLaunching, .didFinishLaunching: launchTimeout
         case .didEnterBackground: backgroundTimeout
         case .willTerminate: terminateTimeout
+        case .willBeKilledForMemory: memory.lastNoticeTimeout
         default: eventTimeout
         }
     }
@@ -615,6 +767,9 @@ public struct AppSnapshot: Sendable, Equatable {
     public var awaiting: LifecycleEvent?
     public var stopping: Bool
     public var last: TerminationRecord?
+    /// Last measured footprint, bytes.
+    public var footprint: UInt64?
+    public var band: MemoryBand
 }
 
 public struct BackgroundTask: Sendable, Equatable, Codable {

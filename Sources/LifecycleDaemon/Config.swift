@@ -32,8 +32,68 @@ public struct DaemonConfig: Sendable {
     /// Records kept for `supervisorctl events`.
     public var eventHistory: Int = 1000
     public var logLevel: String = "info"
+    /// Persistent state: the kill log. systemd's StateDirectory= sets it.
+    public var stateDirectory: String = ProcessInfo.processInfo.environment["STATE_DIRECTORY"]
+        .flatMap { $0.split(separator: ":").first.map(String.init) } ?? "/var/lib/lifecycled"
+    public var memory = MemoryConfig()
 
     public init() {}
+}
+
+/// The [memory] table of the daemon file: how memory is watched and when
+/// it is short.
+public struct MemoryConfig: Sendable {
+    /// A MemAvailable threshold: a share of MemTotal, or an amount.
+    public enum Available: Sendable, Equatable {
+        case percent(Double)
+        case bytes(UInt64)
+    }
+
+    /// Sample memory at all (false: levels only from `supervisorctl pressure`).
+    public var monitor = true
+    /// Longest and shortest time between samples; in between, the time it
+    /// would take to fill the headroom left at `fillRate`.
+    public var interval: Duration = .seconds(1)
+    public var minInterval: Duration = .milliseconds(20)
+    /// The fastest memory is assumed to fill, bytes per second.
+    public var fillRate: UInt64 = 8 << 30
+    public var availableWarning: Available? = .percent(20)
+    public var availableCritical: Available? = .percent(10)
+    /// Percent of time some task stalled on memory (PSI).
+    public var stallWarning: Double? = 10
+    public var stallCritical: Double? = 40
+    /// Be woken by a PSI trigger at the warning stall, not only by samples.
+    public var psiTrigger = true
+    /// The managed apps' footprint together may use this much (bytes).
+    public var budget: UInt64?
+    public var budgetWarning: Double = 90
+    public var budgetCritical: Double = 100
+    /// Percentage points a signal must recover past its threshold before the level drops.
+    public var hysteresis: Double = 2
+    /// Kill records kept in memory for `supervisorctl jetsam` (the log file keeps more).
+    public var killHistory = 200
+
+    public init() {}
+
+    /// The gauge's thresholds, with amounts turned into shares of `total`.
+    public func thresholds(total: UInt64?) -> MemoryThresholds {
+        func percent(_ a: Available?) -> Double? {
+            switch a {
+            case .percent(let p)?: return p
+            case .bytes(let b)?: return total.map { Double(b) * 100 / Double(max($0, 1)) }
+            case nil: return nil
+            }
+        }
+        var t = MemoryThresholds()
+        t.availableWarning = percent(availableWarning)
+        t.availableCritical = percent(availableCritical)
+        t.stallWarning = stallWarning
+        t.stallCritical = stallCritical
+        t.budgetWarning = budget == nil ? nil : budgetWarning
+        t.budgetCritical = budget == nil ? nil : budgetCritical
+        t.hysteresis = hysteresis
+        return t
+    }
 }
 
 /// One app's manifest (apps/NAME.toml).
@@ -77,7 +137,7 @@ public enum ConfigLoader {
         let base = (path as NSString).deletingLastPathComponent
         try doc.each(doc.root, table: "") { (key: String, value: any TOMLValueConvertible) throws(ConfigError) in
             switch key {
-            case "apps_dir": c.appsDirectory = resolve(try doc.string(value, key), base: base)
+            case "apps_dir": c.appsDirectory = try doc.string(value, key)
             case "control_socket": c.controlSocket = try doc.string(value, key)
             case "control_socket_mode":
                 let s = try doc.string(value, key)
@@ -92,6 +152,8 @@ public enum ConfigLoader {
                 guard r == "auto" || r.hasPrefix("/") else { throw doc.error(key, "expected \"auto\" or an absolute cgroup path, got \"\(r)\"") }
                 c.cgroupRoot = r
             case "event_history": c.eventHistory = try doc.int(value, key, 0...1_000_000)
+            case "state_directory": c.stateDirectory = resolve(try doc.string(value, key), base: base)
+            case "memory": c.memory = try loadMemory(doc, value)
             case "log_level":
                 let l = try doc.string(value, key)
                 guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(l) else {
@@ -101,7 +163,64 @@ public enum ConfigLoader {
             default: throw doc.error(key, "unknown key")
             }
         }
+        c.appsDirectory = resolve(c.appsDirectory, base: base)   // also the default
         return c
+    }
+
+    static func loadMemory(_ doc: Document, _ value: any TOMLValueConvertible) throws(ConfigError) -> MemoryConfig {
+        guard let t = value.table else { throw doc.error("memory", "expected a table") }
+        var m = MemoryConfig()
+        let table = "memory"
+        func percentOrOff(_ v: any TOMLValueConvertible, _ k: String) throws(ConfigError) -> Double? {
+            if v.string == "off" { return nil }
+            return try doc.percent(v, k, table: table)
+        }
+        func available(_ v: any TOMLValueConvertible, _ k: String) throws(ConfigError) -> MemoryConfig.Available? {
+            if let s = v.string {
+                if s == "off" { return nil }
+                return .bytes(try doc.size(v, k, table: table))
+            }
+            return .percent(try doc.percent(v, k, table: table))
+        }
+        try doc.each(t, table: table) { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
+            switch k {
+            case "monitor": m.monitor = try doc.bool(v, k, table: table)
+            case "interval": m.interval = try doc.seconds(v, k, table: table)
+            case "min_interval": m.minInterval = try doc.seconds(v, k, table: table)
+            case "fill_rate": m.fillRate = try doc.size(v, k, table: table)
+            case "available_warning": m.availableWarning = try available(v, k)
+            case "available_critical": m.availableCritical = try available(v, k)
+            case "stall_warning": m.stallWarning = try percentOrOff(v, k)
+            case "stall_critical": m.stallCritical = try percentOrOff(v, k)
+            case "psi_trigger": m.psiTrigger = try doc.bool(v, k, table: table)
+            case "budget":
+                m.budget = v.string == "off" ? nil : try doc.size(v, k, table: table)
+            case "budget_warning": m.budgetWarning = try doc.percent(v, k, table: table, max: 1000)
+            case "budget_critical": m.budgetCritical = try doc.percent(v, k, table: table, max: 1000)
+            case "hysteresis": m.hysteresis = try doc.percent(v, k, table: table)
+            case "kill_history": m.killHistory = try doc.int(v, k, 0...100_000, table: table)
+            default: throw doc.error(k, "unknown key", table: table)
+            }
+        }
+        if m.minInterval > m.interval {
+            throw doc.error("min_interval", "must not exceed interval", table: table)
+        }
+        if m.budgetWarning > m.budgetCritical {
+            throw doc.error("budget_warning", "must not exceed budget_critical", table: table)
+        }
+        if let w = m.stallWarning, let c = m.stallCritical, w > c {
+            throw doc.error("stall_warning", "must not exceed stall_critical", table: table)
+        }
+        let inverted: Bool
+        switch (m.availableWarning, m.availableCritical) {
+        case (.percent(let w)?, .percent(let c)?): inverted = w < c
+        case (.bytes(let w)?, .bytes(let c)?): inverted = w < c
+        default: inverted = false
+        }
+        if inverted {
+            throw doc.error("available_warning", "must not be below available_critical (warning comes first)", table: table)
+        }
+        return m
     }
 
     public static func loadApp(path: String) throws(ConfigError) -> AppManifest {
@@ -115,6 +234,7 @@ public enum ConfigLoader {
         var m = AppManifest(name: name, file: path, command: [])
         let base = (path as NSString).deletingLastPathComponent
         var sawCommand = false
+        var sawBand = false
         try doc.each(doc.root, table: "") { (key: String, value: any TOMLValueConvertible) throws(ConfigError) in
             switch key {
             case "command":
@@ -164,11 +284,32 @@ public enum ConfigLoader {
                 if m.policy.expirationWarning > m.policy.backgroundTaskBudget {
                     throw doc.error("expiration_warning", "must not exceed background_task_budget", table: "timeouts")
                 }
+            case "memory":
+                guard let t = value.table else { throw doc.error(key, "expected a table") }
+                try doc.each(t, table: "memory") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
+                    switch k {
+                    case "band":
+                        let b = try doc.string(v, k, table: "memory")
+                        guard let band = MemoryBand(rawValue: b) else {
+                            throw doc.error(k, "expected \"low\", \"normal\" or \"high\", got \"\(b)\"", table: "memory")
+                        }
+                        m.policy.memory.band = band
+                        sawBand = true
+                    case "limit": m.policy.memory.limit = try doc.size(v, k, table: "memory")
+                    case "last_notice": m.policy.memory.lastNotice = try doc.bool(v, k, table: "memory")
+                    case "last_notice_timeout":
+                        m.policy.memory.lastNoticeTimeout = try doc.seconds(v, k, table: "memory")
+                        if m.policy.memory.lastNoticeTimeout > .seconds(5) {
+                            throw doc.error(k, "at most 5 s: memory is short when it runs", table: "memory")
+                        }
+                    default: throw doc.error(k, "unknown key", table: "memory")
+                    }
+                }
             case "signals":
                 guard let t = value.table else { throw doc.error(key, "expected a table") }
                 try doc.each(t, table: "signals") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
                     guard let event = LifecycleEvent(rawValue: k), event != .willFinishLaunching, event != .didFinishLaunching else {
-                        throw doc.error(k, "not an event that maps to a signal (willResignActive, didEnterBackground, willEnterForeground, didBecomeActive, willTerminate)", table: "signals")
+                        throw doc.error(k, "not an event that maps to a signal (willResignActive, didEnterBackground, willEnterForeground, didBecomeActive, willTerminate, didReceiveMemoryWarning, willBeKilledForMemory)", table: "signals")
                     }
                     let s = try doc.string(v, k, table: "signals")
                     if s == "none" { m.signals[event] = nil; return }
@@ -179,6 +320,8 @@ public enum ConfigLoader {
             }
         }
         guard sawCommand else { throw ConfigError(file: path, line: nil, key: "command", message: "missing: every app needs a command") }
+        // Someone is listening to (or being guided by) a continuous-mode app.
+        if !sawBand && m.policy.continuousBackground { m.policy.memory.band = .high }
         return m
     }
 
@@ -264,15 +407,40 @@ struct Document {
         return s
     }
 
-    func bool(_ v: any TOMLValueConvertible, _ key: String) throws(ConfigError) -> Bool {
-        guard let b = v.bool else { throw error(key, "expected true or false, got \(v.type)") }
+    func bool(_ v: any TOMLValueConvertible, _ key: String, table: String = "") throws(ConfigError) -> Bool {
+        guard let b = v.bool else { throw error(key, "expected true or false, got \(v.type)", table: table) }
         return b
     }
 
-    func int(_ v: any TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int {
-        guard let i = v.int else { throw error(key, "expected an integer, got \(v.type)") }
-        guard range.contains(i) else { throw error(key, "\(i) is out of range \(range.lowerBound)...\(range.upperBound)") }
+    func int(_ v: any TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int>, table: String = "") throws(ConfigError) -> Int {
+        guard let i = v.int else { throw error(key, "expected an integer, got \(v.type)", table: table) }
+        guard range.contains(i) else {
+            throw error(key, "\(i) is out of range \(range.lowerBound)...\(range.upperBound)", table: table)
+        }
         return i
+    }
+
+    /// A percentage: a number from 0 to `max`.
+    func percent(_ v: any TOMLValueConvertible, _ key: String, table: String, max: Double = 100) throws(ConfigError) -> Double {
+        let p: Double
+        if let i = v.int { p = Double(i) } else if let d = v.double { p = d } else {
+            throw error(key, "expected a percentage (a number), got \(v.type)", table: table)
+        }
+        guard p >= 0, p <= max else { throw error(key, "\(p) % is out of range 0...\(Int(max))", table: table) }
+        return p
+    }
+
+    /// An amount of memory: "512M", "1.5G", "64KiB", "1048576" (bytes), or an integer of bytes.
+    func size(_ v: any TOMLValueConvertible, _ key: String, table: String) throws(ConfigError) -> UInt64 {
+        if let i = v.int {
+            guard i > 0 else { throw error(key, "must be more than 0 bytes", table: table) }
+            return UInt64(i)
+        }
+        guard let s = v.string else { throw error(key, "expected a size like \"512M\", got \(v.type)", table: table) }
+        guard let bytes = parseSize(s), bytes > 0 else {
+            throw error(key, "expected a size like \"512M\", \"1.5G\" or \"65536K\" (powers of 1024), got \"\(s)\"", table: table)
+        }
+        return bytes
     }
 
     func strings(_ v: any TOMLValueConvertible, _ key: String) throws(ConfigError) -> [String] {
@@ -286,6 +454,7 @@ struct Document {
     }
 
     /// Seconds, integer or float, positive and at most a day.
+    /// (`table` names the table for error messages.)
     func seconds(_ v: any TOMLValueConvertible, _ key: String, table: String) throws(ConfigError) -> Duration {
         let s: Double
         if let i = v.int { s = Double(i) } else if let d = v.double { s = d } else {
@@ -294,4 +463,23 @@ struct Document {
         guard s > 0, s <= 86_400 else { throw error(key, "\(s) s is out of range (0, 86400]", table: table) }
         return .nanoseconds(Int64(s * 1e9))
     }
+}
+
+/// "512M", "1.5G", "64KiB", "100" (bytes): powers of 1024. Nil when malformed.
+public func parseSize(_ text: String) -> UInt64? {
+    var s = text.trimmingCharacters(in: .whitespaces)
+    for suffix in ["iB", "B"] where s.hasSuffix(suffix) && s.count > suffix.count {
+        s.removeLast(suffix.count)
+        break
+    }
+    let units: [Character: Double] = ["K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024, "T": 1024 * 1024 * 1024 * 1024]
+    var factor: Double = 1
+    if let last = s.last, let f = units[Character(last.uppercased())] {
+        factor = f
+        s.removeLast()
+    }
+    guard !s.isEmpty, s.allSatisfy({ $0.isNumber || $0 == "." }), let value = Double(s), value.isFinite else { return nil }
+    let bytes = value * factor
+    guard bytes >= 0, bytes < 1.8e19 else { return nil }
+    return UInt64(bytes)
 }

@@ -72,6 +72,12 @@ public final class Daemon {
     let searchPath: String
     let selfDirectory: String
     var cleanupTimers: [String: EventLoop.Source] = [:]
+    var memory: MemoryMonitor!
+    var memoryTimer: EventLoop.Source!
+    var triggerSource: EventLoop.Source?
+    var killLog: KillLog!
+    /// Apps whose manifest sets memory.limit.
+    var limits: [AppID: UInt64] = [:]
 
     /// Loads the configuration, takes the cgroup subtree and the control
     /// socket, and tells systemd READY=1 only once all of that is done.
@@ -126,6 +132,16 @@ public final class Daemon {
                 """)
         }
 
+        limits = manifests.compactMapValues(\.policy.memory.limit)
+        memory = MemoryMonitor(config: config.memory, cgroups: cgroups, logger: logger)
+        killLog = KillLog(directory: config.stateDirectory, keep: config.memory.killHistory, logger: logger)
+        memoryTimer = try loop.timer { [unowned self] in self.sampleMemory() }
+        if let trigger = memory.trigger {
+            triggerSource = try loop.watch(fd: trigger.fd, events: IOEvents.priority) { [unowned self] _ in
+                self.sampleMemory()
+            }
+        }
+
         coreTimer = try loop.timer { [unowned self] in self.submit(.tick) }
         statusTimer = try loop.timer { [unowned self] in
             self.statusDue = false
@@ -168,7 +184,10 @@ public final class Daemon {
         logger.info("lifecycled ready", metadata: [
             "apps": "\(manifests.count)", "confinement": "\(confinement)",
             "control-socket": "\(controlPath ?? "socket-activated")",
+            "memory-accounting": "\(cgroups?.memory.rawValue ?? MemoryAccounting.processPSS.rawValue)",
+            "psi-trigger": "\(memory.triggerDescription)",
         ])
+        if config.memory.monitor { memoryTimer.arm(at: Posix.monotonicNanoseconds()) }
         sendStatus()
         Systemd.notify("READY=1")
         for name in manifests.keys.sorted() {
@@ -238,6 +257,13 @@ public final class Daemon {
             guard let run = runs[id] else { return }
             run.group.killAll()
             _ = lc_pidfd_send_signal(run.pidfd, SIGKILL)
+            switch reason {
+            case .memoryPressure, .memoryLimit:
+                // Free its memory now, in our context, rather than when the
+                // dying process is next scheduled (Linux 5.15+).
+                _ = lc_process_mrelease(run.pidfd)
+            default: break
+            }
             logger.notice("killing \(id): \(reason)", metadata: ["app": "\(id)", "app-pid": "\(run.pid)", "reason": "\(reason.code)"])
             record(id, .killed, reason: reason.code, detail: reason.description)
         case .transition(let id, let from, let to):
@@ -257,6 +283,8 @@ public final class Daemon {
             terminations[id] = TerminationInfo(reason: rec.reason.code, description: rec.reason.description,
                                                time: wallTime(rec.at), pid: pid ?? lastPID[id])
         case .refused: break
+        case .memoryKill(let k): recordKill(k)
+        case .remeasure: memoryTimer.arm(at: Posix.monotonicNanoseconds())
         }
     }
 
@@ -278,6 +306,7 @@ public final class Daemon {
         do { group = try cgroups?.makeAppGroup(name: id, generation: generation) ?? .processGroup() } catch {
             return fail("cannot create its cgroup: \(error)")
         }
+        if let limit = m.policy.memory.limit { group.setMemoryLimit(limit) }
         var env = appEnvironment()
         for (k, v) in m.environment { env[k] = v }
         env[Wire.appNameEnvironmentKey] = id
@@ -446,7 +475,10 @@ public final class Daemon {
             var reaped = lc_child_status()
             _ = lc_reap(st.pid, &reaped)
             guard let id = byPID.removeValue(forKey: st.pid), let run = runs[id], run.pid == st.pid else { continue }
-            let status: ExitStatus = st.exited != 0 ? .exited(st.value) : .signaled(st.value)
+            var status: ExitStatus = st.exited != 0 ? .exited(st.value) : .signaled(st.value)
+            if status == .signaled(SIGKILL), limits[id] != nil, run.group.memory == .cgroupV2, run.group.oomKilled() {
+                status = .outOfMemory     // the kernel enforced memory.max
+            }
             runs[id] = nil
             tearDown(id, run)
             submit(.exited(id, generation: run.generation, status))
@@ -491,13 +523,13 @@ public final class Daemon {
 
     func record(_ id: AppID, _ kind: EventRecord.Kind, from: String? = nil, to: String? = nil,
                 event: String? = nil, sequence: UInt32? = nil, latency: Double? = nil,
-                reason: String? = nil, detail: String? = nil) {
+                reason: String? = nil, detail: String? = nil, kill: KillRecord? = nil) {
         guard config.eventHistory > 0 || control.hasFollowers else { return }
         let at = decidedAt ?? now()
         let r = EventRecord(time: wallTime(at), monotonic: at.nanoseconds,
                             app: id, kind: kind, pid: runs[id]?.pid ?? lastPID[id], from: from, to: to,
                             event: event, sequence: sequence, latencyMicroseconds: latency,
-                            reason: reason, detail: detail)
+                            reason: reason, detail: detail, kill: kill)
         if config.eventHistory > 0 {
             history.append(r)
             if history.count > config.eventHistory + config.eventHistory / 4 {
@@ -519,7 +551,8 @@ public final class Daemon {
     func sendStatus() {
         let order: [LifecycleState] = [.active, .inactive, .background, .suspended, .notRunning]
         let parts = order.compactMap { s in counts[s, default: 0] > 0 ? "\(counts[s]!) \(s.rawValue)" : nil }
-        let status = "\(manifests.count) apps" + (parts.isEmpty ? "" : ": " + parts.joined(separator: ", "))
+        var status = "\(manifests.count) apps" + (parts.isEmpty ? "" : ": " + parts.joined(separator: ", "))
+        if supervisor.memoryLevel != .normal { status += "; memory \(supervisor.memoryLevel.rawValue)" }
         if status != lastStatus {
             lastStatus = status
             Systemd.notify("STATUS=\(status)")
@@ -557,6 +590,16 @@ public final class Daemon {
             default: .kill(app)
             }
             return outcome(submit(input))
+        case .jetsam:
+            if let limit = request.limit, limit < 0 { return .failure(.badRequest, "limit must not be negative") }
+            return ControlResponse(ok: true, kills: killLog.records(limit: request.limit))
+        case .pressure:
+            guard let level = request.level.flatMap(MemoryLevel.init(rawValue:)) else {
+                return .failure(.badRequest, "'pressure' needs a level: normal, warning or critical (got \(request.level.map { "'\($0)'" } ?? "none"))")
+            }
+            let sample = memory.simulated(level, groups: runs.mapValues(\.group))
+            noteLevelChange(to: sample)
+            return outcome(submit(.memory(sample)))
         case .home: return outcome(submit(.home))
         case .lock: return outcome(submit(.lock))
         case .unlock: return outcome(submit(.unlock))
@@ -580,12 +623,98 @@ public final class Daemon {
                 delivery: manifests[id]!.policy.delivery.rawValue,
                 backgroundTasks: s.tasks.map { TaskStatus(id: $0.id, name: $0.name) },
                 backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
-                awaiting: s.awaiting?.rawValue, lastTermination: terminations[id])
+                awaiting: s.awaiting?.rawValue, lastTermination: terminations[id],
+                footprint: runs[id]?.group.memoryFootprint(), band: s.band.rawValue, memoryLimit: limits[id])
         }
         let daemon = DaemonStatus(
             pid: getpid(), foregroundSlots: supervisor.foregroundSlots, foreground: supervisor.foreground,
             locked: supervisor.locked, interruptions: supervisor.interruptions, confinement: confinement,
-            shuttingDown: supervisor.shuttingDown)
+            shuttingDown: supervisor.shuttingDown,
+            memory: MemoryStatus(
+                level: supervisor.memoryLevel.rawValue, simulated: supervisor.memorySimulated,
+                accounting: (cgroups?.memory ?? .processPSS).rawValue, trigger: memory.triggerDescription,
+                reading: MemoryReading(memory.reading)))
         return StatusReport(daemon: daemon, apps: apps)
+    }
+}
+
+// MARK: - Memory
+
+extension MemoryReading {
+    init(_ m: MemoryMeasurements) {
+        self.init(available: m.available, total: m.total, stallPercent: m.stallPercent,
+                  appsTotal: m.appsTotal, budget: m.budget)
+    }
+
+    /// "available 2.1 GiB of 23 GiB (9.1 %), stall 0 %, apps 1 GiB of 2 GiB"
+    var summary: String {
+        var parts: [String] = []
+        if let a = available, let t = total {
+            parts.append("available \(formatBytes(a)) of \(formatBytes(t)) (\(String(format: "%.1f", Double(a) * 100 / Double(max(t, 1)))) %)")
+        }
+        if let s = stallPercent { parts.append("stall \(String(format: "%.1f", s)) %") }
+        if let u = appsTotal, let b = budget { parts.append("apps \(formatBytes(u)) of a \(formatBytes(b)) budget") }
+        return parts.isEmpty ? "no measurement" : parts.joined(separator: ", ")
+    }
+}
+
+extension Daemon {
+    /// One sample: measure, hand the core what it can act on, look again
+    /// after the adaptive interval.
+    func sampleMemory() {
+        guard config.memory.monitor else { return }
+        let now = Posix.monotonicNanoseconds()
+        let groups = runs.mapValues(\.group)
+        let sample = memory.sample(groups: groups, limited: Set(limits.keys), now: now)
+        // Nothing the core could act on (normal, as before, no app over its
+        // limit): skip it, so that quiet samples cost no status update.
+        let overLimit = sample.footprints.contains { id, f in limits[id].map { f > $0 } ?? false }
+        if sample.level != .normal || supervisor.memoryLevel != .normal || overLimit {
+            noteLevelChange(to: sample)
+            submit(.memory(sample))
+        }
+        memoryTimer.arm(at: now + memory.interval(after: sample, limits: limits))
+    }
+
+    /// Records a change of level before the core acts on it, so the event
+    /// stream shows the level first, then what it caused.
+    func noteLevelChange(to sample: MemorySample) {
+        let before = supervisor.memoryLevel, level = sample.level
+        guard level != before else { return }
+        let detail = (sample.simulated ? "simulated; " : "") + MemoryReading(sample.measurements).summary
+        logger.notice("memory level \(before.rawValue) -> \(level.rawValue): \(detail)",
+                      metadata: ["from-level": "\(before.rawValue)", "to-level": "\(level.rawValue)",
+                                 "simulated": "\(sample.simulated)"])
+        record(EventRecord.daemonWide, .memoryLevel, from: before.rawValue, to: level.rawValue, detail: detail)
+    }
+
+    /// A kill for memory: the kill log, the journal, the event stream.
+    func recordKill(_ k: MemoryKill) {
+        let pid = runs[k.app]?.pid
+        let reading = MemoryReading(k.measurements)
+        let r = KillRecord(
+            time: wallTime(decidedAt ?? now()), app: k.app, pid: pid, reason: k.cause.rawValue,
+            footprint: k.footprint, limit: k.limit, state: k.state.rawValue, band: k.band.rawValue,
+            level: k.level.rawValue, simulated: k.simulated, reading: reading,
+            candidates: k.candidates.map {
+                KillRecord.Candidate(app: $0.app, state: $0.state.rawValue, band: $0.band.rawValue, footprint: $0.footprint)
+            },
+            lastNotice: k.lastNotice)
+        killLog.append(r, logger: logger)
+        let footprint = k.footprint.map(formatBytes) ?? "unknown"
+        var detail = "\(k.cause.rawValue): footprint \(footprint), \(k.state.rawValue), band \(k.band.rawValue)"
+        if let limit = k.limit { detail += ", limit \(formatBytes(limit))" }
+        detail += "; level \(k.level.rawValue)\(k.simulated ? " (simulated)" : ""); \(reading.summary)"
+        if k.candidates.count > 1 { detail += "; next: " + k.candidates.dropFirst().prefix(5).map(\.app).joined(separator: ", ") }
+        var meta: Logger.Metadata = [
+            "app": "\(k.app)", "reason": "\(k.cause.rawValue)", "app-state": "\(k.state.rawValue)",
+            "band": "\(k.band.rawValue)", "memory-level": "\(k.level.rawValue)", "simulated": "\(k.simulated)",
+            "candidates": "\(k.candidates.map(\.app).joined(separator: ","))",
+        ]
+        if let pid { meta["app-pid"] = "\(pid)" }
+        if let f = k.footprint { meta["footprint-bytes"] = "\(f)" }
+        if let a = k.measurements.available { meta["mem-available-bytes"] = "\(a)" }
+        logger.notice("jetsam: \(k.app): \(detail)", metadata: meta)
+        record(k.app, .jetsam, reason: k.cause.rawValue, detail: detail, kill: r)
     }
 }

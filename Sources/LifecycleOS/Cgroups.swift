@@ -13,6 +13,17 @@ import SystemPackage
 ///
 ///   base/daemon            the daemon itself: a leaf, as cgroup v2 wants
 ///   base/apps/NAME.GEN     one fresh cgroup per launch of each app
+///
+/// Memory is accounted by the v2 memory controller when the tree has it; on
+/// a hybrid machine whose memory controller is a v1 hierarchy, each app also
+/// gets V1/base/apps/NAME.GEN there, which the child joins before exec (v1
+/// charges do not move with a process); with neither, from /proc PSS.
+public enum MemoryAccounting: String, Sendable {
+    case cgroupV2 = "cgroup-v2 memory controller"
+    case cgroupV1 = "cgroup-v1 memory controller"
+    case processPSS = "/proc PSS"
+}
+
 public final class Cgroups {
     /// The v2 mount point, e.g. /sys/fs/cgroup or /sys/fs/cgroup/unified.
     public let mount: String
@@ -21,6 +32,9 @@ public final class Cgroups {
     /// Where the daemon was before `enter()`.
     public let original: String
     private var entered = false
+    public private(set) var memory: MemoryAccounting = .processPSS
+    /// The v1 memory hierarchy's copy of our subtree, when memory is accounted there.
+    public private(set) var v1MemoryBase: String?
 
     public var basePath: String { mount + base }
     public var appsPath: String { basePath + "/apps" }
@@ -83,6 +97,56 @@ public final class Cgroups {
         }
         try Posix.writeFile(basePath + "/daemon/cgroup.procs", "0")
         entered = true
+        setUpMemoryAccounting()
+    }
+
+    /// The v2 memory controller for the apps' subtree when the tree offers
+    /// it (after the daemon left the base: no internal processes), else the
+    /// v1 memory hierarchy, else /proc.
+    private func setUpMemoryAccounting() {
+        let offered = (try? Posix.readFile(basePath + "/cgroup.controllers"))?
+            .split(whereSeparator: { $0 == " " || $0 == "\n" }).contains("memory") ?? false
+        if offered {
+            try? Posix.writeFile(basePath + "/cgroup.subtree_control", "+memory")
+            try? Posix.writeFile(appsPath + "/cgroup.subtree_control", "+memory")
+            if access(appsPath + "/cgroup.subtree_control", F_OK) == 0,
+               (try? Posix.readFile(appsPath + "/cgroup.subtree_control"))?.contains("memory") == true {
+                memory = .cgroupV2
+                return
+            }
+        }
+        if let v1 = Self.v1MemoryMount() {
+            let dir = v1 + base
+            var ok = true
+            for d in [dir, dir + "/apps"] where mkdir(d, 0o755) != 0 && errno != EEXIST { ok = false }
+            if ok {
+                v1MemoryBase = dir
+                memory = .cgroupV1
+            }
+        }
+    }
+
+    /// Where a v1 hierarchy with the memory controller is mounted, if any.
+    static func v1MemoryMount() -> String? {
+        guard let info = try? Posix.readFile("/proc/self/mountinfo") else { return nil }
+        for line in info.split(separator: "\n") {
+            let halves = line.split(separator: " - ", maxSplits: 1)
+            guard halves.count == 2, halves[1].hasPrefix("cgroup ") else { continue }
+            let superOptions = halves[1].split(separator: " ").last?.split(separator: ",") ?? []
+            let fields = halves[0].split(separator: " ")
+            if superOptions.contains("memory"), fields.count > 4 { return String(fields[4]) }
+        }
+        return nil
+    }
+
+    /// The footprint of every app together, from the apps' parent cgroup;
+    /// nil when memory is accounted from /proc (the caller adds up the apps).
+    public func appsFootprint() -> UInt64? {
+        switch memory {
+        case .cgroupV2: MemoryProbe.cgroupFootprint(appsPath, v1: false)
+        case .cgroupV1: v1MemoryBase.flatMap { MemoryProbe.cgroupFootprint($0 + "/apps", v1: true) }
+        case .processPSS: nil
+        }
     }
 
     /// A fresh cgroup for one launch of an app (never reused: after
@@ -98,7 +162,25 @@ public final class Cgroups {
             if mkdir(path, 0o755) != 0 { throw SystemError("mkdir", path, errno: Errno(rawValue: errno)) }
         }
         let fd = try Posix.call("open", path) { open(path, O_DIRECTORY | O_RDONLY | O_CLOEXEC) }
-        return AppGroup(path: path, directory: fd)
+        let group = AppGroup(path: path, directory: fd, memory: memory)
+        if let v1 = v1MemoryBase {
+            let dir = v1 + "/apps/\(name).\(generation)"
+            if mkdir(dir, 0o755) != 0 && errno == EEXIST {
+                for pid in AppGroup.pids(dir + "/cgroup.procs") { _ = Glibc.kill(pid, SIGKILL) }
+                rmdir(dir)
+                _ = mkdir(dir, 0o755)
+            }
+            // The child writes "0" to this before exec, so its first page is charged here.
+            let procs = open(dir + "/cgroup.procs", O_WRONLY | O_CLOEXEC)
+            if procs < 0 {
+                let e = errno
+                _ = group.remove()
+                throw SystemError("open", dir + "/cgroup.procs", errno: Errno(rawValue: e))
+            }
+            group.v1Memory = dir
+            group.v1ProcsFD = procs
+        }
+        return group
     }
 
     /// Removes what `enter()` made, moving the daemon back where it was.
@@ -109,6 +191,13 @@ public final class Cgroups {
             for n in names { rmdir(appsPath + "/" + n) }
         }
         rmdir(appsPath)
+        if let v1 = v1MemoryBase {
+            if let names = try? FileManagerLite.list(v1 + "/apps") {
+                for n in names { rmdir(v1 + "/apps/" + n) }
+            }
+            rmdir(v1 + "/apps")
+            if base != original { rmdir(v1) }
+        }
         if base != original {
             try? Posix.writeFile(mount + (original == "/" ? "" : original) + "/cgroup.procs", "0")
             rmdir(basePath + "/daemon")
@@ -126,20 +215,68 @@ public final class AppGroup {
     public private(set) var directory: Int32
     /// The main process; its process group in the fallback.
     public var pid: Int32 = 0
+    /// How this group's memory is read.
+    public let memory: MemoryAccounting
+    /// Its cgroup in the v1 memory hierarchy, and that cgroup's cgroup.procs
+    /// held open for the child to join before exec (closed after the spawn).
+    public internal(set) var v1Memory: String?
+    public internal(set) var v1ProcsFD: Int32 = -1
 
-    init(path: String?, directory: Int32) {
+    init(path: String?, directory: Int32, memory: MemoryAccounting = .processPSS) {
         self.path = path
         self.directory = directory
+        self.memory = memory
     }
 
     /// The fallback: a process group, which the spawned child leads (setsid).
     public static func processGroup() -> AppGroup { AppGroup(path: nil, directory: -1) }
 
-    deinit { closeDirectory() }
+    deinit {
+        closeDirectory()
+        closeSpawnFDs()
+    }
 
     public func closeDirectory() {
         if directory >= 0 { close(directory) }
         directory = -1
+    }
+
+    /// What only the spawn needed.
+    public func closeSpawnFDs() {
+        if v1ProcsFD >= 0 { close(v1ProcsFD) }
+        v1ProcsFD = -1
+    }
+
+    /// What the app's processes hold and would give back if killed, bytes.
+    public func memoryFootprint() -> UInt64? {
+        switch memory {
+        case .cgroupV2: return path.flatMap { MemoryProbe.cgroupFootprint($0, v1: false) }
+        case .cgroupV1: return v1Memory.flatMap { MemoryProbe.cgroupFootprint($0, v1: true) }
+        case .processPSS:
+            guard path != nil else { return MemoryProbe.processGroupPSS(pid) }
+            let all = pids().compactMap { MemoryProbe.pss(pid: $0) }
+            return all.isEmpty ? nil : all.reduce(0, +)
+        }
+    }
+
+    /// The kernel's own limit (cgroup v2 memory.max): beyond it the kernel
+    /// reclaims, then OOM-kills inside the group. False where it cannot.
+    @discardableResult
+    public func setMemoryLimit(_ bytes: UInt64) -> Bool {
+        guard memory == .cgroupV2, let path else { return false }
+        return (try? Posix.writeFile(path + "/memory.max", String(bytes))) != nil
+    }
+
+    /// True when the kernel's OOM killer killed something in the group
+    /// (memory.events on v2, memory.oom_control on v1).
+    public func oomKilled() -> Bool {
+        let text: String?
+        switch memory {
+        case .cgroupV2: text = path.flatMap { try? Posix.readFile($0 + "/memory.events") }
+        case .cgroupV1: text = v1Memory.flatMap { try? Posix.readFile($0 + "/memory.oom_control") }
+        case .processPSS: text = nil
+        }
+        return text.flatMap { MemoryProbe.statValue($0, "oom_kill") }.map { $0 > 0 } ?? false
     }
 
     /// Starts freezing; true when the freeze is already complete. A busy
@@ -188,7 +325,12 @@ public final class AppGroup {
     }
 
     public func pids() -> [Int32] {
-        guard let path, let text = try? Posix.readFile(path + "/cgroup.procs") else { return [] }
+        guard let path else { return [] }
+        return Self.pids(path + "/cgroup.procs")
+    }
+
+    static func pids(_ procsFile: String) -> [Int32] {
+        guard let text = try? Posix.readFile(procsFile) else { return [] }
         return text.split(separator: "\n").compactMap { Int32($0) }
     }
 
@@ -202,7 +344,13 @@ public final class AppGroup {
     /// Removes the cgroup; false while processes remain.
     public func remove() -> Bool {
         closeDirectory()
+        closeSpawnFDs()
         guard let path else { return true }
+        if let v1 = v1Memory {
+            for pid in Self.pids(v1 + "/cgroup.procs") { _ = Glibc.kill(pid, SIGKILL) }
+            if rmdir(v1) != 0 && errno != ENOENT { return false }
+            v1Memory = nil
+        }
         return rmdir(path) == 0 || errno == ENOENT
     }
 

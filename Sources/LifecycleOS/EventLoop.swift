@@ -132,6 +132,8 @@ public final class EventLoop {
 /// epoll event bits (EPOLLIN and friends), for `EventLoop.watch`.
 public enum IOEvents {
     public static let readable: UInt32 = 0x001
+    /// EPOLLPRI: PSI triggers and cgroup.events notifications.
+    public static let priority: UInt32 = 0x002
     public static let writable: UInt32 = 0x004
     public static let error: UInt32 = 0x008
     public static let hangup: UInt32 = 0x010

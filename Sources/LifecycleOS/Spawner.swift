@@ -64,7 +64,7 @@ public enum Spawner {
                             var req = lc_spawn_request(
                                 path: path, argv: a.baseAddress, envp: e.baseAddress,
                                 cwd: request.workingDirectory == nil ? nil : cwd,
-                                cgroup_fd: request.group.directory, v1_procs_fd: -1,
+                                cgroup_fd: request.group.directory, v1_procs_fd: request.group.v1ProcsFD,
                                 fd_map: m.baseAddress, fd_map_count: Int32(request.inherit.count))
                             return lc_spawn(&req, &pidfd, &step, &atomic)
                         }
@@ -72,6 +72,7 @@ public enum Spawner {
                 }
             }
         }
+        request.group.closeSpawnFDs()
         guard pid > 0 else {
             let names = [1: "clone3", 2: "join memory cgroup", 3: "set up file descriptors",
                          4: "reset signals", 5: "setsid", 6: "chdir", 7: "execve"]

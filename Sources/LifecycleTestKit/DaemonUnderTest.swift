@@ -45,8 +45,10 @@ public final class DaemonUnderTest {
         try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
         socket = dir + "/control.sock"
         self.cgroupRoot = cgroupRoot ?? "/lifecycled-test-\(UUID().uuidString.prefix(8))"
-        let history = daemon.contains("event_history") ? "" : "event_history = 10000\n"
-        try "apps_dir = \"apps\"\n\(history)\(daemon)\n".write(toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
+        var preamble = daemon.contains("event_history") ? "" : "event_history = 10000\n"
+        if !daemon.contains("state_directory") { preamble += "state_directory = \"state\"\n" }
+        // Tables ([memory]) must come after the top-level keys.
+        try "apps_dir = \"apps\"\n\(preamble)\(daemon)\n".write(toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
         for (name, text) in apps {
             try text.write(toFile: dir + "/apps/\(name).toml", atomically: true, encoding: .utf8)
         }
@@ -86,7 +88,20 @@ public final class DaemonUnderTest {
         }
         close(pidfd)
         removeSubtree(cgroupPath)
+        removeV1(v1MemoryPath)
     }
+
+    /// The v1 memory hierarchy's copy (hybrid machines): its processes are
+    /// gone with the v2 subtree; rmdir from the leaves up.
+    private func removeV1(_ path: String) {
+        guard let children = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
+        for child in children where (try? FileManager.default.attributesOfItem(atPath: path + "/" + child)[.type] as? FileAttributeType) == .typeDirectory {
+            removeV1(path + "/" + child)
+        }
+        rmdir(path)
+    }
+
+    public var v1MemoryPath: String { "/sys/fs/cgroup/memory" + cgroupRoot }
 
     /// cgroup.kill, then rmdir from the leaves up (waiting on cgroup.events
     /// via inotify for each cgroup to empty).

@@ -34,6 +34,11 @@ public enum WireEvent: UInt8, Sendable, CaseIterable, Equatable {
     case didEnterBackground = 5
     case willEnterForeground = 6
     case willTerminate = 7
+    /// Memory runs short. Acknowledged like every event.
+    case didReceiveMemoryWarning = 8
+    /// The app is about to be killed for memory (its manifest asked for a
+    /// last notice); the kill follows the acknowledgement or the deadline.
+    case willBeKilledForMemory = 9
 
     public var name: String { String(describing: self) }
 

@@ -65,11 +65,11 @@ struct Supervisorctl: ParsableCommand {
             response; 64 bad arguments.
             """,
         subcommands: [Status.self, Launch.self, Activate.self, Home.self, Interruption.self,
-                      Lock.self, Unlock.self, Stop.self, Kill.self, Events.self])
+                      Lock.self, Unlock.self, Stop.self, Kill.self, Events.self, Jetsam.self, Pressure.self])
 }
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show every app (or the ones named): state, pid, time in state, background tasks, last termination.")
+    static let configuration = CommandConfiguration(abstract: "Show every app (or the ones named): state, pid, time in state, background tasks, memory footprint and band, last termination; and the memory level.")
     @OptionGroup var connection: Connection
     @Flag(help: "One JSON object: {daemon, apps:[{name,state,pid,...}]}.") var json = false
     @Argument(help: "Apps to show (default: all).") var apps: [String] = []
@@ -88,13 +88,15 @@ struct Status: ParsableCommand {
 
 enum StatusTable {
     static func render(_ report: StatusReport) -> String {
-        var rows = [["NAME", "STATE", "PID", "SINCE", "BG TASKS", "LAST TERMINATION"]]
+        var rows = [["NAME", "STATE", "PID", "SINCE", "BG TASKS", "MEMORY", "BAND", "LAST TERMINATION"]]
         for a in report.apps {
             var tasks = a.backgroundTasks.isEmpty ? "-" : "\(a.backgroundTasks.count)"
             if let left = a.backgroundTimeRemaining, !a.backgroundTasks.isEmpty { tasks += " (\(duration(left)) left)" }
+            var memory = a.footprint.map(bytes) ?? "-"
+            if let limit = a.memoryLimit { memory += " / \(bytes(limit))" }
             rows.append([a.name, a.state, a.pid.map(String.init) ?? "-",
                          a.state == "not-running" && a.lastTermination == nil ? "-" : duration(a.secondsInState),
-                         tasks, a.lastTermination?.description ?? "-"])
+                         tasks, memory, a.band ?? "-", a.lastTermination?.description ?? "-"])
         }
         let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
         var out = rows.map { r in
@@ -107,7 +109,26 @@ enum StatusTable {
         if d.interruptions > 0 { footer += ", interrupted" }
         if d.shuttingDown { footer += ", shutting down" }
         out.append(footer)
+        if let m = d.memory {
+            var line = "memory: \(m.level)\(m.simulated ? " (simulated)" : "")"
+            if let a = m.reading.available, let t = m.reading.total {
+                line += ", available \(bytes(a)) of \(bytes(t)) (\(String(format: "%.0f", Double(a) * 100 / Double(max(t, 1)))) %)"
+            }
+            if let s = m.reading.stallPercent { line += ", stall \(String(format: "%.1f", s)) %" }
+            if let u = m.reading.appsTotal, let b = m.reading.budget { line += ", apps \(bytes(u)) of \(bytes(b)) budget" }
+            line += "; accounted by \(m.accounting)"
+            out.append(line)
+        }
         return out.joined(separator: "\n")
+    }
+
+    /// Bytes in powers of 1024: "512K", "3.2M", "1.5G".
+    static func bytes(_ n: UInt64) -> String {
+        let units = ["B", "K", "M", "G", "T"]
+        var v = Double(n), u = 0
+        while v >= 1024 && u < units.count - 1 { v /= 1024; u += 1 }
+        if u == 0 { return "\(n)B" }
+        return v < 10 ? String(format: "%.1f%@", v, units[u]) : String(format: "%.0f%@", v, units[u])
     }
 
     static func duration(_ s: Double) -> String {
@@ -224,10 +245,65 @@ struct Events: ParsableCommand {
         case .delivered: s += "delivered \(r.event ?? "?")" + (r.sequence.map { " #\($0)" } ?? "")
         case .acknowledged: s += "acknowledged \(r.event ?? "?") in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
         case .frozen: s += "frozen in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
+        case .memoryLevel: s += "memory \(r.from ?? "?") -> \(r.to ?? "?")"
+        case .jetsam: s += "jetsam"
         default: s += r.kind.rawValue
         }
         if let p = r.pid { s += "  pid \(p)" }
         if let d = r.detail { s += "  (\(d))" }
         return s
     }
+}
+
+struct Jetsam: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Recent kills for memory: who, when, why, its footprint, and the measurements that led to it.")
+    @OptionGroup var connection: Connection
+    @Flag(help: "A JSON array of kill records.") var json = false
+    @Option(name: .shortAndLong, help: "Show at most this many, the most recent.") var limit: Int?
+
+    func validate() throws {
+        if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
+    }
+
+    func run() throws {
+        let kills = try connection.request(ControlRequest(.jetsam, limit: limit)).kills ?? []
+        if json {
+            let e = JSONEncoder()
+            e.outputFormatting = [.sortedKeys]
+            print(String(decoding: try e.encode(kills), as: UTF8.self))
+            return
+        }
+        if kills.isEmpty { return print("no kills for memory recorded") }
+        var rows = [["TIME", "APP", "PID", "REASON", "FOOTPRINT", "STATE", "BAND", "LEVEL", "MEMORY", "NEXT CANDIDATES"]]
+        for k in kills {
+            var reading = [String]()
+            if let a = k.reading.available { reading.append("avail \(StatusTable.bytes(a))") }
+            if let s = k.reading.stallPercent { reading.append("stall \(String(format: "%.0f", s))%") }
+            if let u = k.reading.appsTotal, let b = k.reading.budget { reading.append("apps \(StatusTable.bytes(u))/\(StatusTable.bytes(b))") }
+            var footprint = k.footprint.map(StatusTable.bytes) ?? "-"
+            if let l = k.limit { footprint += " > \(StatusTable.bytes(l))" }
+            let others = k.candidates.filter { $0.app != k.app }.prefix(3).map(\.app)
+            rows.append([
+                Events.formatter.string(from: Date(timeIntervalSince1970: k.time)), k.app, k.pid.map(String.init) ?? "-",
+                k.reason + (k.lastNotice ? " (noticed)" : ""), footprint, k.state, k.band,
+                k.level + (k.simulated ? " (simulated)" : ""), reading.isEmpty ? "-" : reading.joined(separator: ", "),
+                others.isEmpty ? "-" : others.joined(separator: ", "),
+            ])
+        }
+        let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
+        for r in rows {
+            print(r.enumerated().map { i, s in i == r.count - 1 ? s : s.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+                .joined(separator: "  "))
+        }
+    }
+}
+
+struct Pressure: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Inject a memory level, for demos and tests: warning tells running apps, critical kills one app as real pressure would. Recorded as simulated; the next real measurement takes over.")
+    enum Level: String, ExpressibleByArgument, CaseIterable { case normal, warning, critical }
+    @OptionGroup var connection: Connection
+    @Argument(help: "normal, warning or critical") var level: Level
+    func run() throws { _ = try connection.request(ControlRequest(.pressure, level: level.rawValue)) }
 }

@@ -86,6 +86,40 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    @Test func jetsamAndPressure() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a"), "b": recorder(s + "/b")])
+        chmod(d.dir, 0o755)
+        let f = try d.follow()
+        #expect(try d.ctl(["jetsam"]).1.contains("no kills for memory recorded"))
+        #expect(try d.ctl(["pressure", "sideways"]).0 == 64)
+        #expect(try d.ctl(["jetsam", "--limit", "-1"]).0 == 64)
+        #expect(try d.ctl(["pressure", "critical"], user: "nobody").0 == 3, "pressure changes things")
+        #expect(try d.ctl(["jetsam"], user: "nobody").0 == 0, "jetsam only reads")
+
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        try f.state("a", "suspended")
+        #expect(try d.ctl(["activate", "b"]).0 == 0)
+        try f.acknowledged("b", "didBecomeActive")
+        #expect(try d.ctl(["pressure", "warning"]).0 == 0)
+        try f.acknowledged("b", "didReceiveMemoryWarning")
+        #expect(try d.ctl(["pressure", "critical"]).0 == 0)
+        try f.terminated("a")
+
+        let (_, table, _) = try d.ctl(["jetsam"])
+        let rows = table.split(separator: "\n")
+        #expect(rows.first?.hasPrefix("TIME") == true)
+        #expect(rows.count == 2 && rows[1].contains("  a  ") && rows[1].contains("memory-pressure")
+            && rows[1].contains("critical (simulated)"))
+        let (_, status, _) = try d.ctl(["status"])
+        #expect(status.contains("MEMORY") && status.contains("BAND"))
+        #expect(status.split(separator: "\n").contains { $0.hasPrefix("memory: ") })
+        let (_, events, _) = try d.ctl(["events"])
+        #expect(events.contains("*  memory normal -> warning"))
+        #expect(events.contains("a  jetsam"))
+        #expect(try d.stop() == 0)
+    }
+
     @Test func malformedRequestsGetAnErrorAndTheDaemonCarriesOn() throws {
         let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
         let c = try d.client()

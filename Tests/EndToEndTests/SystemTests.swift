@@ -82,6 +82,9 @@ func measure(seconds: Double) {
         try d.command(ControlRequest(.activate, app: "p"))
         try f.state("p", "active")
         #expect(try d.status("p").pid == pid, "the same process came back")
+        // Standard signals do not queue: one still pending when the next is
+        // sent is taken in signal-number order. Let it see SIGUSR2 first.
+        try waitForLine(log, "SIGUSR2")
         try d.command(ControlRequest(.stop, app: "p"))
         #expect(try f.terminated("p").reason == "stopped-by-user")
         // The launch is silent; then SIGUSR1 (willResignActive), SIGUSR2

@@ -29,6 +29,10 @@ struct Simulation {
     var lastState: [AppID: LifecycleState] = [:]
     var violations: [String] = []
     var steps = 0
+    /// The pressure victim whose end the core must await; apps killed or
+    /// noticed and not yet ended.
+    var victim: AppID?
+    var dying: Set<AppID> = []
 
     init(seed: UInt64) {
         rng = SplitMix64(state: seed)
@@ -40,6 +44,9 @@ struct Simulation {
             p.continuousBackground = Int.random(in: 0..<6, using: &rng) == 0
             p.exitsOnSuspend = Int.random(in: 0..<6, using: &rng) == 0
             p.backgroundTaskBudget = .seconds(Int.random(in: 6...30, using: &rng))
+            p.memory.band = MemoryBand.allCases.randomElement(using: &rng)!
+            p.memory.lastNotice = Int.random(in: 0..<4, using: &rng) == 0
+            if Int.random(in: 0..<5, using: &rng) == 0 { p.memory.limit = UInt64.random(in: 50...150, using: &rng) << 20 }
             policies["app\(i)"] = p
         }
         ids = policies.keys.sorted()
@@ -98,6 +105,13 @@ struct Simulation {
             }
             return .tick
         case 58..<59: return .shutdown
+        case 59..<67:
+            let level: MemoryLevel = random([.normal, .normal, .warning, .critical, .critical])
+            var footprints: [AppID: UInt64] = [:]
+            for app in ids where sup.snapshot(app)!.state != .notRunning && Bool.random(using: &rng) {
+                footprints[app] = UInt64.random(in: 1...200, using: &rng) << 20
+            }
+            return .memory(MemorySample(level: level, simulated: Bool.random(using: &rng), footprints: footprints))
         default:
             now = now + .milliseconds(Int64.random(in: 1...4000, using: &rng))
             return .tick
@@ -133,10 +147,12 @@ struct Simulation {
             case .freeze(let id): frozen.insert(id)
             case .thaw(let id): frozen.remove(id)
             case .kill(let id, _):
+                dying.insert(id)
                 let gen = sup.snapshot(id)!.generation
                 schedule(after: .milliseconds(1), .exited(id, generation: gen, .signaled(9)))
             case .terminated(let id, _):
                 frozen.remove(id); openTasks[id] = []
+                dying.remove(id)
             default: break
             }
         }
@@ -163,6 +179,16 @@ struct Simulation {
                 if frozen.contains(id) { fail("\(id): \(d.event) delivered while frozen") }
             case .freeze(let id):
                 if sup.policy(id).continuousBackground { fail("\(id): continuous-mode app frozen") }
+            case .memoryKill(let k) where k.cause == .memoryPressure:
+                checkPressureKill(k, after: input)
+            case .memoryKill(let k):
+                if let limit = sup.policy(k.app).memory.limit, let f = k.footprint, f > limit {} else {
+                    fail("\(k.app): killed for its limit without being over it")
+                }
+                dying.insert(k.app)
+            case .remeasure:
+                if victim == nil { fail("remeasure without a pressure victim") }
+                victim = nil
             default: break
             }
         }
@@ -176,7 +202,8 @@ struct Simulation {
             if s.state == .suspended && !frozen.contains(id) { fail("\(id): suspended but not frozen") }
             if s.state != .suspended && frozen.contains(id) && !s.stopping { fail("\(id): frozen but \(s.state)") }
             if let awaiting = s.awaiting, !s.stopping || awaiting != .willTerminate {
-                if sup.timers[TimerKey(id, .ack)] == nil && sup.timers[TimerKey(id, .terminate)] == nil {
+                if sup.timers[TimerKey(id, .ack)] == nil && sup.timers[TimerKey(id, .terminate)] == nil
+                    && sup.timers[TimerKey(id, .notice)] == nil {
                     fail("\(id): awaits \(awaiting) with no deadline")
                 }
             }
@@ -186,6 +213,31 @@ struct Simulation {
                 fail("\(id): settled active while locked or interrupted")
             }
         }
+    }
+}
+
+extension Simulation {
+    /// Never more kills than needed, and never out of order: one victim at a
+    /// time, only at critical, never a foreground app while a suspended or
+    /// background one is left, never a higher band while a lower one is left
+    /// in the same state.
+    mutating func checkPressureKill(_ k: MemoryKill, after input: Input) {
+        guard case .memory(let sample) = input, sample.level == .critical else {
+            return fail("\(k.app): pressure kill without a critical measurement")
+        }
+        if let victim { fail("\(k.app): killed while \(victim), the previous victim, has not ended") }
+        victim = k.app
+        func tier(_ s: LifecycleState) -> Int { s == .suspended ? 0 : s == .background ? 1 : 2 }
+        let mine = tier(lastState[k.app, default: .notRunning])
+        for other in ids where other != k.app && !dying.contains(other) {
+            let state = lastState[other, default: .notRunning]
+            guard state != .notRunning else { continue }
+            if tier(state) < mine { fail("\(k.app) (\(k.state)) killed while \(other) is \(state)") }
+            if tier(state) == mine && sup.policy(other).memory.band < sup.policy(k.app).memory.band {
+                fail("\(k.app) (band \(k.band)) killed while \(other) has a lower band")
+            }
+        }
+        dying.insert(k.app)
     }
 }
 

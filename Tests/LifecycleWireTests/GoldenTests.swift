@@ -29,6 +29,25 @@ import LifecycleWire
         #expect(try DaemonMessage.decode(bytes) == m)
     }
 
+    @Test func memoryEvents() throws {
+        let warning: [UInt8] = [0x01, 0x01, 0x00, 0x00, 0x0C, 0x00, 0x00, 0x00,
+                                0x08, 0x00, 0x00, 0x00,                              // didReceiveMemoryWarning
+                                0x00, 0xCA, 0x9A, 0x3B, 0x00, 0x00, 0x00, 0x00]       // deadline 1 s
+            + Array(repeating: 0xFF, count: 8)
+        let notice: [UInt8] = [0x01, 0x01, 0x00, 0x00, 0x0D, 0x00, 0x00, 0x00,
+                               0x09, 0x00, 0x00, 0x00,                               // willBeKilledForMemory
+                               0x80, 0xB2, 0xE6, 0x0E, 0x00, 0x00, 0x00, 0x00]        // deadline 250 ms
+            + Array(repeating: 0xFF, count: 8)
+        let w = DaemonMessage.event(EventMessage(sequence: 12, event: .didReceiveMemoryWarning,
+                                                 deadline: 1_000_000_000, budgetEnd: nil))
+        let n = DaemonMessage.event(EventMessage(sequence: 13, event: .willBeKilledForMemory,
+                                                 deadline: 250_000_000, budgetEnd: nil))
+        #expect(w.encoded() == warning)
+        #expect(n.encoded() == notice)
+        #expect(try DaemonMessage.decode(warning) == w)
+        #expect(try DaemonMessage.decode(notice) == n)
+    }
+
     @Test func backgroundTaskReply() throws {
         let bytes: [UInt8] = [0x01, 0x02, 0x00, 0x00, 0x2A, 0x00, 0x00, 0x00,
                               0x03, 0x00, 0x00, 0x00] + Array(repeating: 0xFF, count: 8)

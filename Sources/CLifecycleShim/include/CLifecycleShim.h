@@ -86,6 +86,12 @@ int lc_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /// prctl(PR_SET_CHILD_SUBREAPER, 1). Returns 0 or -1 with errno.
 int lc_become_subreaper(void);
 
+/// process_mrelease(2) (Linux 5.15+): frees the memory of a process that
+/// has been SIGKILLed, in the caller's context, without waiting for it to be
+/// scheduled and exit. Returns 0, or -1 with errno (ENOSYS on older kernels,
+/// EINVAL when the process is not dying, ESRCH when it is gone).
+int lc_process_mrelease(int pidfd);
+
 /// clock_gettime(CLOCK_MONOTONIC) in nanoseconds.
 long long lc_monotonic_ns(void);
 

@@ -1,0 +1,177 @@
+// Memory pressure, the pure part: levels, the gauge that turns measurements
+// into a level (with hysteresis), the per-app memory policy, and the kill
+// records. The shell measures; the gauge and the supervisor decide.
+
+/// How short memory is. Ordered: normal < warning < critical.
+public enum MemoryLevel: String, Sendable, CaseIterable, Codable, Comparable, DeclarationOrdered {
+    case normal, warning, critical
+}
+
+/// An app's priority band under memory pressure: lower bands are killed first.
+public enum MemoryBand: String, Sendable, CaseIterable, Codable, Comparable, DeclarationOrdered {
+    case low, normal, high
+}
+
+/// Enums ordered as their cases are declared.
+public protocol DeclarationOrdered: CaseIterable, Comparable {}
+
+extension DeclarationOrdered {
+    var rank: Int { Self.allCases.firstIndex(of: self).map { Self.allCases.distance(from: Self.allCases.startIndex, to: $0) } ?? 0 }
+    public static func < (a: Self, b: Self) -> Bool { a.rank < b.rank }
+}
+
+/// What an app's manifest says about memory.
+public struct MemoryPolicy: Sendable, Equatable {
+    /// Kill order within a state: low first. Default `normal`; an app with a
+    /// continuous background mode defaults to `high` (someone is listening).
+    public var band: MemoryBand = .normal
+    /// Killed whatever the level once its footprint exceeds this (bytes).
+    public var limit: UInt64?
+    /// Thawed and told `willBeKilledForMemory` before a pressure kill.
+    public var lastNotice = false
+    /// How long the last notice may take before the kill.
+    public var lastNoticeTimeout: Duration = .milliseconds(250)
+
+    public init() {}
+}
+
+/// What the shell measured. Every field is optional: each source may be
+/// missing on a given machine (no PSI, no memory controller, no budget).
+public struct MemoryMeasurements: Sendable, Equatable, Codable {
+    /// MemAvailable and MemTotal from /proc/meminfo, bytes.
+    public var available: UInt64?
+    public var total: UInt64?
+    /// Share of wall time some task stalled on memory since the previous
+    /// sample (PSI "some"), percent.
+    public var stallPercent: Double?
+    /// The managed apps' footprint together, and the configured budget, bytes.
+    public var appsTotal: UInt64?
+    public var budget: UInt64?
+
+    public init(available: UInt64? = nil, total: UInt64? = nil, stallPercent: Double? = nil,
+                appsTotal: UInt64? = nil, budget: UInt64? = nil) {
+        self.available = available
+        self.total = total
+        self.stallPercent = stallPercent
+        self.appsTotal = appsTotal
+        self.budget = budget
+    }
+
+    /// MemAvailable as a percentage of MemTotal.
+    public var availablePercent: Double? {
+        guard let available, let total, total > 0 else { return nil }
+        return Double(available) * 100 / Double(total)
+    }
+
+    /// The apps' total as a percentage of the budget.
+    public var budgetPercent: Double? {
+        guard let appsTotal, let budget, budget > 0 else { return nil }
+        return Double(appsTotal) * 100 / Double(budget)
+    }
+}
+
+/// The thresholds of each level, all in percent. A level is entered when
+/// any signal crosses its threshold, and left only once every signal is back
+/// past its threshold by `hysteresis` percentage points, so it does not flap.
+public struct MemoryThresholds: Sendable, Equatable {
+    /// MemAvailable below this share of MemTotal.
+    public var availableWarning: Double? = 20
+    public var availableCritical: Double? = 10
+    /// Memory stall (PSI some) at or above this share of time.
+    public var stallWarning: Double? = 10
+    public var stallCritical: Double? = 40
+    /// The apps' total at or above this share of the budget (when one is set).
+    public var budgetWarning: Double? = 90
+    public var budgetCritical: Double? = 100
+    public var hysteresis: Double = 2
+
+    public init() {}
+}
+
+/// Turns measurements into a level. Pure: the same measurements in the
+/// same order give the same levels.
+public struct MemoryGauge: Sendable {
+    public var thresholds: MemoryThresholds
+    public private(set) var level: MemoryLevel = .normal
+
+    public init(thresholds: MemoryThresholds) { self.thresholds = thresholds }
+
+    /// The level these measurements justify, given the current one.
+    public mutating func update(_ m: MemoryMeasurements) -> MemoryLevel {
+        let t = thresholds
+        // The level the signals reach with no hysteresis: entering.
+        let entered = Self.level(m, t, margin: 0)
+        if entered >= level {
+            level = entered
+            return level
+        }
+        // Falling: only as far as the signals are clear by the margin.
+        level = max(entered, Self.level(m, t, margin: t.hysteresis))
+        return level
+    }
+
+    /// The highest level any signal reaches, each threshold moved by
+    /// `margin` towards safety.
+    static func level(_ m: MemoryMeasurements, _ t: MemoryThresholds, margin: Double) -> MemoryLevel {
+        func low(_ value: Double?, _ threshold: Double?) -> Bool {       // lower is worse
+            guard let value, let threshold else { return false }
+            return value < threshold + margin
+        }
+        func high(_ value: Double?, _ threshold: Double?) -> Bool {      // higher is worse
+            guard let value, let threshold else { return false }
+            return value >= threshold - margin
+        }
+        let a = m.availablePercent, s = m.stallPercent, b = m.budgetPercent
+        if low(a, t.availableCritical) || high(s, t.stallCritical) || high(b, t.budgetCritical) { return .critical }
+        if low(a, t.availableWarning) || high(s, t.stallWarning) || high(b, t.budgetWarning) { return .warning }
+        return .normal
+    }
+}
+
+/// One measurement handed to the core: the level, every footprint known,
+/// and what led to the level (kept in kill records).
+public struct MemorySample: Sendable, Equatable {
+    public var level: MemoryLevel
+    /// Injected with `supervisorctl pressure`, not measured.
+    public var simulated: Bool
+    /// Bytes per running app; apps not listed keep their last known value.
+    public var footprints: [AppID: UInt64]
+    public var measurements: MemoryMeasurements
+
+    public init(level: MemoryLevel, simulated: Bool = false, footprints: [AppID: UInt64] = [:],
+                measurements: MemoryMeasurements = MemoryMeasurements()) {
+        self.level = level
+        self.simulated = simulated
+        self.footprints = footprints
+        self.measurements = measurements
+    }
+}
+
+/// Why the core killed an app for memory, and everything that led to it.
+public struct MemoryKill: Sendable, Equatable, Codable {
+    public enum Cause: String, Sendable, Codable {
+        case memoryPressure = "memory-pressure"
+        case perAppLimit = "per-app-limit"
+    }
+
+    public struct Candidate: Sendable, Equatable, Codable {
+        public var app: AppID
+        public var state: LifecycleState
+        public var band: MemoryBand
+        public var footprint: UInt64?
+    }
+
+    public var app: AppID
+    public var cause: Cause
+    public var footprint: UInt64?
+    public var limit: UInt64?
+    public var state: LifecycleState
+    public var band: MemoryBand
+    public var level: MemoryLevel
+    public var simulated: Bool
+    public var measurements: MemoryMeasurements
+    /// Every app that could have been chosen, in kill order (the victim first).
+    public var candidates: [Candidate]
+    /// The app was thawed and told before the kill (its manifest asked).
+    public var lastNotice: Bool
+}

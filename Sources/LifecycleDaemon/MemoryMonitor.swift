@@ -1,0 +1,117 @@
+import LifecycleCore
+import LifecycleOS
+import Logging
+
+/// Measures memory for the core: MemAvailable, the PSI stall since the last
+/// sample, the apps' total against the budget, per-app footprints; turns
+/// them into a level with the gauge; and says when to look again.
+///
+/// When to look again is the earlyoom idea made sharper: the time the
+/// smallest headroom left (to the critical MemAvailable, to the budget, to a
+/// per-app limit) would take to fill at `fill_rate`, between `min_interval`
+/// and `interval`. Far from trouble that is one read of a few small files a
+/// second; near it, every 20 ms. A PSI trigger wakes the daemon at once when
+/// tasks start stalling, whatever the interval.
+final class MemoryMonitor {
+    let config: MemoryConfig
+    let cgroups: Cgroups?
+    private(set) var gauge: MemoryGauge
+    private(set) var reading = MemoryMeasurements()
+    private(set) var trigger: PSITrigger?
+    /// The trigger's specification, or why there is none.
+    private(set) var triggerDescription = "none"
+    private var lastStall: (total: UInt64, at: Int64)?
+    private let total: UInt64?
+    /// MemAvailable below which the level is critical, bytes.
+    private let criticalAvailable: UInt64?
+
+    init(config: MemoryConfig, cgroups: Cgroups?, logger: Logger) {
+        self.config = config
+        self.cgroups = cgroups
+        let total = MemoryProbe.meminfo()?.total
+        self.total = total
+        gauge = MemoryGauge(thresholds: config.thresholds(total: total))
+        criticalAvailable = gauge.thresholds.availableCritical.flatMap { p in total.map { UInt64(Double($0) * p / 100) } }
+        guard config.monitor else {
+            triggerDescription = "monitoring off"
+            return
+        }
+        guard config.psiTrigger, let stall = config.stallWarning else {
+            triggerDescription = "off by configuration"
+            return
+        }
+        // Without CAP_SYS_RESOURCE the kernel takes windows in multiples of 2 s only.
+        let window: Int64 = 2_000_000
+        do {
+            trigger = try PSITrigger(stallMicroseconds: Int64(Double(window) * stall / 100), windowMicroseconds: window)
+            triggerDescription = trigger!.specification
+        } catch {
+            triggerDescription = "unavailable (\(error)); pressure files are read at each sample"
+            logger.notice("no PSI trigger: \(error); memory stall is read from /proc/pressure/memory at each sample")
+        }
+    }
+
+    /// Measures now. Footprints are read for the apps with a limit, and for
+    /// every running app when memory is short (kill records name them all).
+    func sample(groups: [AppID: AppGroup], limited: Set<AppID>, now: Int64) -> MemorySample {
+        var m = MemoryMeasurements()
+        if let info = MemoryProbe.meminfo() {
+            m.available = info.available
+            m.total = info.total
+        }
+        if let stall = MemoryProbe.stallTotal() {
+            if let last = lastStall, now > last.at, stall >= last.total {
+                m.stallPercent = min(100, Double(stall - last.total) * 1000 * 100 / Double(now - last.at))
+            }
+            lastStall = (stall, now)
+        }
+        var footprints: [AppID: UInt64] = [:]
+        let all = gauge.level != .normal
+        for (id, group) in groups where all || limited.contains(id) {
+            if let f = group.memoryFootprint() { footprints[id] = f }
+        }
+        if let budget = config.budget {
+            m.budget = budget
+            m.appsTotal = cgroups?.appsFootprint() ?? groups.reduce(0) { sum, entry in
+                sum + (footprints[entry.key] ?? entry.value.memoryFootprint() ?? 0)
+            }
+        }
+        reading = m
+        let level = gauge.update(m)
+        // Just became short: the kill record needs every footprint.
+        if level != .normal && !all {
+            for (id, group) in groups where footprints[id] == nil {
+                if let f = group.memoryFootprint() { footprints[id] = f }
+            }
+        }
+        return MemorySample(level: level, footprints: footprints, measurements: m)
+    }
+
+    /// A level injected by `supervisorctl pressure`, with fresh footprints.
+    func simulated(_ level: MemoryLevel, groups: [AppID: AppGroup]) -> MemorySample {
+        var footprints: [AppID: UInt64] = [:]
+        for (id, group) in groups { if let f = group.memoryFootprint() { footprints[id] = f } }
+        return MemorySample(level: level, simulated: true, footprints: footprints, measurements: reading)
+    }
+
+    /// Nanoseconds until the next sample.
+    func interval(after sample: MemorySample, limits: [AppID: UInt64]) -> Int64 {
+        var headroom: [UInt64] = []
+        let m = sample.measurements
+        if let available = m.available, let critical = criticalAvailable {
+            headroom.append(available > critical ? available - critical : 0)
+        }
+        if let budget = m.budget, let used = m.appsTotal {
+            let critical = UInt64(Double(budget) * config.budgetCritical / 100)
+            headroom.append(critical > used ? critical - used : 0)
+        }
+        for (id, limit) in limits {
+            guard let f = sample.footprints[id] else { continue }
+            headroom.append(limit > f ? limit - f : 0)
+        }
+        let longest = config.interval.nanoseconds, shortest = config.minInterval.nanoseconds
+        guard let least = headroom.min() else { return longest }
+        let fill = Double(least) / Double(max(config.fillRate, 1)) * 1e9
+        return min(longest, max(shortest, Int64(min(fill, Double(Int64.max / 2)))))
+    }
+}

@@ -1,0 +1,119 @@
+@preconcurrency import Glibc
+import SystemPackage
+
+/// Memory facts from the kernel: /proc/meminfo, pressure stall information
+/// (PSI), cgroup memory files and, without cgroups, /proc PSS. Each reader
+/// returns nil when its source is missing: the caller decides what that means.
+public enum MemoryProbe {
+    /// MemTotal and MemAvailable, bytes.
+    public static func meminfo() -> (total: UInt64, available: UInt64)? {
+        guard let text = try? Posix.readFile("/proc/meminfo") else { return nil }
+        var total: UInt64?, available: UInt64?
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("MemTotal:") { total = kibField(line) }
+            else if line.hasPrefix("MemAvailable:") { available = kibField(line) }
+            if let total, let available { return (total, available) }
+        }
+        return nil
+    }
+
+    /// "MemTotal:       24562064 kB" -> bytes.
+    static func kibField(_ line: Substring) -> UInt64? {
+        line.split(separator: " ").dropFirst().first.flatMap { UInt64($0) }.map { $0 * 1024 }
+    }
+
+    /// The cumulative "some" stall of a pressure file, microseconds.
+    public static func stallTotal(_ path: String = "/proc/pressure/memory") -> UInt64? {
+        guard let text = try? Posix.readFile(path) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("some ") {
+            for field in line.split(separator: " ") where field.hasPrefix("total=") {
+                return UInt64(field.dropFirst("total=".count))
+            }
+        }
+        return nil
+    }
+
+    /// One value of a "key value" file (memory.stat).
+    static func statValue(_ text: String, _ key: String) -> UInt64? {
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, parts[0] == key { return UInt64(parts[1]) }
+        }
+        return nil
+    }
+
+    /// A cgroup's footprint: its usage less the inactive file cache the
+    /// kernel can drop at no cost (what the app would really give back if
+    /// killed). v2: memory.current and memory.stat; v1: memory.usage_in_bytes
+    /// and memory.stat (hierarchical total_ keys).
+    public static func cgroupFootprint(_ dir: String, v1: Bool) -> UInt64? {
+        let usageFile = v1 ? "/memory.usage_in_bytes" : "/memory.current"
+        guard let usageText = try? Posix.readFile(dir + usageFile),
+              let usage = UInt64(usageText.trimmingWhitespace()) else { return nil }
+        let inactive = (try? Posix.readFile(dir + "/memory.stat"))
+            .flatMap { statValue($0, v1 ? "total_inactive_file" : "inactive_file") } ?? 0
+        return usage > inactive ? usage - inactive : 0
+    }
+
+    /// Proportional set size of one process (/proc/PID/smaps_rollup), bytes.
+    public static func pss(pid: Int32) -> UInt64? {
+        guard let text = try? Posix.readFile("/proc/\(pid)/smaps_rollup") else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("Pss:") { return kibField(line) }
+        return nil
+    }
+
+    /// The PSS of every process in a process group (the no-cgroup fallback),
+    /// found by scanning /proc: a descendant that left the group is missed,
+    /// which the daemon says when it falls back.
+    public static func processGroupPSS(_ pgid: Int32) -> UInt64? {
+        guard pgid > 0, let names = try? FileManagerLite.list("/proc") else { return nil }
+        var sum: UInt64 = 0
+        var found = false
+        for name in names {
+            guard let pid = Int32(name), processGroup(of: pid) == pgid, let p = pss(pid: pid) else { continue }
+            sum += p
+            found = true
+        }
+        return found ? sum : nil
+    }
+
+    static func processGroup(of pid: Int32) -> Int32? {
+        guard let stat = try? Posix.readFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
+        // After "comm)": state ppid pgrp ...
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 2 ? Int32(fields[2]) : nil
+    }
+}
+
+/// A PSI trigger: the kernel wakes us (POLLPRI on `fd`) when tasks stalled on
+/// memory for `stall` within any `window`, so pressure is seen at once
+/// rather than at the next sample. Needs a trailing newline, and without
+/// CAP_SYS_RESOURCE a window that is a multiple of 2 s.
+public final class PSITrigger {
+    public let fd: Int32
+    public let specification: String
+
+    public init(path: String = "/proc/pressure/memory", stallMicroseconds: Int64,
+                windowMicroseconds: Int64) throws(SystemError) {
+        specification = "some \(max(1, stallMicroseconds)) \(windowMicroseconds)"
+        fd = try Posix.call("open", path) { open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC) }
+        let text = specification + "\n"
+        let r = text.withCString { write(fd, $0, strlen($0)) }
+        if r < 0 {
+            let e = Glibc.errno
+            close(fd)
+            throw SystemError("write trigger \"\(specification)\" to", path, errno: Errno(rawValue: e))
+        }
+    }
+
+    deinit { close(fd) }
+}
+
+extension String {
+    func trimmingWhitespace() -> Substring {
+        var s = Substring(self)
+        while let c = s.last, c == "\n" || c == " " { s.removeLast() }
+        while let c = s.first, c == " " { s.removeFirst() }
+        return s
+    }
+}

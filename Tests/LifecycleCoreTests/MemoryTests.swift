@@ -1,0 +1,306 @@
+import Testing
+@testable import LifecycleCore
+
+/// The memory rules of LIFECYCLE.md and issue 3, on a manual clock.
+extension Harness {
+    /// Launches `id` into the background and lets it be suspended.
+    mutating func suspend(_ id: AppID) {
+        eventsUntilQuiet(id, after: send(.launch(id, .background)))
+        if supervisor.snapshot(id)!.state == .background { advance(.seconds(5)) }   // plain: grace
+    }
+
+    @discardableResult
+    mutating func memory(_ level: MemoryLevel, simulated: Bool = false, _ footprints: [AppID: UInt64] = [:]) -> [Effect] {
+        send(.memory(MemorySample(level: level, simulated: simulated, footprints: footprints,
+                                  measurements: MemoryMeasurements(available: 1 << 30, total: 1 << 34))))
+    }
+
+    func memoryKills(in effects: [Effect]) -> [MemoryKill] {
+        effects.compactMap { if case .memoryKill(let k) = $0 { k } else { nil } }
+    }
+
+    /// The app killed by the last pressure decision in `effects`.
+    func victim(in effects: [Effect]) -> AppID? { memoryKills(in: effects).first?.app }
+
+    /// Reports the exit of the app the core killed; returns the effects.
+    @discardableResult
+    mutating func reapKilled(_ id: AppID) -> [Effect] {
+        let gen = generation(id)
+        return send(.exited(id, generation: gen, .signaled(9)))
+    }
+}
+
+extension AppPolicy {
+    static func band(_ band: MemoryBand, plain: Bool = false) -> AppPolicy {
+        var p = plain ? AppPolicy.plain : AppPolicy()
+        p.memory.band = band
+        return p
+    }
+}
+
+@Suite struct MemoryWarningTests {
+    @Test func warningReachesRunningAppsNotSuspendedOnes() {
+        var plain = AppPolicy.plain
+        plain.backgroundGrace = .seconds(60)
+        var h = Harness(["fg": AppPolicy(), "sleeper": AppPolicy(), "p": plain])
+        h.suspend("sleeper")
+        h.send(.launch("p", .background))
+        h.launchActive("fg")
+        let effects = h.memory(.warning)
+        #expect(Harness.events("fg", in: effects) == [.didReceiveMemoryWarning])
+        #expect(Harness.events("p", in: effects) == [.didReceiveMemoryWarning], "plain programs get their mapped signal")
+        #expect(Harness.events("sleeper", in: effects) == [], "a suspended app is never told")
+        #expect(!effects.contains(.thaw("sleeper")))
+        // The library app acknowledges it like any callback, within its deadline.
+        let d = h.outstanding("fg")!
+        #expect(d.deadline == h.now + .seconds(5))
+        h.ackAll("fg")
+        #expect(h.state("fg") == .active)
+    }
+
+    @Test func warningWaitsForTheAcknowledgementInFlight() {
+        var h = Harness(apps: ["a"])
+        h.launchActive("a")
+        let home = h.send(.home)                          // willResignActive in flight
+        let warning = h.memory(.warning)
+        #expect(Harness.events("a", in: warning) == [], "the next event waits for the acknowledgement")
+        #expect(h.eventsUntilQuiet("a", after: home) == [.willResignActive, .didReceiveMemoryWarning, .didEnterBackground])
+        #expect(h.state("a") == .suspended)
+    }
+
+    @Test func warningOnlyWhenTheLevelRises() {
+        var h = Harness(apps: ["a"])
+        h.launchActive("a")
+        #expect(Harness.events("a", in: h.memory(.warning)) == [.didReceiveMemoryWarning])
+        h.ackAll("a")
+        #expect(Harness.events("a", in: h.memory(.warning)) == [], "still warning: not told again")
+        h.memory(.normal)
+        #expect(Harness.events("a", in: h.memory(.warning)) == [.didReceiveMemoryWarning])
+    }
+
+    @Test func unacknowledgedWarningIsAWatchdogKill() {
+        var h = Harness(apps: ["a"])
+        h.launchActive("a")
+        h.memory(.warning)
+        #expect(h.advance(.seconds(5)) == [.kill("a", .eventWatchdog(event: .didReceiveMemoryWarning))])
+    }
+}
+
+@Suite struct MemoryKillTests {
+    /// low-band suspended, two normal suspended (s1 used before s2), one in
+    /// the background with a task, one active.
+    func world() -> Harness {
+        var h = Harness(["s1": .band(.normal), "s2": .band(.normal), "low": .band(.low),
+                         "bg": .band(.low), "fg": .band(.low)])
+        h.launchActive("s1"); h.advance(.seconds(1))
+        h.launchActive("s2"); h.advance(.seconds(1))
+        h.ackAll("s1")
+        h.launchActive("low"); h.advance(.seconds(1))
+        h.ackAll("s2")
+        h.launchActive("bg")
+        h.send(.beginBackgroundTask("bg", generation: 1, request: 1, name: "upload"))
+        h.advance(.seconds(1))
+        h.launchActive("fg")
+        h.ackAll("low"); h.ackAll("bg")
+        return h
+    }
+
+    @Test func suspendedFirstLowestBandThenLeastRecentlyUsedThenBackgroundThenForeground() {
+        var h = world()
+        #expect(["s1", "s2", "low"].allSatisfy { h.state($0) == .suspended })
+        #expect(h.state("bg") == .background)
+        #expect(h.state("fg") == .active)
+        var order: [AppID] = []
+        for _ in 0..<5 {
+            let effects = h.memory(.critical)
+            guard let v = h.victim(in: effects) else { break }
+            #expect(effects.contains(.kill(v, .memoryPressure(footprint: nil, simulated: false))))
+            order.append(v)
+            #expect(h.reapKilled(v).contains(.remeasure), "the next decision waits for fresh numbers")
+        }
+        #expect(order == ["low", "s1", "s2", "bg", "fg"])
+    }
+
+    @Test func oneKillAtATimeUntilTheVictimIsGone() {
+        var h = world()
+        #expect(h.victim(in: h.memory(.critical)) == "low")
+        #expect(h.memoryKills(in: h.memory(.critical)).isEmpty, "no second kill before the first victim ended")
+        h.reapKilled("low")
+        #expect(h.victim(in: h.memory(.critical)) == "s1")
+    }
+
+    @Test func noKillOnceTheLevelDrops() {
+        var h = world()
+        h.memory(.critical)
+        h.reapKilled("low")
+        #expect(h.memoryKills(in: h.memory(.warning)).isEmpty)
+        #expect(h.state("s1") == .suspended)
+    }
+
+    @Test func recordTellsWhyWithTheCandidatesConsidered() {
+        var h = world()
+        let effects = h.memory(.critical, ["low": 300 << 20, "s1": 100 << 20, "fg": 50 << 20])
+        let k = h.memoryKills(in: effects).first!
+        #expect(k.app == "low")
+        #expect(k.cause == .memoryPressure)
+        #expect(k.footprint == 300 << 20)
+        #expect(k.state == .suspended && k.band == .low && k.level == .critical && !k.simulated)
+        #expect(k.measurements.available == 1 << 30)
+        #expect(k.candidates.map(\.app) == ["low", "s1", "s2", "bg", "fg"])
+        #expect(k.candidates[1].footprint == 100 << 20)
+    }
+
+    @Test func activeAppOnlyWhenNothingElseIsLeft() {
+        var h = Harness(apps: ["fg", "other"])
+        h.launchActive("fg")
+        let effects = h.memory(.critical)
+        #expect(h.victim(in: effects) == "fg", "nothing else runs")
+        #expect(h.memoryKills(in: effects).first!.candidates.map(\.app) == ["fg"])
+    }
+
+    @Test func simulatedPressureIsMarked() {
+        var h = world()
+        let effects = h.memory(.critical, simulated: true)
+        #expect(h.memoryKills(in: effects).first!.simulated)
+        #expect(effects.contains(.kill("low", .memoryPressure(footprint: nil, simulated: true))))
+        #expect(h.supervisor.memorySimulated)
+    }
+
+    @Test func nextLaunchIsToldItWasKilledForMemory() {
+        var h = Harness(apps: ["a"])
+        h.suspend("a")
+        h.memory(.critical, ["a": 64 << 20])
+        h.reapKilled("a")
+        let launch = h.send(.activate("a"))
+        let first = launch.compactMap { if case .deliver("a", let d) = $0 { d } else { nil } }.first!
+        #expect(first.event == .willFinishLaunching)
+        #expect(first.previous?.reason == .memoryPressure(footprint: 64 << 20, simulated: false))
+        #expect(first.previous?.reason.code == "memory-pressure")
+    }
+}
+
+@Suite struct MemoryLimitTests {
+    @Test func anAppOverItsLimitIsKilledWhateverTheLevel() {
+        var p = AppPolicy()
+        p.memory.limit = 100 << 20
+        var h = Harness(["a": p, "b": AppPolicy()])
+        h.launchActive("a")
+        #expect(h.memoryKills(in: h.memory(.normal, ["a": 100 << 20])).isEmpty, "at the limit is allowed")
+        let effects = h.memory(.normal, ["a": (100 << 20) + 1, "b": 1 << 40])
+        #expect(effects.contains(.kill("a", .memoryLimit(footprint: (100 << 20) + 1, limit: 100 << 20))))
+        let k = h.memoryKills(in: effects)
+        #expect(k.count == 1, "b has no limit")
+        #expect(k.first?.cause == .perAppLimit && k.first?.limit == 100 << 20)
+        #expect(h.reapKilled("a").contains(.remeasure) == false)
+        #expect(h.supervisor.snapshot("a")!.last?.reason.code == "per-app-limit")
+    }
+}
+
+extension MemoryLimitTests {
+    @Test func theKernelsOOMKillAtTheLimitIsRecordedAsOurs() {
+        var p = AppPolicy()
+        p.memory.limit = 100 << 20
+        var h = Harness(["a": p, "b": AppPolicy()])
+        h.launchActive("a")
+        let effects = h.send(.exited("a", generation: 1, .outOfMemory))
+        #expect(h.memoryKills(in: effects).first?.cause == .perAppLimit)
+        #expect(h.supervisor.snapshot("a")!.last?.reason == .memoryLimit(footprint: 100 << 20, limit: 100 << 20))
+        h.launchActive("b")
+        h.send(.exited("b", generation: 1, .outOfMemory))
+        #expect(h.supervisor.snapshot("b")!.last?.reason == .signaled(signal: 9), "no limit of its own: the machine's OOM killer")
+    }
+}
+
+@Suite struct LastNoticeTests {
+    func noticed(plain: Bool = false) -> (Harness, [Effect]) {
+        var p = plain ? AppPolicy.plain : AppPolicy()
+        p.memory.lastNotice = true
+        var h = Harness(["a": p])
+        h.suspend("a")
+        #expect(h.state("a") == .suspended)
+        let effects = h.memory(.critical)
+        return (h, effects)
+    }
+
+    @Test func suspendedAppIsThawedToldAndKilledOnAcknowledgement() {
+        var (h, effects) = noticed()
+        #expect(effects.firstIndex(of: .thaw("a"))! < effects.firstIndex { if case .deliver = $0 { true } else { false } }!)
+        let d = h.outstanding("a")!
+        #expect(d.event == .willBeKilledForMemory)
+        #expect(d.deadline == h.now + .milliseconds(250))
+        #expect(h.memoryKills(in: effects).first?.lastNotice == true)
+        #expect(!effects.contains { if case .kill = $0 { true } else { false } }, "not before the notice is answered")
+        let ack = h.send(.acknowledged("a", generation: 1, sequence: d.sequence))
+        #expect(ack == [.kill("a", .memoryPressure(footprint: nil, simulated: false))])
+        #expect(h.reapKilled("a").contains(.remeasure))
+    }
+
+    @Test func noAnswerMeansTheKillAtTheDeadline() {
+        var (h, _) = noticed()
+        #expect(h.advance(.milliseconds(249)).isEmpty)
+        #expect(h.advance(.milliseconds(1)) == [.kill("a", .memoryPressure(footprint: nil, simulated: false))])
+    }
+
+    @Test func plainProgramGetsItsSignalAndTheSameDeadline() {
+        var (h, effects) = noticed(plain: true)
+        #expect(Harness.events("a", in: effects) == [.willBeKilledForMemory])
+        #expect(h.advance(.milliseconds(250)) == [.kill("a", .memoryPressure(footprint: nil, simulated: false))])
+    }
+
+    @Test func offByDefault() {
+        var h = Harness(apps: ["a"])
+        h.suspend("a")
+        let effects = h.memory(.critical)
+        #expect(!effects.contains(.thaw("a")))
+        #expect(effects.contains(.kill("a", .memoryPressure(footprint: nil, simulated: false))))
+    }
+}
+
+@Suite struct MemoryGaugeTests {
+    func m(available: Double? = nil, stall: Double? = nil, budget: Double? = nil) -> MemoryMeasurements {
+        MemoryMeasurements(available: available.map { UInt64($0 * 10) }, total: available == nil ? nil : 1000,
+                           stallPercent: stall, appsTotal: budget.map { UInt64($0 * 10) },
+                           budget: budget == nil ? nil : 1000)
+    }
+
+    @Test func eachSignalReachesEachLevel() {
+        var g = MemoryGauge(thresholds: MemoryThresholds())
+        #expect(g.update(m(available: 50, stall: 0, budget: 10)) == .normal)
+        var a = MemoryGauge(thresholds: MemoryThresholds())
+        #expect(a.update(m(available: 19.9)) == .warning)
+        #expect(a.update(m(available: 9.9)) == .critical)
+        var s = MemoryGauge(thresholds: MemoryThresholds())
+        #expect(s.update(m(stall: 10)) == .warning)
+        #expect(s.update(m(stall: 40)) == .critical)
+        var b = MemoryGauge(thresholds: MemoryThresholds())
+        #expect(b.update(m(budget: 90)) == .warning)
+        #expect(b.update(m(budget: 100)) == .critical)
+        var none = MemoryGauge(thresholds: MemoryThresholds())
+        #expect(none.update(MemoryMeasurements()) == .normal, "nothing measured, nothing to fear")
+    }
+
+    @Test func hysteresisKeepsTheLevelUntilTheSignalIsClearByTheMargin() {
+        var g = MemoryGauge(thresholds: MemoryThresholds())    // critical below 10 %, margin 2 points
+        #expect(g.update(m(available: 9)) == .critical)
+        #expect(g.update(m(available: 10.5)) == .critical, "back over the threshold, not past the margin")
+        #expect(g.update(m(available: 11.9)) == .critical)
+        #expect(g.update(m(available: 12)) == .warning)
+        #expect(g.update(m(available: 21)) == .warning)
+        #expect(g.update(m(available: 22)) == .normal)
+        #expect(g.update(m(available: 19.99)) == .warning, "rising needs no margin")
+    }
+
+    @Test func fallsStraightToWhatTheSignalsJustify() {
+        var g = MemoryGauge(thresholds: MemoryThresholds())
+        #expect(g.update(m(stall: 80)) == .critical)
+        #expect(g.update(m(stall: 0)) == .normal)
+    }
+
+    @Test func disabledSignalsAreIgnored() {
+        var t = MemoryThresholds()
+        t.availableWarning = nil
+        t.availableCritical = nil
+        var g = MemoryGauge(thresholds: t)
+        #expect(g.update(m(available: 1)) == .normal)
+    }
+}
