@@ -468,7 +468,7 @@ struct Document {
 /// "512M", "1.5G", "64KiB", "100" (bytes): powers of 1024. Nil when malformed.
 public func parseSize(_ text: String) -> UInt64? {
     var s = text.trimmingCharacters(in: .whitespaces)
-    for suffix in ["iB", "B"] where s.hasSuffix(suffix) && s.count > suffix.count {
+    for suffix in ["ib", "b"] where s.lowercased().hasSuffix(suffix) && s.count > suffix.count {
         s.removeLast(suffix.count)
         break
     }

@@ -21,7 +21,6 @@ final class MemoryMonitor {
     /// The trigger's specification, or why there is none.
     private(set) var triggerDescription = "none"
     private var lastStall: (total: UInt64, at: Int64)?
-    private let total: UInt64?
     /// MemAvailable below which the level is critical, bytes.
     private let criticalAvailable: UInt64?
 
@@ -29,7 +28,6 @@ final class MemoryMonitor {
         self.config = config
         self.cgroups = cgroups
         let total = MemoryProbe.meminfo()?.total
-        self.total = total
         gauge = MemoryGauge(thresholds: config.thresholds(total: total))
         criticalAvailable = gauge.thresholds.availableCritical.flatMap { p in total.map { UInt64(Double($0) * p / 100) } }
         guard config.monitor else {

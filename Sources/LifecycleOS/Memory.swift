@@ -34,12 +34,29 @@ public enum MemoryProbe {
     }
 
     /// One value of a "key value" file (memory.stat).
+    /// Scans bytes, not Characters: `status` reads this for every running app.
     static func statValue(_ text: String, _ key: String) -> UInt64? {
-        for line in text.split(separator: "\n") {
-            let parts = line.split(separator: " ")
-            if parts.count == 2, parts[0] == key { return UInt64(parts[1]) }
+        let key = Array(key.utf8)
+        var found: UInt64?
+        var text = text
+        text.withUTF8 { bytes in
+            var start = 0
+            while start < bytes.count {
+                let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
+                let line = bytes[start..<end]
+                if line.count > key.count, line[start + key.count] == 0x20, line.starts(with: key) {
+                    var value: UInt64 = 0
+                    for b in line.dropFirst(key.count + 1) {
+                        guard b >= 0x30, b <= 0x39 else { return }
+                        value = value &* 10 &+ UInt64(b - 0x30)
+                    }
+                    found = value
+                    return
+                }
+                start = end + 1
+            }
         }
-        return nil
+        return found
     }
 
     /// A cgroup's footprint: its usage less the inactive file cache the

@@ -125,3 +125,103 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
         #expect(config.foregroundSlots == 1)
     }
 }
+
+@Suite struct MemoryConfigTests {
+    func daemon(_ text: String) throws(ConfigError) -> DaemonConfig {
+        try ConfigLoader.loadDaemon(path: write(text, "d.toml"))
+    }
+
+    func error(_ text: String) -> ConfigError? {
+        do { _ = try daemon(text); return nil } catch { return error }
+    }
+
+    @Test func everyKey() throws {
+        let c = try daemon("""
+            state_directory = "/var/lib/elsewhere"
+            [memory]
+            monitor = true
+            interval = 2
+            min_interval = 0.05
+            fill_rate = "4G"
+            available_warning = "3G"
+            available_critical = 5
+            stall_warning = "off"
+            stall_critical = 60
+            psi_trigger = false
+            budget = "1.5G"
+            budget_warning = 80
+            budget_critical = 110
+            hysteresis = 1
+            kill_history = 50
+            """).memory
+        #expect(c.interval == .seconds(2) && c.minInterval == .milliseconds(50))
+        #expect(c.fillRate == 4 << 30)
+        #expect(c.availableWarning == .bytes(3 << 30) && c.availableCritical == .percent(5))
+        #expect(c.stallWarning == nil && c.stallCritical == 60 && !c.psiTrigger)
+        #expect(c.budget == 3 << 29 && c.budgetWarning == 80 && c.budgetCritical == 110)
+        #expect(c.hysteresis == 1 && c.killHistory == 50)
+        // Amounts become shares of MemTotal for the gauge.
+        let t = c.thresholds(total: 12 << 30)
+        #expect(t.availableWarning == 25 && t.availableCritical == 5 && t.budgetCritical == 110)
+    }
+
+    @Test func defaultsAreSane() throws {
+        let c = try daemon("").memory
+        #expect(c.monitor && c.psiTrigger && c.budget == nil)
+        let t = c.thresholds(total: 1 << 34)
+        #expect(t.availableWarning == 20 && t.availableCritical == 10)
+        #expect(t.budgetWarning == nil && t.budgetCritical == nil, "no budget, no budget thresholds")
+    }
+
+    @Test func sizes() {
+        #expect(parseSize("512M") == 512 << 20)
+        #expect(parseSize("1.5G") == 3 << 29)
+        #expect(parseSize("64KiB") == 64 << 10)
+        #expect(parseSize("100") == 100)
+        #expect(parseSize("2gb") == 2 << 30)
+        for bad in ["", "M", "lots", "1.5.5G", "-1G", "12X"] { #expect(parseSize(bad) == nil, "\(bad)") }
+    }
+
+    @Test func errorsNameFileLineAndKey() {
+        let e = error("log_level = \"info\"\n[memory]\nbudget = \"lots\"\n")
+        #expect(e?.line == 3 && e?.key == "memory.budget")
+        #expect(e?.message.contains("expected a size like") == true)
+        #expect(error("[memory]\nstall_warning = 120\n")?.message == "120.0 % is out of range 0...100")
+        #expect(error("[memory]\nbudget_warning = 95\nbudget_critical = 90\n")?.key == "memory.budget_warning")
+        #expect(error("[memory]\navailable_warning = 5\n")?.message.contains("must not be below available_critical") == true)
+        #expect(error("[memory]\ninterval = 0.01\n")?.key == "memory.min_interval")
+        #expect(error("[memory]\nwobble = 1\n")?.description.hasSuffix("d.toml:2: memory.wobble: unknown key") == true)
+    }
+
+    @Test func appMemory() throws {
+        let m = try ConfigLoader.loadApp(path: write("""
+            command = ["x"]
+            [memory]
+            band = "low"
+            limit = "256M"
+            last_notice = true
+            last_notice_timeout = 0.5
+            [signals]
+            didReceiveMemoryWarning = "SIGUSR2"
+            willBeKilledForMemory = "SIGRTMIN+1"
+            """))
+        #expect(m.policy.memory.band == .low && m.policy.memory.limit == 256 << 20)
+        #expect(m.policy.memory.lastNotice && m.policy.memory.lastNoticeTimeout == .milliseconds(500))
+        #expect(m.signals[.didReceiveMemoryWarning] == SIGUSR2)
+        let player = try ConfigLoader.loadApp(path: write("command = [\"x\"]\nbackground_modes = [\"audio\"]\n"))
+        #expect(player.policy.memory.band == .high, "an app someone listens to is killed last")
+        let plain = try ConfigLoader.loadApp(path: write("command = [\"x\"]\n"))
+        #expect(plain.policy.memory.band == .normal && plain.policy.memory.limit == nil && !plain.policy.memory.lastNotice)
+    }
+
+    @Test func appMemoryErrors() {
+        func e(_ text: String) -> ConfigError? {
+            do { _ = try ConfigLoader.loadApp(path: write("command = [\"x\"]\n[memory]\n" + text)); return nil } catch { return error }
+        }
+        #expect(e("band = \"vip\"\n")?.key == "memory.band")
+        #expect(e("band = \"vip\"\n")?.line == 3)
+        #expect(e("limit = 0\n")?.message == "must be more than 0 bytes")
+        #expect(e("last_notice_timeout = 10\n")?.message.hasPrefix("at most 5 s") == true)
+        #expect(e("colour = 1\n")?.key == "memory.colour")
+    }
+}
