@@ -53,10 +53,11 @@ public struct MemoryConfig: Sendable {
     public var monitor = true
     /// Longest and shortest time between samples; in between, the time it
     /// would take to fill the headroom left at `fillRate`.
-    public var interval: Duration = .seconds(1)
-    public var minInterval: Duration = .milliseconds(20)
-    /// The fastest memory is assumed to fill, bytes per second.
-    public var fillRate: UInt64 = 8 << 30
+    public var interval: Duration = .seconds(2)
+    public var minInterval: Duration = .milliseconds(5)
+    /// The fastest memory is assumed to fill, bytes per second (earlyoom
+    /// assumes 6000 KiB/ms, about the same).
+    public var fillRate: UInt64 = 6 << 30
     public var availableWarning: Available? = .percent(20)
     public var availableCritical: Available? = .percent(10)
     /// Percent of time some task stalled on memory (PSI).

@@ -138,7 +138,7 @@ public final class Daemon {
         memoryTimer = try loop.timer { [unowned self] in self.sampleMemory() }
         if let trigger = memory.trigger {
             triggerSource = try loop.watch(fd: trigger.fd, events: IOEvents.priority) { [unowned self] _ in
-                self.sampleMemory()
+                self.sampleMemory(triggered: true)
             }
         }
 
@@ -261,7 +261,13 @@ public final class Daemon {
             case .memoryPressure, .memoryLimit:
                 // Free its memory now, in our context, rather than when the
                 // dying process is next scheduled (Linux 5.15+).
-                _ = lc_process_mrelease(run.pidfd)
+                let started = Posix.monotonicNanoseconds()
+                if lc_process_mrelease(run.pidfd) == 0 {
+                    let us = (Posix.monotonicNanoseconds() - started) / 1000
+                    logger.debug("process_mrelease freed \(id)'s memory in \(us) µs", metadata: ["app": "\(id)"])
+                } else {
+                    logger.debug("process_mrelease \(id): \(String(cString: strerror(errno)))", metadata: ["app": "\(id)"])
+                }
             default: break
             }
             logger.notice("killing \(id): \(reason)", metadata: ["app": "\(id)", "app-pid": "\(run.pid)", "reason": "\(reason.code)"])
@@ -661,11 +667,11 @@ extension MemoryReading {
 extension Daemon {
     /// One sample: measure, hand the core what it can act on, look again
     /// after the adaptive interval.
-    func sampleMemory() {
+    func sampleMemory(triggered: Bool = false) {
         guard config.memory.monitor else { return }
         let now = Posix.monotonicNanoseconds()
-        let groups = runs.mapValues(\.group)
-        let sample = memory.sample(groups: groups, limited: Set(limits.keys), now: now)
+        let sample = memory.sample(groups: { self.runs.mapValues(\.group) }, limited: limits, now: now,
+                                   triggered: triggered)
         // Nothing the core could act on (normal, as before, no app over its
         // limit): skip it, so that quiet samples cost no status update.
         let overLimit = sample.footprints.contains { id, f in limits[id].map { f > $0 } ?? false }

@@ -21,13 +21,19 @@ final class MemoryMonitor {
     /// The trigger's specification, or why there is none.
     private(set) var triggerDescription = "none"
     private var lastStall: (total: UInt64, at: Int64)?
+    private let meminfo = KernelFile("/proc/meminfo")
+    private let pressure = KernelFile("/proc/pressure/memory")
+    /// While the PSI trigger is armed and quiet, the stall is below
+    /// `stall_warning` by the kernel's own account: the pressure file is
+    /// read only from a trigger until this time (two trigger windows).
+    private var readPressureUntil: Int64 = 0
     /// MemAvailable below which the level is critical, bytes.
     private let criticalAvailable: UInt64?
 
     init(config: MemoryConfig, cgroups: Cgroups?, logger: Logger) {
         self.config = config
         self.cgroups = cgroups
-        let total = MemoryProbe.meminfo()?.total
+        let total = meminfo.flatMap { $0.refresh() ? $0.integer(after: "MemTotal:") : nil }.map { $0 * 1024 }
         gauge = MemoryGauge(thresholds: config.thresholds(total: total))
         criticalAvailable = gauge.thresholds.availableCritical.flatMap { p in total.map { UInt64(Double($0) * p / 100) } }
         guard config.monitor else {
@@ -51,21 +57,33 @@ final class MemoryMonitor {
 
     /// Measures now. Footprints are read for the apps with a limit, and for
     /// every running app when memory is short (kill records name them all).
-    func sample(groups: [AppID: AppGroup], limited: Set<AppID>, now: Int64) -> MemorySample {
+    /// `groups` is asked for only when a footprint is needed: a quiet sample
+    /// reads one or two small files and allocates nothing else.
+    /// `triggered`: woken by the PSI trigger.
+    func sample(groups allGroups: () -> [AppID: AppGroup], limited: [AppID: UInt64], now: Int64,
+                triggered: Bool = false) -> MemorySample {
         var m = MemoryMeasurements()
-        if let info = MemoryProbe.meminfo() {
-            m.available = info.available
-            m.total = info.total
+        if let meminfo, meminfo.refresh(),
+           let total = meminfo.integer(after: "MemTotal:"), let available = meminfo.integer(after: "MemAvailable:") {
+            m.available = available * 1024
+            m.total = total * 1024
         }
-        if let stall = MemoryProbe.stallTotal() {
+        if triggered { readPressureUntil = now + 4_000_000_000 }
+        let quiet = trigger != nil && now > readPressureUntil && gauge.level == .normal
+        if quiet {
+            lastStall = nil        // a stall measured later starts afresh
+        } else if let pressure, pressure.refresh(), let stall = pressure.integer(after: "total=") {   // "some" comes first
             if let last = lastStall, now > last.at, stall >= last.total {
                 m.stallPercent = min(100, Double(stall - last.total) * 1000 * 100 / Double(now - last.at))
             }
+            // The trigger vouches for at least stall_warning over its window.
+            if triggered, let warning = config.stallWarning { m.stallPercent = max(m.stallPercent ?? 0, warning) }
             lastStall = (stall, now)
         }
         var footprints: [AppID: UInt64] = [:]
         let all = gauge.level != .normal
-        for (id, group) in groups where all || limited.contains(id) {
+        let groups = all || !limited.isEmpty || config.budget != nil ? allGroups() : [:]
+        for (id, group) in groups where all || limited[id] != nil {
             if let f = group.memoryFootprint() { footprints[id] = f }
         }
         if let budget = config.budget {
@@ -78,7 +96,7 @@ final class MemoryMonitor {
         let level = gauge.update(m)
         // Just became short: the kill record needs every footprint.
         if level != .normal && !all {
-            for (id, group) in groups where footprints[id] == nil {
+            for (id, group) in allGroups() where footprints[id] == nil {
                 if let f = group.memoryFootprint() { footprints[id] = f }
             }
         }

@@ -1,36 +1,14 @@
 @preconcurrency import Glibc
 import SystemPackage
 
-/// Memory facts from the kernel: /proc/meminfo, pressure stall information
-/// (PSI), cgroup memory files and, without cgroups, /proc PSS. Each reader
-/// returns nil when its source is missing: the caller decides what that means.
+/// Memory facts from the kernel: cgroup memory files and, without cgroups,
+/// /proc PSS (`KernelFile` reads /proc/meminfo and the pressure files). Each
+/// reader returns nil when its source is missing: the caller decides what
+/// that means.
 public enum MemoryProbe {
-    /// MemTotal and MemAvailable, bytes.
-    public static func meminfo() -> (total: UInt64, available: UInt64)? {
-        guard let text = try? Posix.readFile("/proc/meminfo") else { return nil }
-        var total: UInt64?, available: UInt64?
-        for line in text.split(separator: "\n") {
-            if line.hasPrefix("MemTotal:") { total = kibField(line) }
-            else if line.hasPrefix("MemAvailable:") { available = kibField(line) }
-            if let total, let available { return (total, available) }
-        }
-        return nil
-    }
-
-    /// "MemTotal:       24562064 kB" -> bytes.
+    /// "Pss:       24562064 kB" -> bytes.
     static func kibField(_ line: Substring) -> UInt64? {
         line.split(separator: " ").dropFirst().first.flatMap { UInt64($0) }.map { $0 * 1024 }
-    }
-
-    /// The cumulative "some" stall of a pressure file, microseconds.
-    public static func stallTotal(_ path: String = "/proc/pressure/memory") -> UInt64? {
-        guard let text = try? Posix.readFile(path) else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("some ") {
-            for field in line.split(separator: " ") where field.hasPrefix("total=") {
-                return UInt64(field.dropFirst("total=".count))
-            }
-        }
-        return nil
     }
 
     /// One value of a "key value" file (memory.stat).
@@ -99,6 +77,60 @@ public enum MemoryProbe {
         // After "comm)": state ppid pgrp ...
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         return fields.count > 2 ? Int32(fields[2]) : nil
+    }
+}
+
+/// A small kernel file read again and again (/proc/meminfo, a pressure
+/// file): opened once, read with pread(2) into one buffer and scanned as
+/// bytes, so that a sample allocates nothing and opens nothing.
+public final class KernelFile {
+    public let path: String
+    private let fd: Int32
+    private var buffer: [UInt8]
+    private var length = 0
+
+    public init?(_ path: String, capacity: Int = 8192) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        self.path = path
+        self.fd = fd
+        buffer = [UInt8](repeating: 0, count: capacity)
+    }
+
+    deinit { close(fd) }
+
+    /// Reads the file afresh; false when it cannot be read.
+    public func refresh() -> Bool {
+        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        length = max(0, n)
+        return n > 0
+    }
+
+    /// The first unsigned integer after the first occurrence of `key`
+    /// ("MemAvailable:", "total="), skipping spaces.
+    public func integer(after key: StaticString) -> UInt64? {
+        let k = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
+        return buffer.withUnsafeBufferPointer { b -> UInt64? in
+            guard length >= k.count else { return nil }
+            var i = 0
+            outer: while i + k.count <= length {
+                for j in 0..<k.count where b[i + j] != k[j] {
+                    i += 1
+                    continue outer
+                }
+                var p = i + k.count
+                while p < length, b[p] == 0x20 { p += 1 }
+                var value: UInt64 = 0
+                var digits = 0
+                while p < length, b[p] >= 0x30, b[p] <= 0x39 {
+                    value = value &* 10 &+ UInt64(b[p] - 0x30)
+                    p += 1
+                    digits += 1
+                }
+                return digits > 0 ? value : nil
+            }
+            return nil
+        }
     }
 }
 

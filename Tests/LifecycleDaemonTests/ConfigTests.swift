@@ -189,7 +189,7 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
         #expect(error("[memory]\nstall_warning = 120\n")?.message == "120.0 % is out of range 0...100")
         #expect(error("[memory]\nbudget_warning = 95\nbudget_critical = 90\n")?.key == "memory.budget_warning")
         #expect(error("[memory]\navailable_warning = 5\n")?.message.contains("must not be below available_critical") == true)
-        #expect(error("[memory]\ninterval = 0.01\n")?.key == "memory.min_interval")
+        #expect(error("[memory]\ninterval = 0.001\n")?.key == "memory.min_interval")
         #expect(error("[memory]\nwobble = 1\n")?.description.hasSuffix("d.toml:2: memory.wobble: unknown key") == true)
     }
 
