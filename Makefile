@@ -6,7 +6,16 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench install clean
+.PHONY: deps build release run test test-shim bench install clean clib test-clib install-clib
+
+# The C client library (clib/, docs/c-library.md): C11, no Swift needed.
+CC := gcc
+CLIB := .build/clib
+CLIB_CFLAGS := -std=c11 -Wall -Wextra -Werror -pedantic -O2 -g
+CLIB_HDR := clib/include/lifecycle.h clib/src/wire.h
+CLIB_VERSION := 1.0.0
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
 
 deps:
 	@scripts/install-deps.sh
@@ -22,7 +31,8 @@ release: deps
 run: release
 	.build/release/lifecycled --config $(CONFIG)
 
-test: deps test-shim
+# The C library first: the lifecycle tests run against its recorder too.
+test: deps test-shim test-clib
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
@@ -34,7 +44,7 @@ test-shim:
 bench: release
 	.build/release/lifecycled-bench
 
-install: release
+install: release install-clib
 	install -m 755 .build/release/lifecycled .build/release/supervisorctl $(PREFIX)/bin/
 	install -m 755 .build/release/example-recorder .build/release/example-saver \
 	    .build/release/example-worker .build/release/example-plain $(PREFIX)/bin/
@@ -44,3 +54,50 @@ install: release
 
 clean:
 	rm -rf .build
+
+# liblifecycle.so (soname liblifecycle.so.1, only lifecycle_* exported),
+# liblifecycle.a, and the C recorder (linked statically: it needs nothing
+# at run time but libc).
+clib: $(CLIB)/liblifecycle.so $(CLIB)/liblifecycle.a $(CLIB)/c-recorder
+
+$(CLIB)/pic/%.o: clib/src/%.c $(CLIB_HDR)
+	@mkdir -p $(CLIB)/pic
+	$(CC) $(CLIB_CFLAGS) -fPIC -fvisibility=hidden -Iclib/include -c $< -o $@
+
+$(CLIB)/static/%.o: clib/src/%.c $(CLIB_HDR)
+	@mkdir -p $(CLIB)/static
+	$(CC) $(CLIB_CFLAGS) -fvisibility=hidden -Iclib/include -c $< -o $@
+
+$(CLIB)/liblifecycle.so: $(CLIB)/pic/lifecycle.o $(CLIB)/pic/wire.o
+	$(CC) -shared -Wl,-soname,liblifecycle.so.1 -Wl,-z,defs -o $@ $^
+	ln -sf liblifecycle.so $(CLIB)/liblifecycle.so.1
+
+$(CLIB)/liblifecycle.a: $(CLIB)/static/lifecycle.o $(CLIB)/static/wire.o
+	rm -f $@
+	ar rcs $@ $^
+
+$(CLIB)/c-recorder: Examples/c-recorder/recorder.c clib/include/lifecycle.h $(CLIB)/liblifecycle.a
+	$(CC) $(CLIB_CFLAGS) -Iclib/include $< $(CLIB)/liblifecycle.a -o $@
+
+# The C tests (real socket pairs, the shared golden vectors), and a check
+# that the shared library exports the public API and nothing else.
+test-clib: clib
+	$(CC) $(CLIB_CFLAGS) -Iclib/include -Iclib/src clib/tests/test_lifecycle.c $(CLIB)/liblifecycle.a -o $(CLIB)/test_lifecycle
+	$(CLIB)/test_lifecycle Tests/golden/vectors.txt
+	@extra=$$(nm -D --defined-only $(CLIB)/liblifecycle.so | awk '{print $$3}' | grep -v '^lifecycle_[a-z]' ; \
+	          nm -D --defined-only $(CLIB)/liblifecycle.so | awk '{print $$3}' | grep '^lifecycle__'); \
+	if [ -n "$$extra" ]; then echo "FAILED  liblifecycle.so exports more than the API: $$extra"; exit 1; fi; \
+	echo "ok      liblifecycle.so exports only lifecycle_* ($$(nm -D --defined-only $(CLIB)/liblifecycle.so | wc -l) symbols)"
+
+# The header, both libraries and lifecycle.pc under $(PREFIX) (DESTDIR for
+# staging). Part of `install`; alone it builds no Swift.
+install-clib: clib
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 644 clib/include/lifecycle.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 755 $(CLIB)/liblifecycle.so $(DESTDIR)$(LIBDIR)/liblifecycle.so.$(CLIB_VERSION)
+	ln -sf liblifecycle.so.$(CLIB_VERSION) $(DESTDIR)$(LIBDIR)/liblifecycle.so.1
+	ln -sf liblifecycle.so.1 $(DESTDIR)$(LIBDIR)/liblifecycle.so
+	install -m 644 $(CLIB)/liblifecycle.a $(DESTDIR)$(LIBDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	    -e 's|@VERSION@|$(CLIB_VERSION)|g' clib/lifecycle.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/lifecycle.pc
+	-[ -n "$(DESTDIR)" ] || ldconfig

@@ -13,18 +13,38 @@ func scratch() -> String {
     return dir
 }
 
+let repositoryRoot = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+/// The three client libraries, each with its recording app: the lifecycle
+/// tests run against every one (`make test` builds the C library first).
+enum Client: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case swift, c, python
+
+    var testDescription: String { rawValue }
+
+    func command(_ log: String, _ arguments: [String]) -> [String] {
+        switch self {
+        case .swift: ["example-recorder", "--log", log] + arguments
+        case .c: [repositoryRoot + "/.build/clib/c-recorder", "--log", log] + arguments
+        case .python:
+            ["/usr/bin/env", "python3", repositoryRoot + "/Examples/python-recorder/recorder.py", "--log", log] + arguments
+        }
+    }
+}
+
 /// A recorder manifest writing to `log`, with optional extra lines.
-func recorder(_ log: String, _ extra: String = "") -> String {
-    "command = [\"example-recorder\", \"--log\", \"\(log)\"]\n\(extra)\n"
+func recorder(_ log: String, _ extra: String = "", client: Client = .swift, arguments: [String] = []) -> String {
+    "command = [\(client.command(log, arguments).map { "\"\($0)\"" }.joined(separator: ", "))]\n\(extra)\n"
 }
 
 /// Every event order of LIFECYCLE.md, observed by a real app through a real
 /// daemon. The recorder writes each event before acknowledging it, so once
 /// the daemon reports the acknowledgement, the line is in the file.
 @Suite struct EventOrderEndToEndTests {
-    @Test func foregroundLaunchHomeReturnAndQuit() throws {
+    @Test(arguments: Client.allCases) func foregroundLaunchHomeReturnAndQuit(client: Client) throws {
         let s = scratch(), log = s + "/a.events"
-        let d = try DaemonUnderTest(apps: ["a": recorder(log)])
+        let d = try DaemonUnderTest(apps: ["a": recorder(log, client: client)])
         let f = try d.follow(["a"])
 
         try d.command(ControlRequest(.activate, app: "a"))
@@ -47,9 +67,9 @@ func recorder(_ log: String, _ extra: String = "") -> String {
         #expect(!FileManager.default.fileExists(atPath: d.cgroupPath), "cgroup subtree left behind")
     }
 
-    @Test func interruptionLockAndAnotherApp() throws {
+    @Test(arguments: Client.allCases) func interruptionLockAndAnotherApp(client: Client) throws {
         let s = scratch(), a = s + "/a.events", b = s + "/b.events"
-        let d = try DaemonUnderTest(apps: ["a": recorder(a), "b": recorder(b)])
+        let d = try DaemonUnderTest(apps: ["a": recorder(a, client: client), "b": recorder(b, client: client)])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "a"))
         try f.acknowledged("a", "didBecomeActive")
@@ -85,9 +105,9 @@ func recorder(_ log: String, _ extra: String = "") -> String {
         #expect(try d.stop() == 0)
     }
 
-    @Test func backgroundLaunchAndStops() throws {
+    @Test(arguments: Client.allCases) func backgroundLaunchAndStops(client: Client) throws {
         let s = scratch(), a = s + "/a.events", b = s + "/b.events"
-        let d = try DaemonUnderTest(apps: ["a": recorder(a), "b": recorder(b, "background_modes = [\"audio\"]")])
+        let d = try DaemonUnderTest(apps: ["a": recorder(a, client: client), "b": recorder(b, "background_modes = [\"audio\"]", client: client)])
         let f = try d.follow()
         try d.command(ControlRequest(.launch, app: "a", background: true))
         try f.state("a", "suspended")
@@ -108,9 +128,9 @@ func recorder(_ log: String, _ extra: String = "") -> String {
         #expect(try d.stop() == 0)
     }
 
-    @Test func nextLaunchIsToldWhyThePreviousRunEnded() throws {
+    @Test(arguments: Client.allCases) func nextLaunchIsToldWhyThePreviousRunEnded(client: Client) throws {
         let s = scratch(), a = s + "/a.events"
-        let d = try DaemonUnderTest(apps: ["a": recorder(a)])
+        let d = try DaemonUnderTest(apps: ["a": recorder(a, client: client)])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "a"))
         try f.acknowledged("a", "didBecomeActive")
@@ -125,10 +145,10 @@ func recorder(_ log: String, _ extra: String = "") -> String {
 }
 
 @Suite struct DeadlineEndToEndTests {
-    @Test func appHangingInDidEnterBackgroundIsKilledAtItsDeadline() throws {
+    @Test(arguments: Client.allCases) func appHangingInDidEnterBackgroundIsKilledAtItsDeadline(client: Client) throws {
         let s = scratch()
         let d = try DaemonUnderTest(apps: [
-            "h": "command = [\"example-recorder\", \"--log\", \"\(s)/h\", \"--hang\", \"didEnterBackground\"]\n[timeouts]\nbackground = 0.5\n",
+            "h": recorder(s + "/h", "[timeouts]\nbackground = 0.5", client: client, arguments: ["--hang", "didEnterBackground"]),
         ])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "h"))

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import LifecycleWire
 
@@ -107,5 +108,58 @@ import LifecycleWire
         guard case .beginBackgroundTask(_, let decoded) = try AppMessage.decode(
             AppMessage.beginBackgroundTask(request: 1, name: name).encoded()) else { Issue.record(); return }
         #expect(decoded.utf8.count == 256)
+    }
+}
+
+/// The shared vectors of Tests/golden/vectors.txt, which the C library's
+/// tests read too: one set of bytes for every implementation.
+@Suite struct SharedVectorTests {
+    struct Vector {
+        var name: String
+        var bytes: [UInt8]
+        var error: String?
+    }
+
+    static let vectors: [Vector] = {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("golden/vectors.txt").path
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { line -> Vector? in
+            guard !line.hasPrefix("#"), !line.trimmingCharacters(in: .whitespaces).isEmpty else { return nil }
+            let parts = line.split(separator: " ", maxSplits: 2).map(String.init)
+            guard parts.count >= 2 else { return nil }
+            let hex = parts[1] == "-" ? "" : parts[1]
+            let bytes = stride(from: 0, to: hex.count, by: 2).compactMap { i -> UInt8? in
+                let start = hex.index(hex.startIndex, offsetBy: i)
+                return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)
+            }
+            return Vector(name: parts[0], bytes: bytes, error: parts.count > 2 ? parts[2] : nil)
+        }
+    }()
+
+    @Test func theFileIsThere() {
+        #expect(Self.vectors.filter { $0.name.hasPrefix("daemon.") }.count >= 7)
+        #expect(Self.vectors.filter { $0.name.hasPrefix("app.") }.count >= 3)
+        #expect(Self.vectors.filter { $0.name.hasPrefix("reject.") }.count >= 5)
+    }
+
+    @Test func everyValidVectorRoundTrips() throws {
+        for v in Self.vectors where v.name.hasPrefix("daemon.") {
+            #expect(try DaemonMessage.decode(v.bytes).encoded() == v.bytes, "\(v.name)")
+        }
+        for v in Self.vectors where v.name.hasPrefix("app.") {
+            #expect(try AppMessage.decode(v.bytes).encoded() == v.bytes, "\(v.name)")
+        }
+    }
+
+    @Test func everyRejectedVectorIsRejectedWithItsReason() {
+        for v in Self.vectors where v.name.hasPrefix("reject.") {
+            do {
+                if v.name.hasPrefix("reject.app.") { _ = try AppMessage.decode(v.bytes) } else { _ = try DaemonMessage.decode(v.bytes) }
+                Issue.record("\(v.name) was accepted")
+            } catch {
+                #expect(error.description == v.error, "\(v.name)")
+            }
+        }
     }
 }

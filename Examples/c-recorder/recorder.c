@@ -1,0 +1,119 @@
+// c-recorder: the C twin of example-recorder (Examples/recorder/main.swift),
+// on liblifecycle's blocking loop (lifecycle_run). It records every
+// lifecycle event it receives, one line per event name as docs/protocol.md
+// spells it, to the file given with --log, before acknowledging it; after
+// willFinishLaunching also "# previous: REASON" when the previous run's
+// termination reason is known. With --hang EVENT it never returns from that
+// callback (to test the watchdogs). With --allocate-mb N it holds N MiB of
+// touched memory from its start and logs "# allocated N MiB" first.
+// --exit-when-active exits at didBecomeActive when run standalone (the
+// launch benchmark's bare-exec baseline). --async is accepted and ignored
+// (the C library has no async API), so manifests can switch recorders.
+//
+//   make clib   ->  .build/clib/c-recorder (liblifecycle.a linked in)
+//   c-recorder --log FILE [--hang EVENT] [--allocate-mb N]
+#define _POSIX_C_SOURCE 200809L
+#include "lifecycle.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct recorder {
+    int fd;
+    const char *hang;
+    int exit_when_active;
+};
+
+static const char *option(int argc, char **argv, const char *name) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], name) == 0) return argv[i + 1];
+    return NULL;
+}
+
+static int flag(int argc, char **argv, const char *name) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], name) == 0) return 1;
+    return 0;
+}
+
+/* Appends one line; hangs forever when it is the --hang event. */
+static void note(struct recorder *r, const char *line) {
+    size_t n = strlen(line);
+    char buffer[512];
+    if (n + 1 < sizeof buffer) {
+        memcpy(buffer, line, n);
+        buffer[n] = '\n';
+        if (write(r->fd, buffer, n + 1) < 0) { /* nothing better to do */ }
+    }
+    if (r->hang && strcmp(line, r->hang) == 0)
+        for (;;) pause();
+}
+
+static void on_event(lifecycle_app *app, lifecycle_event event, void *userdata) {
+    struct recorder *r = userdata;
+    note(r, lifecycle_event_name(event));
+    if (event == LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING) {
+        const char *reason = lifecycle_previous_termination_reason(app);
+        if (reason) {
+            char line[300];
+            snprintf(line, sizeof line, "# previous: %s", reason);
+            note(r, line);
+        }
+    }
+    if (event == LIFECYCLE_EVENT_DID_BECOME_ACTIVE && !lifecycle_is_supervised(app) && r->exit_when_active) exit(0);
+}
+
+int main(int argc, char **argv) {
+    const char *log = option(argc, argv, "--log");
+    if (!log) {
+        fputs("usage: c-recorder --log FILE [--hang EVENT] [--allocate-mb N]\n", stderr);
+        return 2;
+    }
+    struct recorder r = {open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), option(argc, argv, "--hang"),
+                         flag(argc, argv, "--exit-when-active")};
+    if (r.fd < 0) {
+        fprintf(stderr, "c-recorder: cannot open %s\n", log);
+        return 2;
+    }
+    const char *mb_text = option(argc, argv, "--allocate-mb");
+    long mb = mb_text ? strtol(mb_text, NULL, 10) : 0;
+    if (mb > 0) {
+        /* Resident, not just reserved: every page is written. */
+        size_t bytes = (size_t)mb << 20;
+        char *block = malloc(bytes);
+        if (!block) {
+            fprintf(stderr, "c-recorder: cannot allocate %ld MiB\n", mb);
+            return 2;
+        }
+        memset(block, 0x5A, bytes);
+        char line[64];
+        snprintf(line, sizeof line, "# allocated %ld MiB", mb);
+        note(&r, line);
+    }
+
+    lifecycle_callbacks callbacks = {0};
+    callbacks.any_event = on_event;
+    lifecycle_app *app = lifecycle_connect(&callbacks, sizeof callbacks, &r);
+    if (!app) {
+        /* Like the Swift client: outside lifecycled, run standalone. */
+        int err = errno;
+        if (err == ENOMEM || !(app = lifecycle_standalone(&callbacks, sizeof callbacks, &r))) {
+            fprintf(stderr, "c-recorder: %s\n", lifecycle_strerror(err));
+            return 1;
+        }
+        fprintf(stderr,
+                "%s: %s: running standalone. Launch events and didBecomeActive are simulated; SIGINT or SIGTERM "
+                "ends the app with willResignActive, didEnterBackground and willTerminate.\n",
+                argv[0], lifecycle_strerror(err));
+    }
+    int result = lifecycle_run(app);
+    if (result == LIFECYCLE_TERMINATED) return 0; /* exit promptly after willTerminate */
+    const char *name = lifecycle_app_name(app);
+    fprintf(stderr, "c-recorder: %s (%s); exiting\n", lifecycle_last_error(app)[0] ? lifecycle_last_error(app) : lifecycle_strerror(errno),
+            name ? name : "this app");
+    return 1;
+}

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""python-recorder: the Python twin of example-recorder, on liblifecycle
+(the C client library) through ctypes, with the poll-based API:
+lifecycle_fd() in select(), then lifecycle_dispatch().
+
+It records every lifecycle event it receives, one line per event name as
+docs/protocol.md spells it, to the file given with --log, before the event
+is acknowledged (the acknowledgement is sent when the callback returns);
+after willFinishLaunching also "# previous: REASON" when the previous run's
+termination reason is known. With --hang EVENT it never returns from that
+callback (to test the watchdogs). With --allocate-mb N it holds N MiB of
+touched memory from its start and logs "# allocated N MiB" first.
+
+    recorder.py --log FILE [--hang EVENT] [--allocate-mb N]
+
+The library: $LIFECYCLE_LIB if set (a path to liblifecycle.so); else the
+build output of this repository (../../.build/clib/liblifecycle.so from
+this script, made by `make clib`); else the installed liblifecycle.so.1
+(`make install`). In a manifest:
+
+    command = ["/usr/bin/env", "python3", "/path/to/recorder.py", "--log", "/tmp/p.events"]
+    environment = { LIFECYCLE_LIB = "/path/to/.build/clib/liblifecycle.so" }
+
+Outside lifecycled it runs standalone with lifecycle_run(), as the others do.
+"""
+import ctypes
+import ctypes.util
+import os
+import select
+import signal
+import sys
+
+LIFECYCLE_OK = 0
+LIFECYCLE_TERMINATED = 1
+WILL_FINISH_LAUNCHING = 1
+DID_BECOME_ACTIVE = 3
+
+EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+ANY_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
+
+
+class Callbacks(ctypes.Structure):
+    """struct lifecycle_callbacks of lifecycle.h, member for member."""
+    _fields_ = [(name, EVENT_FN) for name in (
+        "will_finish_launching", "did_finish_launching", "did_become_active", "will_resign_active",
+        "did_enter_background", "will_enter_foreground", "will_terminate",
+        "did_receive_memory_warning", "will_be_killed_for_memory")] + [("any_event", ANY_EVENT_FN)]
+
+
+def load_library():
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.environ.get("LIFECYCLE_LIB"),
+                  os.path.join(here, "..", "..", ".build", "clib", "liblifecycle.so"),
+                  ctypes.util.find_library("lifecycle"), "liblifecycle.so.1"]
+    errors, lib = [], None
+    for path in candidates:
+        if not path:
+            continue
+        try:
+            lib = ctypes.CDLL(path, use_errno=True)
+            break
+        except OSError as e:
+            errors.append(str(e))
+            if path == os.environ.get("LIFECYCLE_LIB"):
+                break   # an explicit choice that does not load is an error
+    if lib is None:
+        sys.exit("python-recorder: cannot load liblifecycle (set LIFECYCLE_LIB): " + "; ".join(errors))
+    app_p, c_int, c_size_t, c_char_p, c_void_p = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t,
+                                                  ctypes.c_char_p, ctypes.c_void_p)
+    signatures = {
+        "lifecycle_connect": (app_p, [ctypes.POINTER(Callbacks), c_size_t, c_void_p]),
+        "lifecycle_standalone": (app_p, [ctypes.POINTER(Callbacks), c_size_t, c_void_p]),
+        "lifecycle_close": (c_int, [app_p]),
+        "lifecycle_fd": (c_int, [app_p]),
+        "lifecycle_dispatch": (c_int, [app_p]),
+        "lifecycle_run": (c_int, [app_p]),
+        "lifecycle_pending": (c_size_t, [app_p]),
+        "lifecycle_is_supervised": (c_int, [app_p]),
+        "lifecycle_app_name": (c_char_p, [app_p]),
+        "lifecycle_event_name": (c_char_p, [c_int]),
+        "lifecycle_previous_termination_reason": (c_char_p, [app_p]),
+        "lifecycle_strerror": (c_char_p, [c_int]),
+        "lifecycle_last_error": (c_char_p, [app_p]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = restype, argtypes
+    return lib
+
+
+def option(name):
+    args = sys.argv[1:]
+    if name in args:
+        i = args.index(name)
+        if i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
+class Recorder:
+    def __init__(self, lib, log, hang, exit_when_active):
+        self.lib = lib
+        self.hang = hang
+        self.exit_when_active = exit_when_active
+        try:
+            self.fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        except OSError:
+            sys.stderr.write("python-recorder: cannot open %s\n" % log)
+            sys.exit(2)
+        # Kept alive as long as the library may call them.
+        self.callbacks = Callbacks(any_event=ANY_EVENT_FN(self.on_event))
+
+    def note(self, line):
+        os.write(self.fd, (line + "\n").encode())
+        if line == self.hang:
+            while True:
+                signal.pause()
+
+    def on_event(self, app, event, userdata):
+        self.note(self.lib.lifecycle_event_name(event).decode())
+        if event == WILL_FINISH_LAUNCHING:
+            reason = self.lib.lifecycle_previous_termination_reason(app)
+            if reason is not None:
+                self.note("# previous: " + reason.decode())
+        if event == DID_BECOME_ACTIVE and self.exit_when_active and not self.lib.lifecycle_is_supervised(app):
+            os._exit(0)
+
+
+def main():
+    log = option("--log")
+    if log is None:
+        sys.stderr.write("usage: recorder.py --log FILE [--hang EVENT] [--allocate-mb N]\n")
+        return 2
+    lib = load_library()
+    recorder = Recorder(lib, log, option("--hang"), "--exit-when-active" in sys.argv[1:])
+    try:
+        mb = int(option("--allocate-mb") or 0)
+    except ValueError:
+        mb = 0
+    if mb > 0:
+        # Resident, not just reserved: every byte is written.
+        recorder.block = bytearray(b"\x5a") * (mb << 20)
+        recorder.note("# allocated %d MiB" % mb)
+
+    cb = ctypes.byref(recorder.callbacks)
+    size = ctypes.sizeof(Callbacks)
+    app = lib.lifecycle_connect(cb, size, None)
+    if not app:
+        err = ctypes.get_errno()
+        app = lib.lifecycle_standalone(cb, size, None)
+        if not app:
+            sys.stderr.write("python-recorder: %s\n" % lib.lifecycle_strerror(err).decode())
+            return 1
+        sys.stderr.write("%s: %s: running standalone. Launch events and didBecomeActive are simulated; SIGINT or "
+                         "SIGTERM ends the app with willResignActive, didEnterBackground and willTerminate.\n"
+                         % (sys.argv[0], lib.lifecycle_strerror(err).decode()))
+        return 0 if lib.lifecycle_run(app) == LIFECYCLE_TERMINATED else 1
+
+    # The app's own loop: wait for the channel, then handle what is pending.
+    fd = lib.lifecycle_fd(app)
+    while True:
+        r = lib.lifecycle_dispatch(app)
+        if r == LIFECYCLE_TERMINATED:
+            lib.lifecycle_close(app)
+            return 0   # exit promptly after willTerminate
+        if r < 0:
+            err = ctypes.get_errno()
+            detail = lib.lifecycle_last_error(app).decode() or lib.lifecycle_strerror(err).decode()
+            name = lib.lifecycle_app_name(app)
+            sys.stderr.write("python-recorder: %s (%s); exiting\n" % (detail, name.decode() if name else "this app"))
+            return 1
+        if lib.lifecycle_pending(app) == 0:
+            select.select([fd], [], [])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

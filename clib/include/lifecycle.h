@@ -1,0 +1,511 @@
+/**
+ * @file lifecycle.h
+ * @brief liblifecycle: the C client library of lifecycled.
+ *
+ * lifecycled gives ordinary Linux processes the iOS app lifecycle. An app it
+ * starts inherits one end of a connected SOCK_SEQPACKET socket (fd 3, named
+ * by $LIFECYCLE_FD); over it the daemon sends lifecycle events, one at a
+ * time, and the app acknowledges each one before its deadline
+ * (docs/protocol.md). This library speaks that protocol with a C ABI: an app
+ * needs neither Swift nor any runtime but libc.
+ *
+ * @par Two ways to run
+ *  - **Blocking**: lifecycle_run() is the app's main loop (like
+ *    UIApplicationMain); it returns once willTerminate has been acknowledged.
+ *  - **Poll-based**: the app adds lifecycle_fd() to its own poll/epoll/select
+ *    loop and calls lifecycle_dispatch() when it is readable;
+ *    lifecycle_dispatch() handles every pending message without blocking.
+ *
+ * @code
+ *   static void entered_background(lifecycle_app *app, void *user) { save(user); }
+ *
+ *   int main(void) {
+ *       lifecycle_callbacks cb = {0};
+ *       cb.did_enter_background = entered_background;
+ *       lifecycle_app *app = lifecycle_connect(&cb, sizeof cb, &my_state);
+ *       if (!app && errno == ENOENT) app = lifecycle_standalone(&cb, sizeof cb, &my_state);
+ *       if (!app) { fprintf(stderr, "%s\n", lifecycle_strerror(errno)); return 1; }
+ *       int r = lifecycle_run(app);          // LIFECYCLE_TERMINATED or -1
+ *       lifecycle_close(app);
+ *       return r == LIFECYCLE_TERMINATED ? 0 : 1;
+ *   }
+ * @endcode
+ *
+ * In a poll-based loop:
+ * @code
+ *   for (;;) {
+ *       int r = lifecycle_dispatch(app);     // never blocks (callbacks may)
+ *       if (r != LIFECYCLE_OK) break;        // TERMINATED: exit; -1: error
+ *       struct pollfd p[] = {{lifecycle_fd(app), POLLIN, 0}, ...the app's own fds...};
+ *       poll(p, n, lifecycle_pending(app) ? 0 : timeout);
+ *       ...
+ *   }
+ * @endcode
+ *
+ * @par Callbacks and acknowledgements
+ * Each lifecycle event calls its callback (lifecycle_callbacks), from inside
+ * lifecycle_dispatch() or lifecycle_run(), one at a time. When the callback
+ * returns the library acknowledges the event, and only then does the daemon
+ * send the next one. The callback must return before the event's deadline
+ * (lifecycle_event_deadline(); 5 s by default, 250 ms for
+ * willBeKilledForMemory) or the app is killed. A callback that needs longer
+ * -- it waits for another thread, say -- calls lifecycle_defer() and
+ * acknowledges later with lifecycle_acknowledge(); the deadline still
+ * applies, and no other event arrives before that acknowledgement.
+ *
+ * @par Thread safety
+ *  - The library starts **no threads**, installs **no signal handlers** and
+ *    keeps **no global state**: everything lives in the lifecycle_app
+ *    object, so separate objects are independent. The process-wide things it
+ *    touches are named where they are touched: lifecycle_connect() reads and
+ *    unsets $LIFECYCLE_FD (so call it early in main(), before starting
+ *    threads that use the environment) and marks the socket close-on-exec;
+ *    lifecycle_run() of a standalone app blocks SIGINT and SIGTERM in the
+ *    calling thread while it runs (and restores the mask when it returns).
+ *  - A lifecycle_app is **not synchronized**. Call the functions taking it
+ *    from one thread at a time -- normally the thread that runs
+ *    lifecycle_run() or lifecycle_dispatch(), the app's main thread. Every
+ *    callback runs on that thread, inside those calls, and may call any
+ *    function of this header on the same app except lifecycle_dispatch(),
+ *    lifecycle_run() and lifecycle_close() (which fail with EBUSY there).
+ *    A worker thread that finishes deferred work must hand the
+ *    acknowledgement to the main thread (an eventfd or pipe in the app's
+ *    own poll loop), not call lifecycle_acknowledge() itself.
+ *  - lifecycle_event_name(), lifecycle_strerror() and lifecycle_now() take no
+ *    app and may be called from any thread.
+ *
+ * @par Errors
+ * Functions return -1 (or NULL, or 0 for a task id) and set errno;
+ * lifecycle_strerror() explains an errno value as this library uses it, and
+ * lifecycle_last_error() gives the detail of an app's last error (for a
+ * malformed message, exactly what was wrong with it). The errno values used:
+ *  - ENOENT      lifecycle_connect(): not started by lifecycled ($LIFECYCLE_FD
+ *                is unset): run standalone.
+ *  - EBADF, ENOTSOCK, EPROTOTYPE  $LIFECYCLE_FD (or the fd given) is not a
+ *                usable SOCK_SEQPACKET socket.
+ *  - EINVAL      a NULL or invalid argument (a token that is not pending, a
+ *                callbacks struct from a newer header with unknown callbacks
+ *                set, a task name that is not UTF-8).
+ *  - ENOMEM      out of memory.
+ *  - EBUSY       lifecycle_dispatch(), lifecycle_run() or lifecycle_close()
+ *                called from inside a callback.
+ *  - ENOTCONN    lifecycle_dispatch() on a standalone app.
+ *  - EPROTO      the daemon sent a message that does not decode (wrong
+ *                version, unknown type, flags or event, truncated, trailing
+ *                bytes, bad UTF-8, over 4096 bytes), or broke the protocol's
+ *                rules (an event while another awaits its acknowledgement).
+ *  - ENOBUFS     more than LIFECYCLE_MAX_QUEUED messages arrived while
+ *                waiting for a background task reply.
+ *  - ECONNRESET  lifecycled closed the channel.
+ *  - EAGAIN      lifecycle_begin_background_task(): the daemon refused the
+ *                task (no background time left, too many tasks, stopping).
+ *  - ETIMEDOUT   lifecycle_begin_background_task(): no reply in 5 seconds.
+ *  - other       as returned by send(2), recv(2) or poll(2).
+ *
+ * A **channel error** (EPROTO, ENOBUFS, ECONNRESET, a failed send or recv)
+ * is final: the library closes the socket, and from then on every call that
+ * needs the channel fails with the same errno (lifecycle_fd() returns -1).
+ * The daemon kills a channel-less app at its next deadline anyway: the usual
+ * response is to exit (the Swift client exits by itself; this library leaves
+ * that to the app).
+ *
+ * @par Linking
+ * `pkg-config --cflags --libs lifecycle`, or `-llifecycle`. The shared
+ * library's soname is liblifecycle.so.1 and it exports only the functions
+ * below (all named lifecycle_*).
+ */
+#ifndef LIFECYCLE_H
+#define LIFECYCLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Marks the exported API (the library is built with -fvisibility=hidden). */
+#if defined(__GNUC__)
+#define LIFECYCLE_API __attribute__((visibility("default")))
+#else
+#define LIFECYCLE_API
+#endif
+
+/** Major version of this library; the soname is liblifecycle.so.MAJOR. */
+#define LIFECYCLE_VERSION_MAJOR 1
+/** Minor version: additions that keep the ABI. */
+#define LIFECYCLE_VERSION_MINOR 0
+/** Patch version: fixes. */
+#define LIFECYCLE_VERSION_PATCH 0
+
+/** The protocol version this library speaks (the header's version byte). */
+#define LIFECYCLE_PROTOCOL_VERSION 1
+/** No message on the channel is larger, in bytes. */
+#define LIFECYCLE_MAX_MESSAGE 4096
+/** Longest background task name sent, in UTF-8 bytes (longer names are cut
+ *  on a character boundary). */
+#define LIFECYCLE_MAX_TASK_NAME 256
+/** Most messages kept while lifecycle_begin_background_task() waits for its
+ *  reply; one more is a channel error (ENOBUFS). */
+#define LIFECYCLE_MAX_QUEUED 64
+/** How long lifecycle_begin_background_task() waits for the daemon's reply,
+ *  in milliseconds (the daemon answers at once). */
+#define LIFECYCLE_TASK_REPLY_TIMEOUT_MS 5000
+
+/** The environment variable naming the inherited socket. */
+#define LIFECYCLE_FD_ENV "LIFECYCLE_FD"
+/** The environment variable naming the app (for logs). */
+#define LIFECYCLE_APP_ENV "LIFECYCLE_APP"
+
+/** lifecycle_dispatch() and lifecycle_run(): nothing more to do for now. */
+#define LIFECYCLE_OK 0
+/** lifecycle_dispatch(), lifecycle_run() and lifecycle_acknowledge():
+ *  willTerminate has been handled and acknowledged; the app must exit now
+ *  (it is killed when the terminate timeout runs out). */
+#define LIFECYCLE_TERMINATED 1
+
+/** An app's connection to lifecycled (opaque). */
+typedef struct lifecycle_app lifecycle_app;
+
+/** The lifecycle events, with their wire numbers. */
+typedef enum lifecycle_event {
+    LIFECYCLE_EVENT_NONE = 0,                        /**< no event (outside callbacks) */
+    LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING = 1,       /**< willFinishLaunching */
+    LIFECYCLE_EVENT_DID_FINISH_LAUNCHING = 2,        /**< didFinishLaunching */
+    LIFECYCLE_EVENT_DID_BECOME_ACTIVE = 3,           /**< didBecomeActive */
+    LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE = 4,          /**< willResignActive */
+    LIFECYCLE_EVENT_DID_ENTER_BACKGROUND = 5,        /**< didEnterBackground */
+    LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND = 6,       /**< willEnterForeground */
+    LIFECYCLE_EVENT_WILL_TERMINATE = 7,              /**< willTerminate */
+    LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING = 8,  /**< didReceiveMemoryWarning */
+    LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY = 9,   /**< willBeKilledForMemory */
+} lifecycle_event;
+
+/** The app's state as it sees itself (like UIApplication.State). */
+typedef enum lifecycle_app_state {
+    LIFECYCLE_STATE_INACTIVE = 0,   /**< launching, or in the foreground without focus */
+    LIFECYCLE_STATE_ACTIVE = 1,     /**< in the foreground with focus */
+    LIFECYCLE_STATE_BACKGROUND = 2, /**< in the background (suspended apps run no code) */
+} lifecycle_app_state;
+
+/** A lifecycle callback. `userdata` is the pointer given to lifecycle_connect(). */
+typedef void (*lifecycle_event_fn)(lifecycle_app *app, void *userdata);
+
+/** A background task's expiration handler: the task's time is about to run
+ *  out (LIFECYCLE.md: 5 s before by default). End the task, quickly. */
+typedef void (*lifecycle_expiration_fn)(lifecycle_app *app, uint32_t task, void *userdata);
+
+/**
+ * The app's lifecycle callbacks. Every member may be NULL. Zero the struct
+ * (`lifecycle_callbacks cb = {0};`) and set what the app needs; pass
+ * `sizeof cb` to lifecycle_connect() so that later versions can add members.
+ *
+ * Each callback runs when its event arrives, after lifecycle_state() has
+ * been updated; the event is acknowledged when it returns (unless it
+ * called lifecycle_defer()). An event whose own member is NULL goes to `any_event`
+ * if that is set, else it is just acknowledged.
+ */
+typedef struct lifecycle_callbacks {
+    /** Launching; launch options (lifecycle_launch_option() ...) are set. */
+    lifecycle_event_fn will_finish_launching;
+    /** Launched; the next event says where (foreground or background). */
+    lifecycle_event_fn did_finish_launching;
+    /** In the foreground with focus. */
+    lifecycle_event_fn did_become_active;
+    /** Losing focus (interruption, or on the way to the background). */
+    lifecycle_event_fn will_resign_active;
+    /** In the background: save state; suspended after return unless a
+     *  background task was begun or a background mode applies. */
+    lifecycle_event_fn did_enter_background;
+    /** Coming back from the background. */
+    lifecycle_event_fn will_enter_foreground;
+    /** The app is ending: save, then return; lifecycle_run()/dispatch()
+     *  return LIFECYCLE_TERMINATED after the acknowledgement. */
+    lifecycle_event_fn will_terminate;
+    /** Memory runs short: free what can be rebuilt. */
+    lifecycle_event_fn did_receive_memory_warning;
+    /** About to be killed for memory (manifest `memory.last_notice`): save
+     *  what must survive, within 250 ms by default. */
+    lifecycle_event_fn will_be_killed_for_memory;
+    /** Every event whose own member above is NULL. */
+    void (*any_event)(lifecycle_app *app, lifecycle_event event, void *userdata);
+} lifecycle_callbacks;
+
+/** An acknowledgement token from lifecycle_defer(); 0 is no token. */
+typedef uint64_t lifecycle_token;
+
+/* ---------------------------------------------------------------------- */
+/** @name Connecting */
+/**@{*/
+
+/**
+ * Connects to lifecycled through the inherited socket named by
+ * $LIFECYCLE_FD. On success the socket is marked close-on-exec and
+ * $LIFECYCLE_FD is unset, so the app's own children do not inherit it.
+ * `callbacks` is copied (`callbacks_size` is `sizeof(lifecycle_callbacks)`
+ * as the app was compiled; members beyond it are NULL); it may be NULL, and
+ * then every event is just acknowledged. `userdata` is passed to every
+ * callback. Nothing is read from the socket yet.
+ *
+ * @return the app, or NULL with errno:
+ *   ENOENT when $LIFECYCLE_FD is unset or empty -- the app was not started
+ *   by lifecycled; it may run standalone (lifecycle_standalone());
+ *   EBADF when it is not a decimal number or names no open fd; ENOTSOCK or
+ *   EPROTOTYPE when that fd is not a SOCK_SEQPACKET socket (the variable is
+ *   then left as it was); EINVAL when `callbacks_size` exceeds
+ *   sizeof(lifecycle_callbacks) and a member this library does not know is
+ *   set; ENOMEM.
+ */
+LIFECYCLE_API lifecycle_app *lifecycle_connect(const lifecycle_callbacks *callbacks, size_t callbacks_size,
+                                               void *userdata);
+
+/**
+ * Like lifecycle_connect(), for a connected SOCK_SEQPACKET socket the app
+ * got some other way (tests, a launcher of its own). The environment is not
+ * touched; the fd is not made close-on-exec. On success the app owns `fd`
+ * (lifecycle_close() closes it); on failure it is left open.
+ */
+LIFECYCLE_API lifecycle_app *lifecycle_connect_fd(int fd, const lifecycle_callbacks *callbacks,
+                                                  size_t callbacks_size, void *userdata);
+
+/**
+ * An app without lifecycled, for running outside it (as the Swift client
+ * does): lifecycle_run() delivers willFinishLaunching (launch.mode =
+ * foreground), didFinishLaunching and didBecomeActive itself, waits for
+ * SIGINT or SIGTERM (blocked in the calling thread meanwhile), then delivers
+ * willResignActive, didEnterBackground and willTerminate and returns
+ * LIFECYCLE_TERMINATED. Background tasks get ids but never expire.
+ * lifecycle_fd() is -1 and lifecycle_dispatch() fails with ENOTCONN: a
+ * standalone app runs with lifecycle_run(). The library prints nothing; say
+ * on stderr that the app runs standalone if that helps.
+ * @return the app, or NULL with errno EINVAL or ENOMEM.
+ */
+LIFECYCLE_API lifecycle_app *lifecycle_standalone(const lifecycle_callbacks *callbacks, size_t callbacks_size,
+                                                  void *userdata);
+
+/**
+ * Closes the socket (if still open) and frees the app. Open background
+ * tasks are not ended (the daemon forgets them when the app exits).
+ * @return 0; -1 with EBUSY from inside a callback (nothing is done); -1 with
+ *   EINVAL for NULL.
+ */
+LIFECYCLE_API int lifecycle_close(lifecycle_app *app);
+
+/** 1 when connected to lifecycled (even after a channel error), 0 when
+ *  standalone. */
+LIFECYCLE_API int lifecycle_is_supervised(const lifecycle_app *app);
+
+/** The name lifecycled knows the app by ($LIFECYCLE_APP when the app was
+ *  created), or NULL. Valid until lifecycle_close(). */
+LIFECYCLE_API const char *lifecycle_app_name(const lifecycle_app *app);
+
+/**@}*/
+/* ---------------------------------------------------------------------- */
+/** @name Running */
+/**@{*/
+
+/**
+ * The socket to watch for readability (POLLIN) in the app's own event loop;
+ * then call lifecycle_dispatch(). Do not read from or write to it. -1 with
+ * errno for a standalone app (ENOTCONN) or after a channel error (its errno).
+ */
+LIFECYCLE_API int lifecycle_fd(const lifecycle_app *app);
+
+/**
+ * Handles every message that is pending -- queued ones first (see
+ * lifecycle_pending()), then whatever the socket holds -- without waiting
+ * for more: runs callbacks, sends acknowledgements, runs expiration
+ * handlers. Returns as soon as willTerminate has been acknowledged.
+ *
+ * @return LIFECYCLE_OK; LIFECYCLE_TERMINATED once willTerminate has been
+ *   acknowledged (also on every later call): exit; -1 with errno: EBUSY
+ *   (from a callback), ENOTCONN (standalone), or a channel error (the
+ *   channel is closed, see Errors).
+ */
+LIFECYCLE_API int lifecycle_dispatch(lifecycle_app *app);
+
+/**
+ * Runs the app: waits for messages and handles them (as lifecycle_dispatch()
+ * does) until willTerminate has been acknowledged. For a standalone app, see
+ * lifecycle_standalone(). Interrupted system calls are restarted.
+ *
+ * @return LIFECYCLE_TERMINATED: exit promptly; -1 with errno on an error
+ *   (ECONNRESET when lifecycled closed the channel, ...; EBUSY from a
+ *   callback).
+ */
+LIFECYCLE_API int lifecycle_run(lifecycle_app *app);
+
+/**
+ * How many messages wait in the library's queue rather than in the socket.
+ * They are queued only while lifecycle_begin_background_task() waits for its
+ * reply; lifecycle_dispatch() handles them first. An app with its own loop
+ * that begins a task outside a callback must not sleep in poll() while this
+ * is non-zero (the socket may not be readable): call lifecycle_dispatch().
+ */
+LIFECYCLE_API size_t lifecycle_pending(const lifecycle_app *app);
+
+/**@}*/
+/* ---------------------------------------------------------------------- */
+/** @name The current event and acknowledgements */
+/**@{*/
+
+/**
+ * The event being handled (inside its callback) or awaiting a deferred
+ * acknowledgement; LIFECYCLE_EVENT_NONE otherwise.
+ */
+LIFECYCLE_API lifecycle_event lifecycle_current_event(const lifecycle_app *app);
+
+/**
+ * The CLOCK_MONOTONIC time (ns, see lifecycle_now()) by which the current
+ * event must be acknowledged, or -1 when it has none (or there is no current
+ * event). After willTerminate it is when the app must have exited.
+ */
+LIFECYCLE_API int64_t lifecycle_event_deadline(const lifecycle_app *app);
+
+/**
+ * Inside a callback: do not acknowledge the current event when the callback
+ * returns; return a token for lifecycle_acknowledge() instead. The daemon
+ * sends no other event before that acknowledgement, and the event's
+ * deadline still applies (missing it gets the app killed). Meanwhile
+ * lifecycle_dispatch() goes on handling background task replies and
+ * expirations. Calling it again in the same callback returns the same token.
+ * @return the token; 0 with EINVAL outside a callback (or when the current
+ *   event was already acknowledged).
+ */
+LIFECYCLE_API lifecycle_token lifecycle_defer(lifecycle_app *app);
+
+/**
+ * Acknowledges the event deferred with `token`, from the app's thread (in
+ * or out of a callback).
+ * @return LIFECYCLE_OK; LIFECYCLE_TERMINATED when it was willTerminate
+ *   (the app must exit; lifecycle_dispatch()/lifecycle_run() return it from
+ *   now on); -1 with EINVAL when `token` is not the pending one (already
+ *   acknowledged, or never given), or a channel error.
+ */
+LIFECYCLE_API int lifecycle_acknowledge(lifecycle_app *app, lifecycle_token token);
+
+/**@}*/
+/* ---------------------------------------------------------------------- */
+/** @name State and launch options */
+/**@{*/
+
+/** The app's state: inactive until the first event, then as the events say
+ *  (willFinishLaunching in the background makes it BACKGROUND). It changes
+ *  before the event's callback runs. */
+LIFECYCLE_API lifecycle_app_state lifecycle_state(const lifecycle_app *app);
+
+/**
+ * 1 when this run was launched into the background, 0 into the foreground,
+ * -1 before the launch events (no launch options yet).
+ */
+LIFECYCLE_API int lifecycle_launched_in_background(const lifecycle_app *app);
+
+/**
+ * Why the previous run of the app ended: a stable code (`exited`,
+ * `signaled`, `launch-watchdog`, `stopped-by-user`, `memory-pressure`, ...,
+ * see docs/protocol.md); NULL on a first run or before the launch events.
+ * Launch options are set by willFinishLaunching and stay valid until
+ * lifecycle_close().
+ */
+LIFECYCLE_API const char *lifecycle_previous_termination_reason(const lifecycle_app *app);
+
+/** A human-readable description of the previous termination, or NULL. */
+LIFECYCLE_API const char *lifecycle_previous_termination_description(const lifecycle_app *app);
+
+/** When the previous run ended, in seconds since the epoch; -1 when unknown. */
+LIFECYCLE_API double lifecycle_previous_termination_time(const lifecycle_app *app);
+
+/**
+ * Any launch option by key (`launch.mode`, `previous.reason`, ... and keys
+ * future daemons add), or NULL. Values are NUL-terminated UTF-8; a value
+ * containing U+0000 appears cut there. When a key repeats, the first wins.
+ */
+LIFECYCLE_API const char *lifecycle_launch_option(const lifecycle_app *app, const char *key);
+
+/** The number of launch options. */
+LIFECYCLE_API size_t lifecycle_launch_option_count(const lifecycle_app *app);
+
+/**
+ * The launch option at `index` (in the order sent).
+ * @return 0 and sets *key and *value (either may be NULL); -1 with EINVAL
+ *   when `index` is out of range.
+ */
+LIFECYCLE_API int lifecycle_launch_option_at(const lifecycle_app *app, size_t index, const char **key,
+                                             const char **value);
+
+/**@}*/
+/* ---------------------------------------------------------------------- */
+/** @name Background tasks */
+/**@{*/
+
+/**
+ * Asks for time to finish work in the background (like
+ * UIApplication.beginBackgroundTask). Sends the request and waits for the
+ * daemon's reply (at most LIFECYCLE_TASK_REPLY_TIMEOUT_MS); messages that
+ * arrive meanwhile are kept, in order, for lifecycle_dispatch() (see
+ * lifecycle_pending()). Call lifecycle_end_background_task() when done: when
+ * the last task ends in the background the app is suspended. A reply that
+ * arrives after the wait gave up has its task ended at once.
+ *
+ * @param name  the task's name for status and logs (UTF-8, cut to
+ *              LIFECYCLE_MAX_TASK_NAME bytes), or NULL for "task-N".
+ * @param expiration  called from lifecycle_dispatch()/lifecycle_run() shortly
+ *              before the background time runs out (may be NULL); it should
+ *              end the task. Tasks still open when the time is up are killed
+ *              with the app.
+ * @param userdata  passed to `expiration`.
+ * @return the task id; 0 (the invalid id) with errno: EAGAIN when the
+ *   daemon refused (no time left, too many tasks, the app is stopping);
+ *   ETIMEDOUT; EINVAL (name not UTF-8); ENOMEM; or a channel error.
+ *   A standalone app gets an id that never expires.
+ */
+LIFECYCLE_API uint32_t lifecycle_begin_background_task(lifecycle_app *app, const char *name,
+                                                       lifecycle_expiration_fn expiration, void *userdata);
+
+/**
+ * Ends a background task; its expiration handler will not run. Ending 0 or
+ * an unknown (or already ended) task does nothing (as on iOS).
+ * @return 0, or -1 with errno on a channel error.
+ */
+LIFECYCLE_API int lifecycle_end_background_task(lifecycle_app *app, uint32_t task);
+
+/**
+ * Background time left for background tasks, in nanoseconds (>= 0); -1 when
+ * no budget applies: not in the background, or a continuous background mode
+ * (no budget end was sent).
+ */
+LIFECYCLE_API int64_t lifecycle_background_time_remaining(const lifecycle_app *app);
+
+/**@}*/
+/* ---------------------------------------------------------------------- */
+/** @name Utilities (any thread) */
+/**@{*/
+
+/** The event's name as docs/protocol.md spells it ("didEnterBackground"),
+ *  or NULL for an unknown value. A static string. */
+LIFECYCLE_API const char *lifecycle_event_name(lifecycle_event event);
+
+/** CLOCK_MONOTONIC now, in nanoseconds: the clock of every deadline. */
+LIFECYCLE_API int64_t lifecycle_now(void);
+
+/**
+ * What an errno value means coming from this library ("not started by
+ * lifecycled ($LIFECYCLE_FD is not set)", "lifecycled closed the channel",
+ * ...); strerror() for values it does not use specially. Never NULL.
+ */
+LIFECYCLE_API const char *lifecycle_strerror(int errnum);
+
+/**
+ * The detail of the app's last error ("protocol violation by the daemon:
+ * truncated: deadline needs 8 bytes at offset 12, 3 left"), or "" when
+ * there was none. Valid until the next call on the app.
+ */
+LIFECYCLE_API const char *lifecycle_last_error(const lifecycle_app *app);
+
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LIFECYCLE_H */

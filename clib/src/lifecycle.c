@@ -1,0 +1,774 @@
+/* liblifecycle: the C client of lifecycled (see include/lifecycle.h for the
+ * API, docs/protocol.md for the protocol, Sources/LifecycleClient for the
+ * Swift client this one behaves like).
+ *
+ * No threads, no global state: everything is in struct lifecycle_app. The
+ * hot path (one event: recvmsg into the app's buffer, decode in place,
+ * callback, send the 8-byte acknowledgement) allocates nothing; memory is
+ * allocated only for launch options (once per launch), the background task
+ * table, and messages queued while a task reply is awaited. */
+#define _GNU_SOURCE
+#include "lifecycle.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+struct task {
+    uint32_t id;
+    lifecycle_expiration_fn expiration;
+    void *userdata;
+};
+
+struct queued {
+    uint8_t *bytes;
+    size_t size;
+};
+
+struct lifecycle_app {
+    int fd;          /* the channel; -1 standalone or after a channel error */
+    int supervised;  /* connected to lifecycled (even if closed since) */
+    int error;       /* the channel error (errno), 0 while the channel works */
+    char message[256];
+    lifecycle_callbacks callbacks;
+    void *userdata;
+    char *name;
+
+    lifecycle_app_state state;
+    int dispatching; /* inside lifecycle_dispatch/run: no re-entry, no close */
+    int terminated;  /* willTerminate acknowledged */
+
+    /* The current event: in its callback, or deferred. */
+    lifecycle_event current;
+    uint32_t sequence;
+    int64_t deadline;
+    int in_callback;
+    int acknowledged;
+    lifecycle_token token;
+    uint32_t generation;
+
+    int64_t budget_end; /* -1: none */
+
+    /* Launch options: one allocation, 2 * option_count pointers then strings. */
+    int launched_in_background; /* -1 before the launch events */
+    size_t option_count;
+    char **options;
+
+    uint32_t next_request;
+    struct task *tasks;
+    size_t task_count, task_capacity;
+
+    struct queued queue[LIFECYCLE_MAX_QUEUED];
+    size_t queue_head, queue_count;
+
+    uint8_t buffer[LC_WIRE_MAX_MESSAGE];      /* what lifecycle_dispatch reads */
+    uint8_t wait_buffer[LC_WIRE_MAX_MESSAGE]; /* what a task request reads meanwhile */
+};
+
+#define API __attribute__((visibility("default")))
+
+/* MARK: - Errors */
+
+static void note(lifecycle_app *app, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void note(lifecycle_app *app, const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    vsnprintf(app->message, sizeof app->message, format, ap);
+    va_end(ap);
+}
+
+/* A channel error: final. Closes the socket; returns -1 with errno set. */
+static int channel_error(lifecycle_app *app, int err, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static int channel_error(lifecycle_app *app, int err, const char *format, ...) {
+    if (!app->error) {
+        va_list ap;
+        va_start(ap, format);
+        vsnprintf(app->message, sizeof app->message, format, ap);
+        va_end(ap);
+        app->error = err;
+        if (app->fd >= 0) close(app->fd);
+        app->fd = -1;
+    }
+    errno = app->error;
+    return -1;
+}
+
+/* Fails with the channel error if there was one. */
+static int broken(const lifecycle_app *app) {
+    if (!app->error) return 0;
+    errno = app->error;
+    return 1;
+}
+
+/* MARK: - Creating */
+
+static int copy_callbacks(lifecycle_app *app, const lifecycle_callbacks *callbacks, size_t size) {
+    memset(&app->callbacks, 0, sizeof app->callbacks);
+    if (!callbacks) return 0;
+    if (size > sizeof *callbacks) {
+        /* From a newer header: fine as long as the members we do not know are unset. */
+        const unsigned char *extra = (const unsigned char *)callbacks + sizeof *callbacks;
+        for (size_t i = 0; i < size - sizeof *callbacks; i++)
+            if (extra[i]) { errno = EINVAL; return -1; }
+        size = sizeof *callbacks;
+    }
+    memcpy(&app->callbacks, callbacks, size);
+    return 0;
+}
+
+static lifecycle_app *create(int fd, const lifecycle_callbacks *callbacks, size_t size, void *userdata) {
+    lifecycle_app *app = calloc(1, sizeof *app);
+    if (!app) { errno = ENOMEM; return NULL; }
+    if (copy_callbacks(app, callbacks, size)) { free(app); return NULL; }
+    const char *name = getenv(LIFECYCLE_APP_ENV);
+    if (name && !(app->name = strdup(name))) { free(app); errno = ENOMEM; return NULL; }
+    app->fd = fd;
+    app->supervised = fd >= 0;
+    app->userdata = userdata;
+    app->state = LIFECYCLE_STATE_INACTIVE;
+    app->deadline = -1;
+    app->budget_end = -1;
+    app->launched_in_background = -1;
+    app->next_request = 1;
+    return app;
+}
+
+/* 0 when fd is a SOCK_SEQPACKET socket; -1 with EBADF, ENOTSOCK or EPROTOTYPE. */
+static int check_socket(int fd) {
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (fd < 0) { errno = EBADF; return -1; }
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) return -1;
+    if (type != SOCK_SEQPACKET) { errno = EPROTOTYPE; return -1; }
+    return 0;
+}
+
+API lifecycle_app *lifecycle_connect_fd(int fd, const lifecycle_callbacks *callbacks, size_t callbacks_size,
+                                        void *userdata) {
+    if (check_socket(fd)) return NULL;
+    return create(fd, callbacks, callbacks_size, userdata);
+}
+
+API lifecycle_app *lifecycle_connect(const lifecycle_callbacks *callbacks, size_t callbacks_size, void *userdata) {
+    const char *raw = getenv(LIFECYCLE_FD_ENV);
+    if (!raw || !*raw) { errno = ENOENT; return NULL; }
+    long fd = 0;
+    for (const char *p = raw; *p; p++) {
+        if (*p < '0' || *p > '9' || fd > INT_MAX / 10) { errno = EBADF; return NULL; }
+        fd = fd * 10 + (*p - '0');
+    }
+    if (fd > INT_MAX) { errno = EBADF; return NULL; }
+    lifecycle_app *app = lifecycle_connect_fd((int)fd, callbacks, callbacks_size, userdata);
+    if (!app) return NULL;
+    int flags = fcntl((int)fd, F_GETFD);
+    if (flags >= 0) fcntl((int)fd, F_SETFD, flags | FD_CLOEXEC); /* not for the app's own children */
+    unsetenv(LIFECYCLE_FD_ENV);
+    return app;
+}
+
+API lifecycle_app *lifecycle_standalone(const lifecycle_callbacks *callbacks, size_t callbacks_size,
+                                        void *userdata) {
+    return create(-1, callbacks, callbacks_size, userdata);
+}
+
+API int lifecycle_close(lifecycle_app *app) {
+    if (!app) { errno = EINVAL; return -1; }
+    if (app->dispatching) { errno = EBUSY; return -1; }
+    if (app->fd >= 0) close(app->fd);
+    while (app->queue_count) {
+        free(app->queue[app->queue_head].bytes);
+        app->queue_head = (app->queue_head + 1) % LIFECYCLE_MAX_QUEUED;
+        app->queue_count--;
+    }
+    free(app->tasks);
+    free(app->options);
+    free(app->name);
+    free(app);
+    return 0;
+}
+
+API int lifecycle_is_supervised(const lifecycle_app *app) { return app && app->supervised; }
+
+API const char *lifecycle_app_name(const lifecycle_app *app) { return app ? app->name : NULL; }
+
+API int lifecycle_fd(const lifecycle_app *app) {
+    if (!app) { errno = EINVAL; return -1; }
+    if (!app->supervised) { errno = ENOTCONN; return -1; }
+    if (broken(app)) return -1;
+    return app->fd;
+}
+
+API size_t lifecycle_pending(const lifecycle_app *app) { return app ? app->queue_count : 0; }
+
+/* MARK: - The channel */
+
+static int send_bytes(lifecycle_app *app, const uint8_t *bytes, size_t size) {
+    if (broken(app)) return -1;
+    for (;;) {
+        ssize_t n = send(app->fd, bytes, size, MSG_NOSIGNAL);
+        if (n >= 0) return 0;
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) { /* a non-blocking fd with a full buffer: wait */
+            struct pollfd p = {app->fd, POLLOUT, 0};
+            if (poll(&p, 1, -1) >= 0 || errno == EINTR) continue;
+        }
+        int err = errno;
+        return channel_error(app, err == EPIPE ? ECONNRESET : err, "send: %s", strerror(err));
+    }
+}
+
+/* Receives one datagram into `buffer`. Returns its size; 0 when `block` is
+ * false and nothing is waiting; -1 after a channel error (including a
+ * closed channel and an oversized message). */
+static ssize_t receive(lifecycle_app *app, uint8_t *buffer, int block) {
+    if (broken(app)) return -1;
+    for (;;) {
+        struct iovec iov = {buffer, LC_WIRE_MAX_MESSAGE};
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        /* MSG_TRUNC: the real length of a longer datagram, to reject it. */
+        ssize_t n = recvmsg(app->fd, &mh, MSG_TRUNC | (block ? 0 : MSG_DONTWAIT));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (!block) return 0;
+                struct pollfd p = {app->fd, POLLIN, 0}; /* the app made the fd non-blocking */
+                if (poll(&p, 1, -1) >= 0 || errno == EINTR) continue;
+            }
+            int err = errno;
+            return channel_error(app, err, "recv: %s", strerror(err));
+        }
+        /* SOCK_SEQPACKET: 0 is the end of the stream (or an empty datagram,
+         * which would not decode either). */
+        if (n == 0) return channel_error(app, ECONNRESET, "lifecycled closed the channel");
+        if (n > LC_WIRE_MAX_MESSAGE || (mh.msg_flags & MSG_TRUNC))
+            return channel_error(app, EPROTO, "protocol violation by the daemon: message of %zd bytes exceeds %d", n,
+                                 LC_WIRE_MAX_MESSAGE);
+        return n;
+    }
+}
+
+static int decode(lifecycle_app *app, const uint8_t *bytes, size_t size, struct lifecycle__message *m) {
+    char why[LC_WIRE_ERROR_MAX];
+    if (lifecycle__decode_daemon(bytes, size, m, why))
+        return channel_error(app, EPROTO, "protocol violation by the daemon: %s", why);
+    return 0;
+}
+
+static int send_acknowledge(lifecycle_app *app, uint32_t sequence) {
+    uint8_t out[LC_WIRE_HEADER];
+    return send_bytes(app, out, lifecycle__encode_acknowledge(out, sequence));
+}
+
+static int send_end_task(lifecycle_app *app, uint32_t task) {
+    uint8_t out[LC_WIRE_HEADER];
+    return send_bytes(app, out, lifecycle__encode_end_task(out, task));
+}
+
+/* MARK: - Launch options */
+
+static int store_options(lifecycle_app *app, const struct lifecycle__message *m) {
+    size_t bytes = 2u * m->option_count * sizeof(char *);
+    const uint8_t *cursor = m->options;
+    struct lifecycle__str k, v;
+    for (unsigned i = 0; i < m->option_count; i++) {
+        lifecycle__next_option(&cursor, &k, &v);
+        bytes += (size_t)k.length + 1 + v.length + 1;
+    }
+    char **block = malloc(bytes ? bytes : 1);
+    if (!block) return channel_error(app, ENOMEM, "out of memory for the launch options");
+    char *text = (char *)(block + 2u * m->option_count);
+    cursor = m->options;
+    for (unsigned i = 0; i < m->option_count; i++) {
+        lifecycle__next_option(&cursor, &k, &v);
+        block[2 * i] = text;
+        memcpy(text, k.bytes, k.length);
+        text[k.length] = 0;
+        text += k.length + 1;
+        block[2 * i + 1] = text;
+        memcpy(text, v.bytes, v.length);
+        text[v.length] = 0;
+        text += v.length + 1;
+    }
+    free(app->options);
+    app->options = block;
+    app->option_count = m->option_count;
+    app->launched_in_background = m->background;
+    return 0;
+}
+
+API const char *lifecycle_launch_option(const lifecycle_app *app, const char *key) {
+    if (!app || !key) return NULL;
+    for (size_t i = 0; i < app->option_count; i++)
+        if (strcmp(app->options[2 * i], key) == 0) return app->options[2 * i + 1];
+    return NULL;
+}
+
+API size_t lifecycle_launch_option_count(const lifecycle_app *app) { return app ? app->option_count : 0; }
+
+API int lifecycle_launch_option_at(const lifecycle_app *app, size_t index, const char **key, const char **value) {
+    if (!app || index >= app->option_count) { errno = EINVAL; return -1; }
+    if (key) *key = app->options[2 * index];
+    if (value) *value = app->options[2 * index + 1];
+    return 0;
+}
+
+API int lifecycle_launched_in_background(const lifecycle_app *app) {
+    return app ? app->launched_in_background : -1;
+}
+
+API const char *lifecycle_previous_termination_reason(const lifecycle_app *app) {
+    return lifecycle_launch_option(app, "previous.reason");
+}
+
+API const char *lifecycle_previous_termination_description(const lifecycle_app *app) {
+    return lifecycle_launch_option(app, "previous.description");
+}
+
+/* A decimal number as Swift's Double(String) reads it (sign, digits,
+ * fraction, exponent), independent of the C locale (strtod is not). The
+ * digits are gathered as an integer and scaled once. -1 when it is not one. */
+static double parse_seconds(const char *s) {
+    const char *p = s;
+    uint64_t mantissa = 0;
+    int exponent = 0, digits = 0, negative = 0;
+    if (*p == '+' || *p == '-') negative = *p++ == '-';
+    for (; *p >= '0' && *p <= '9'; p++, digits++) {
+        if (mantissa < 100000000000000000ull) mantissa = mantissa * 10 + (uint64_t)(*p - '0');
+        else exponent++;
+    }
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+            if (mantissa < 100000000000000000ull) { mantissa = mantissa * 10 + (uint64_t)(*p - '0'); exponent--; }
+    if (!digits) return -1;
+    if (*p == 'e' || *p == 'E') {
+        int negative_exponent = 0, e = 0, exponent_digits = 0;
+        p++;
+        if (*p == '+' || *p == '-') negative_exponent = *p++ == '-';
+        for (; *p >= '0' && *p <= '9'; p++, exponent_digits++)
+            if (e < 1000) e = e * 10 + (*p - '0');
+        if (!exponent_digits) return -1;
+        exponent += negative_exponent ? -e : e;
+    }
+    if (*p) return -1;
+    double scale = 1, v = (double)mantissa;
+    for (int i = exponent < 0 ? -exponent : exponent; i > 0 && scale < 1e300; i--) scale *= 10;
+    v = exponent < 0 ? v / scale : v * scale;
+    return negative ? -v : v;
+}
+
+API double lifecycle_previous_termination_time(const lifecycle_app *app) {
+    const char *t = lifecycle_launch_option(app, "previous.time");
+    if (!t) return -1;
+    double v = parse_seconds(t);
+    return v >= 0 ? v : -1;
+}
+
+/* MARK: - State */
+
+API lifecycle_app_state lifecycle_state(const lifecycle_app *app) {
+    return app ? app->state : LIFECYCLE_STATE_INACTIVE;
+}
+
+API lifecycle_event lifecycle_current_event(const lifecycle_app *app) {
+    return app ? app->current : LIFECYCLE_EVENT_NONE;
+}
+
+API int64_t lifecycle_event_deadline(const lifecycle_app *app) {
+    return app && app->current != LIFECYCLE_EVENT_NONE ? app->deadline : -1;
+}
+
+API int64_t lifecycle_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+API int64_t lifecycle_background_time_remaining(const lifecycle_app *app) {
+    if (!app || app->state != LIFECYCLE_STATE_BACKGROUND || app->budget_end < 0) return -1;
+    int64_t left = app->budget_end - lifecycle_now();
+    return left > 0 ? left : 0;
+}
+
+/* MARK: - Events and acknowledgements */
+
+/* The current event is done (acknowledged). */
+static void finish_current(lifecycle_app *app) {
+    if (app->current == LIFECYCLE_EVENT_WILL_TERMINATE) app->terminated = 1;
+    app->current = LIFECYCLE_EVENT_NONE;
+    app->token = 0;
+    app->deadline = -1;
+}
+
+static void call_back(lifecycle_app *app, lifecycle_event e) {
+    const lifecycle_callbacks *c = &app->callbacks;
+    lifecycle_event_fn fn = NULL;
+    switch (e) {
+    case LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING: fn = c->will_finish_launching; break;
+    case LIFECYCLE_EVENT_DID_FINISH_LAUNCHING: fn = c->did_finish_launching; break;
+    case LIFECYCLE_EVENT_DID_BECOME_ACTIVE: fn = c->did_become_active; break;
+    case LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE: fn = c->will_resign_active; break;
+    case LIFECYCLE_EVENT_DID_ENTER_BACKGROUND: fn = c->did_enter_background; break;
+    case LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND: fn = c->will_enter_foreground; break;
+    case LIFECYCLE_EVENT_WILL_TERMINATE: fn = c->will_terminate; break;
+    case LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING: fn = c->did_receive_memory_warning; break;
+    case LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY: fn = c->will_be_killed_for_memory; break;
+    case LIFECYCLE_EVENT_NONE: break;
+    }
+    if (fn) fn(app, app->userdata);
+    else if (c->any_event) c->any_event(app, e, app->userdata);
+}
+
+/* Updates the state as the Swift client does, then runs the callback and
+ * acknowledges unless it deferred. */
+static int deliver(lifecycle_app *app, lifecycle_event e, uint32_t sequence, int64_t deadline) {
+    switch (e) {
+    case LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING:
+        app->state = app->launched_in_background == 1 ? LIFECYCLE_STATE_BACKGROUND : LIFECYCLE_STATE_INACTIVE;
+        break;
+    case LIFECYCLE_EVENT_DID_BECOME_ACTIVE: app->state = LIFECYCLE_STATE_ACTIVE; break;
+    case LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE: app->state = LIFECYCLE_STATE_INACTIVE; break;
+    case LIFECYCLE_EVENT_DID_ENTER_BACKGROUND: app->state = LIFECYCLE_STATE_BACKGROUND; break;
+    case LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND:
+        app->state = LIFECYCLE_STATE_INACTIVE;
+        app->budget_end = -1;
+        break;
+    default: break;
+    }
+    app->current = e;
+    app->sequence = sequence;
+    app->deadline = deadline;
+    app->acknowledged = 0;
+    app->token = 0;
+    app->in_callback = 1;
+    call_back(app, e);
+    app->in_callback = 0;
+    if (broken(app)) return -1;
+    if (app->acknowledged) { finish_current(app); return 0; } /* acknowledged early with its token */
+    if (app->token) return 0;                                 /* deferred */
+    if (app->supervised && send_acknowledge(app, sequence)) return -1;
+    finish_current(app);
+    return 0;
+}
+
+API lifecycle_token lifecycle_defer(lifecycle_app *app) {
+    if (!app || !app->in_callback || app->current == LIFECYCLE_EVENT_NONE || app->acknowledged) {
+        errno = EINVAL;
+        return 0;
+    }
+    if (!app->token) {
+        if (++app->generation == 0) app->generation = 1;
+        app->token = (lifecycle_token)app->generation << 32 | app->sequence;
+    }
+    return app->token;
+}
+
+API int lifecycle_acknowledge(lifecycle_app *app, lifecycle_token token) {
+    if (!app || !token || token != app->token || app->acknowledged || app->current == LIFECYCLE_EVENT_NONE) {
+        errno = EINVAL;
+        return -1;
+    }
+    int terminate = app->current == LIFECYCLE_EVENT_WILL_TERMINATE;
+    if (app->supervised && send_acknowledge(app, app->sequence)) return -1;
+    app->acknowledged = 1;
+    if (!app->in_callback) finish_current(app); /* else when the callback returns */
+    return terminate ? LIFECYCLE_TERMINATED : LIFECYCLE_OK;
+}
+
+/* MARK: - Background tasks */
+
+static int find_task(const lifecycle_app *app, uint32_t id) {
+    for (size_t i = 0; i < app->task_count; i++)
+        if (app->tasks[i].id == id) return (int)i;
+    return -1;
+}
+
+static void remove_task(lifecycle_app *app, int i) {
+    app->tasks[i] = app->tasks[--app->task_count];
+}
+
+static int reserve_task(lifecycle_app *app) {
+    if (app->task_count < app->task_capacity) return 0;
+    size_t capacity = app->task_capacity ? 2 * app->task_capacity : 8;
+    if (capacity > (size_t)INT_MAX) { errno = ENOMEM; return -1; }
+    struct task *t = realloc(app->tasks, capacity * sizeof *t);
+    if (!t) { errno = ENOMEM; return -1; }
+    app->tasks = t;
+    app->task_capacity = capacity;
+    return 0;
+}
+
+static void add_task(lifecycle_app *app, uint32_t id, lifecycle_expiration_fn expiration, void *userdata) {
+    int i = find_task(app, id);
+    if (i < 0) i = (int)app->task_count++; /* reserved beforehand */
+    app->tasks[i] = (struct task){id, expiration, userdata};
+}
+
+/* A reply nobody waits for (its request timed out): end the task it
+ * carries, so that it does not hold the app in the background. */
+static int stale_reply(lifecycle_app *app, const struct lifecycle__message *m) {
+    return m->task ? send_end_task(app, m->task) : 0;
+}
+
+API uint32_t lifecycle_begin_background_task(lifecycle_app *app, const char *name,
+                                             lifecycle_expiration_fn expiration, void *userdata) {
+    if (!app) { errno = EINVAL; return 0; }
+    if (name && !lifecycle__valid_utf8((const uint8_t *)name, strlen(name))) { errno = EINVAL; return 0; }
+    if (reserve_task(app)) return 0;
+    char fallback[32];
+    uint32_t request = app->next_request++;
+    if (app->next_request == 0) app->next_request = 1;
+    if (!name) {
+        snprintf(fallback, sizeof fallback, "task-%u", (unsigned)request);
+        name = fallback;
+    }
+    size_t length = strlen(name);
+    if (!app->supervised) { /* standalone: a task that never expires */
+        add_task(app, request, expiration, userdata);
+        return request;
+    }
+    if (broken(app)) return 0;
+
+    uint8_t out[LC_WIRE_HEADER + 2 + LC_WIRE_MAX_TASK_NAME];
+    if (send_bytes(app, out, lifecycle__encode_begin_task(out, request, name, length))) return 0;
+
+    /* The daemon answers at once; keep everything else, in order. */
+    int64_t give_up = lifecycle_now() + (int64_t)LIFECYCLE_TASK_REPLY_TIMEOUT_MS * 1000000;
+    for (;;) {
+        int64_t left = give_up - lifecycle_now();
+        if (left <= 0) {
+            note(app, "no reply to beginBackgroundTask %u within %d ms", (unsigned)request,
+                 LIFECYCLE_TASK_REPLY_TIMEOUT_MS);
+            errno = ETIMEDOUT;
+            return 0;
+        }
+        struct pollfd p = {app->fd, POLLIN, 0};
+        int r = poll(&p, 1, (int)((left + 999999) / 1000000));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            int err = errno;
+            channel_error(app, err, "poll: %s", strerror(err));
+            return 0;
+        }
+        if (r == 0) continue;
+        ssize_t n = receive(app, app->wait_buffer, 0);
+        if (n < 0) return 0;
+        if (n == 0) continue;
+        struct lifecycle__message m;
+        if (decode(app, app->wait_buffer, (size_t)n, &m)) return 0;
+        if (m.type == LC_T_TASK_REPLY && m.id == request) {
+            if (m.budget_end >= 0) app->budget_end = m.budget_end;
+            if (m.task == 0) {
+                note(app, "the daemon refused background task %u", (unsigned)request);
+                errno = EAGAIN;
+                return 0;
+            }
+            add_task(app, m.task, expiration, userdata);
+            return m.task;
+        }
+        if (m.type == LC_T_TASK_REPLY) {
+            if (stale_reply(app, &m)) return 0;
+            continue;
+        }
+        if (app->queue_count == LIFECYCLE_MAX_QUEUED) {
+            channel_error(app, ENOBUFS, "more than %d messages arrived while waiting for a background task reply",
+                          LIFECYCLE_MAX_QUEUED);
+            return 0;
+        }
+        uint8_t *copy = malloc((size_t)n);
+        if (!copy) {
+            channel_error(app, ENOMEM, "out of memory for a queued message");
+            return 0;
+        }
+        memcpy(copy, app->wait_buffer, (size_t)n);
+        app->queue[(app->queue_head + app->queue_count++) % LIFECYCLE_MAX_QUEUED] = (struct queued){copy, (size_t)n};
+    }
+}
+
+API int lifecycle_end_background_task(lifecycle_app *app, uint32_t task) {
+    if (!app) { errno = EINVAL; return -1; }
+    if (task == 0) return 0;
+    int i = find_task(app, task);
+    if (i >= 0) remove_task(app, i);
+    if (!app->supervised) return 0;
+    /* Sent even when its handler already ran: the daemon still has the task. */
+    return send_end_task(app, task);
+}
+
+/* MARK: - Dispatching */
+
+static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
+    struct lifecycle__message m;
+    if (decode(app, bytes, size, &m)) return -1;
+    switch (m.type) {
+    case LC_T_EVENT:
+        if (app->current != LIFECYCLE_EVENT_NONE)
+            return channel_error(app, EPROTO,
+                                 "protocol violation by the daemon: event %u (%s) while event %u (%s) awaits its "
+                                 "acknowledgement",
+                                 (unsigned)m.id, lifecycle_event_name((lifecycle_event)m.event),
+                                 (unsigned)app->sequence, lifecycle_event_name(app->current));
+        if (m.budget_end >= 0) app->budget_end = m.budget_end;
+        if (m.event == LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING ||
+            (m.event == LIFECYCLE_EVENT_DID_FINISH_LAUNCHING && app->launched_in_background < 0))
+            if (store_options(app, &m)) return -1;
+        return deliver(app, (lifecycle_event)m.event, m.id, m.deadline);
+    case LC_T_TASK_REPLY:
+        return stale_reply(app, &m);
+    case LC_T_TASKS_EXPIRING:
+        for (uint16_t k = 0; k < m.task_count; k++) {
+            uint32_t id = lifecycle__expiring_task(&m, k);
+            int i = find_task(app, id);
+            if (i < 0) continue; /* ended already, or no handler */
+            struct task t = app->tasks[i];
+            remove_task(app, i);
+            if (t.expiration) t.expiration(app, id, t.userdata);
+            if (broken(app)) return -1;
+        }
+        return 0;
+    default:
+        return 0; /* decode accepts only the three above */
+    }
+}
+
+/* Handles the queue, then the socket; with `block`, waits for a first
+ * message when there is nothing to handle. */
+static int process(lifecycle_app *app, int block) {
+    int r = 0;
+    app->dispatching = 1;
+    while (!app->terminated) {
+        if (app->queue_count) {
+            struct queued q = app->queue[app->queue_head];
+            app->queue_head = (app->queue_head + 1) % LIFECYCLE_MAX_QUEUED;
+            app->queue_count--;
+            r = handle(app, q.bytes, q.size);
+            free(q.bytes);
+        } else {
+            ssize_t n = receive(app, app->buffer, block);
+            if (n == 0) break;
+            r = n < 0 ? -1 : handle(app, app->buffer, (size_t)n);
+        }
+        if (r < 0) break;
+        block = 0;
+    }
+    app->dispatching = 0;
+    if (r < 0) {
+        errno = app->error;
+        return -1;
+    }
+    return app->terminated ? LIFECYCLE_TERMINATED : LIFECYCLE_OK;
+}
+
+static int can_dispatch(lifecycle_app *app) {
+    if (!app) { errno = EINVAL; return 0; }
+    if (app->dispatching) { errno = EBUSY; return 0; }
+    return 1;
+}
+
+API int lifecycle_dispatch(lifecycle_app *app) {
+    if (!can_dispatch(app)) return -1;
+    if (!app->supervised) { errno = ENOTCONN; return -1; }
+    if (app->terminated) return LIFECYCLE_TERMINATED;
+    if (broken(app)) return -1;
+    return process(app, 0);
+}
+
+/* As Application.runStandalone: simulated launch, SIGINT/SIGTERM, end. */
+static int run_standalone(lifecycle_app *app) {
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    app->dispatching = 1;
+    if (!app->options) {
+        struct lifecycle__message m;
+        uint8_t bytes[64];
+        const char *options[] = {"launch.mode", "foreground"};
+        size_t n = lifecycle__encode_event(bytes, 0, LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING, 0, -1, -1, options, 1);
+        char why[LC_WIRE_ERROR_MAX];
+        if (lifecycle__decode_daemon(bytes, n, &m, why) == 0 && store_options(app, &m)) {
+            app->dispatching = 0;
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            return -1;
+        }
+    }
+    static const lifecycle_event launch[] = {LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING,
+                                             LIFECYCLE_EVENT_DID_FINISH_LAUNCHING,
+                                             LIFECYCLE_EVENT_DID_BECOME_ACTIVE};
+    static const lifecycle_event end[] = {LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND,
+                                          LIFECYCLE_EVENT_WILL_TERMINATE};
+    uint32_t sequence = 1;
+    for (size_t i = 0; i < 3; i++) deliver(app, launch[i], sequence++, -1);
+    while (sigwaitinfo(&set, NULL) < 0 && errno == EINTR) {}
+    for (size_t i = 0; i < 3; i++) deliver(app, end[i], sequence++, -1);
+    app->current = LIFECYCLE_EVENT_NONE; /* a deferred acknowledgement goes nowhere */
+    app->token = 0;
+    app->terminated = 1;
+    app->dispatching = 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return LIFECYCLE_TERMINATED;
+}
+
+API int lifecycle_run(lifecycle_app *app) {
+    if (!can_dispatch(app)) return -1;
+    if (app->terminated) return LIFECYCLE_TERMINATED;
+    if (!app->supervised) return run_standalone(app);
+    if (broken(app)) return -1;
+    for (;;) {
+        int r = process(app, 1);
+        if (r != LIFECYCLE_OK) return r;
+    }
+}
+
+/* MARK: - Utilities */
+
+API const char *lifecycle_event_name(lifecycle_event event) {
+    switch (event) {
+    case LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING: return "willFinishLaunching";
+    case LIFECYCLE_EVENT_DID_FINISH_LAUNCHING: return "didFinishLaunching";
+    case LIFECYCLE_EVENT_DID_BECOME_ACTIVE: return "didBecomeActive";
+    case LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE: return "willResignActive";
+    case LIFECYCLE_EVENT_DID_ENTER_BACKGROUND: return "didEnterBackground";
+    case LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND: return "willEnterForeground";
+    case LIFECYCLE_EVENT_WILL_TERMINATE: return "willTerminate";
+    case LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING: return "didReceiveMemoryWarning";
+    case LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY: return "willBeKilledForMemory";
+    case LIFECYCLE_EVENT_NONE: break;
+    }
+    return NULL;
+}
+
+API const char *lifecycle_strerror(int errnum) {
+    switch (errnum) {
+    case 0: return "no error";
+    case ENOENT: return "not started by lifecycled ($" LIFECYCLE_FD_ENV " is not set)";
+    case EBADF: return "$" LIFECYCLE_FD_ENV " does not name an open file descriptor";
+    case ENOTSOCK: return "$" LIFECYCLE_FD_ENV " does not name a socket";
+    case EPROTOTYPE: return "$" LIFECYCLE_FD_ENV " does not name a SOCK_SEQPACKET socket";
+    case EINVAL: return "invalid argument (or no such acknowledgement token)";
+    case EBUSY: return "not allowed from inside a lifecycle callback";
+    case ENOTCONN: return "standalone: not connected to lifecycled";
+    case EPROTO: return "protocol violation by lifecycled: the channel is closed";
+    case ENOBUFS: return "too many messages queued while waiting for a background task reply: the channel is closed";
+    case ECONNRESET: return "lifecycled closed the channel";
+    case EAGAIN: return "lifecycled refused the background task (no time left, too many tasks, or stopping)";
+    case ETIMEDOUT: return "lifecycled did not answer the background task request";
+    case ENOMEM: return "out of memory";
+    default: return strerror(errnum);
+    }
+}
+
+API const char *lifecycle_last_error(const lifecycle_app *app) { return app ? app->message : ""; }

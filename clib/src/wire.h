@@ -1,0 +1,104 @@
+/* The app channel's wire format in C: a line-by-line port of
+ * Sources/LifecycleWire/Wire.swift (docs/protocol.md lists each byte).
+ *
+ * Private to liblifecycle: these symbols are hidden in liblifecycle.so and
+ * carry the `lifecycle__` prefix (two underscores) so that they cannot clash
+ * with an app's symbols when linking liblifecycle.a. The tests link them
+ * directly.
+ *
+ * Decoding never allocates: a decoded message points into the bytes it was
+ * decoded from. Error texts are exactly Wire.swift's, so that both
+ * implementations can be checked against the same vectors.
+ */
+#ifndef LIFECYCLE_WIRE_H
+#define LIFECYCLE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define LIFECYCLE_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define LIFECYCLE_INTERNAL
+#endif
+
+enum {
+    LC_WIRE_VERSION = 1,
+    LC_WIRE_MAX_MESSAGE = 4096,
+    LC_WIRE_MAX_TASK_NAME = 256,
+    LC_WIRE_HEADER = 8,
+    LC_WIRE_ERROR_MAX = 160, /* longest error text, terminator included */
+};
+
+enum lifecycle__type {
+    LC_T_EVENT = 0x01,
+    LC_T_TASK_REPLY = 0x02,
+    LC_T_TASKS_EXPIRING = 0x03,
+    LC_T_ACKNOWLEDGE = 0x81,
+    LC_T_BEGIN_TASK = 0x82,
+    LC_T_END_TASK = 0x83,
+};
+
+/* A string inside a message: not terminated. */
+struct lifecycle__str {
+    const uint8_t *bytes;
+    uint16_t length;
+};
+
+/* A decoded daemon-to-app or app-to-daemon message. Which fields are set
+ * depends on `type`. Times are -1 for "none". */
+struct lifecycle__message {
+    uint8_t type;
+    uint32_t id; /* sequence, request id, task id (or 0) */
+    /* LC_T_EVENT */
+    uint8_t event;         /* 1...9 */
+    uint8_t background;    /* launch mode: 0 or 1 */
+    uint16_t option_count;
+    int64_t deadline;
+    int64_t budget_end;    /* also LC_T_TASK_REPLY */
+    const uint8_t *options; /* option_count validated (key, value) pairs */
+    /* LC_T_TASK_REPLY */
+    uint32_t task;         /* 0 = invalid */
+    /* LC_T_TASKS_EXPIRING */
+    uint16_t task_count;
+    const uint8_t *tasks;  /* task_count u32 LE */
+    /* LC_T_BEGIN_TASK */
+    struct lifecycle__str name;
+};
+
+/* Decodes a daemon-to-app message. Returns 0, or -1 with the reason in
+ * `error` (LC_WIRE_ERROR_MAX bytes). */
+LIFECYCLE_INTERNAL int lifecycle__decode_daemon(const uint8_t *bytes, size_t size, struct lifecycle__message *out,
+                                                char *error);
+/* Decodes an app-to-daemon message (the daemon's side; for tests). */
+LIFECYCLE_INTERNAL int lifecycle__decode_app(const uint8_t *bytes, size_t size, struct lifecycle__message *out,
+                                             char *error);
+
+/* Walks the options of a decoded event: `*cursor` starts at m->options. */
+LIFECYCLE_INTERNAL void lifecycle__next_option(const uint8_t **cursor, struct lifecycle__str *key,
+                                               struct lifecycle__str *value);
+/* The i-th task id of a decoded backgroundTasksExpiring. */
+LIFECYCLE_INTERNAL uint32_t lifecycle__expiring_task(const struct lifecycle__message *m, uint16_t i);
+
+/* Encoders write into `out` (at least LC_WIRE_MAX_MESSAGE bytes) and return
+ * the message's length. */
+LIFECYCLE_INTERNAL size_t lifecycle__encode_acknowledge(uint8_t *out, uint32_t sequence);
+/* `name` is cut to LC_WIRE_MAX_TASK_NAME bytes on a character boundary; it
+ * must be valid UTF-8. */
+LIFECYCLE_INTERNAL size_t lifecycle__encode_begin_task(uint8_t *out, uint32_t request, const char *name, size_t length);
+LIFECYCLE_INTERNAL size_t lifecycle__encode_end_task(uint8_t *out, uint32_t task);
+
+/* Daemon-side encoders (for the tests' fake daemon). Returns 0 when the
+ * message would not fit. `options` holds 2*option_count strings, key then
+ * value. */
+LIFECYCLE_INTERNAL size_t lifecycle__encode_event(uint8_t *out, uint32_t sequence, uint8_t event, int background,
+                                                  int64_t deadline, int64_t budget_end, const char *const *options,
+                                                  uint16_t option_count);
+LIFECYCLE_INTERNAL size_t lifecycle__encode_task_reply(uint8_t *out, uint32_t request, uint32_t task,
+                                                       int64_t budget_end);
+LIFECYCLE_INTERNAL size_t lifecycle__encode_expiring(uint8_t *out, const uint32_t *tasks, uint16_t count);
+
+/* 1 when bytes[0..<length] is valid UTF-8 (as Swift's String(validating:)). */
+LIFECYCLE_INTERNAL int lifecycle__valid_utf8(const uint8_t *bytes, size_t length);
+
+#endif

@@ -1,0 +1,979 @@
+// Tests of liblifecycle (the C client) against real SOCK_SEQPACKET socket
+// pairs: the test drives the daemon's end itself, in-process, or from a
+// forked fake daemon where the order of messages on the wire matters.
+//   make test-clib   (builds with -Wall -Wextra -Werror -pedantic, runs
+//                     .build/clib/test_lifecycle Tests/golden/vectors.txt)
+// Prints one line per check and ends with "N passed, M failed".
+#define _GNU_SOURCE
+#include "lifecycle.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(name, cond)                                                                         \
+    do {                                                                                          \
+        if (cond) { passed++; printf("ok      %s\n", name); }                                     \
+        else { failed++; printf("FAILED  %s (%s:%d, errno %s)\n", name, __FILE__, __LINE__, strerror(errno)); } \
+    } while (0)
+
+/* MARK: - The vectors file */
+
+struct vector {
+    char name[64];
+    uint8_t bytes[512];
+    size_t size;
+    char error[LC_WIRE_ERROR_MAX];
+};
+
+static struct vector vectors[128];
+static size_t vector_count;
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+static int load(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!line[0] || line[0] == '#') continue;
+        if (vector_count == sizeof vectors / sizeof vectors[0]) break;
+        struct vector *v = &vectors[vector_count];
+        char *hex = strchr(line, ' ');
+        if (!hex) { fclose(f); return -1; }
+        *hex++ = 0;
+        char *error = strchr(hex, ' ');
+        if (error) {
+            *error++ = 0;
+            snprintf(v->error, sizeof v->error, "%.159s", error);
+        }
+        snprintf(v->name, sizeof v->name, "%.63s", line);
+        if (strcmp(hex, "-") != 0) {
+            size_t n = strlen(hex);
+            if (n % 2 || n / 2 > sizeof v->bytes) { fclose(f); return -1; }
+            for (size_t i = 0; i < n / 2; i++) {
+                int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+                if (hi < 0 || lo < 0) { fclose(f); return -1; }
+                v->bytes[i] = (uint8_t)(hi << 4 | lo);
+            }
+            v->size = n / 2;
+        }
+        vector_count++;
+    }
+    fclose(f);
+    return 0;
+}
+
+static const struct vector *vec(const char *name) {
+    for (size_t i = 0; i < vector_count; i++)
+        if (strcmp(vectors[i].name, name) == 0) return &vectors[i];
+    printf("FAILED  vector %s is missing from the vectors file\n", name);
+    failed++;
+    static struct vector empty;
+    return &empty;
+}
+
+static int same(const uint8_t *a, size_t an, const uint8_t *b, size_t bn) { return an == bn && memcmp(a, b, an) == 0; }
+
+static int str_is(struct lifecycle__str s, const char *text) {
+    return s.length == strlen(text) && memcmp(s.bytes, text, s.length) == 0;
+}
+
+/* MARK: - Wire tests */
+
+static void test_golden(void) {
+    uint8_t out[LC_WIRE_MAX_MESSAGE];
+    char why[LC_WIRE_ERROR_MAX];
+    struct lifecycle__message m;
+    const struct vector *v;
+
+    v = vec("daemon.event");
+    const char *kv[] = {"k", "v1"};
+    CHECK("golden event encodes byte for byte",
+          same(out, lifecycle__encode_event(out, 7, 5, 0, 1000000000, 3000000000, kv, 1), v->bytes, v->size));
+    int ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    struct lifecycle__str k = {0}, val = {0};
+    const uint8_t *cursor = m.options;
+    if (ok && m.option_count == 1) lifecycle__next_option(&cursor, &k, &val);
+    CHECK("golden event decodes: seq 7, didEnterBackground, fg, deadline 1 s, budget end 3 s, k=v1",
+          ok && m.type == LC_T_EVENT && m.id == 7 && m.event == 5 && m.background == 0 && m.deadline == 1000000000 &&
+              m.budget_end == 3000000000 && m.option_count == 1 && str_is(k, "k") && str_is(val, "v1"));
+
+    v = vec("daemon.event-without-deadline");
+    CHECK("golden event without deadline encodes byte for byte",
+          same(out, lifecycle__encode_event(out, 1, 3, 1, -1, -1, NULL, 0), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden event without deadline decodes: seq 1, didBecomeActive, bg, no deadline, no budget end",
+          ok && m.id == 1 && m.event == 3 && m.background == 1 && m.deadline == -1 && m.budget_end == -1 &&
+              m.option_count == 0);
+
+    v = vec("daemon.memory-warning");
+    CHECK("golden didReceiveMemoryWarning encodes byte for byte",
+          same(out, lifecycle__encode_event(out, 12, 8, 0, 1000000000, -1, NULL, 0), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden didReceiveMemoryWarning decodes",
+          ok && m.id == 12 && m.event == 8 && m.deadline == 1000000000 && m.budget_end == -1);
+
+    v = vec("daemon.memory-notice");
+    CHECK("golden willBeKilledForMemory encodes byte for byte",
+          same(out, lifecycle__encode_event(out, 13, 9, 0, 250000000, -1, NULL, 0), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden willBeKilledForMemory decodes",
+          ok && m.id == 13 && m.event == 9 && m.deadline == 250000000 && m.budget_end == -1);
+
+    v = vec("daemon.task-reply");
+    CHECK("golden task reply encodes byte for byte",
+          same(out, lifecycle__encode_task_reply(out, 42, 3, -1), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden task reply decodes: request 42, task 3, no budget end",
+          ok && m.type == LC_T_TASK_REPLY && m.id == 42 && m.task == 3 && m.budget_end == -1);
+
+    v = vec("daemon.task-reply-invalid");
+    CHECK("golden invalid task reply encodes byte for byte",
+          same(out, lifecycle__encode_task_reply(out, 42, 0, -1), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden invalid task reply decodes: task 0", ok && m.type == LC_T_TASK_REPLY && m.id == 42 && m.task == 0);
+
+    v = vec("daemon.expiring");
+    uint32_t tasks[] = {1, 2};
+    CHECK("golden expiring encodes byte for byte", same(out, lifecycle__encode_expiring(out, tasks, 2), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden expiring decodes: tasks [1, 2]",
+          ok && m.type == LC_T_TASKS_EXPIRING && m.id == 0 && m.task_count == 2 && lifecycle__expiring_task(&m, 0) == 1 &&
+              lifecycle__expiring_task(&m, 1) == 2);
+
+    v = vec("app.acknowledge");
+    CHECK("golden acknowledge encodes byte for byte", same(out, lifecycle__encode_acknowledge(out, 7), v->bytes, v->size));
+    ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden acknowledge decodes: sequence 7", ok && m.type == LC_T_ACKNOWLEDGE && m.id == 7);
+
+    v = vec("app.begin-task");
+    CHECK("golden beginBackgroundTask encodes byte for byte",
+          same(out, lifecycle__encode_begin_task(out, 9, "save", 4), v->bytes, v->size));
+    ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden beginBackgroundTask decodes: request 9, \"save\"",
+          ok && m.type == LC_T_BEGIN_TASK && m.id == 9 && str_is(m.name, "save"));
+
+    v = vec("app.end-task");
+    CHECK("golden endBackgroundTask encodes byte for byte", same(out, lifecycle__encode_end_task(out, 3), v->bytes, v->size));
+    ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden endBackgroundTask decodes: task 3", ok && m.type == LC_T_END_TASK && m.id == 3);
+
+    /* Cross-checks: daemon messages are not app messages and vice versa. */
+    int crossed = 1;
+    for (size_t i = 0; i < vector_count; i++) {
+        const struct vector *x = &vectors[i];
+        if (strncmp(x->name, "daemon.", 7) == 0 && lifecycle__decode_app(x->bytes, x->size, &m, why) == 0) crossed = 0;
+        if (strncmp(x->name, "app.", 4) == 0 && lifecycle__decode_daemon(x->bytes, x->size, &m, why) == 0) crossed = 0;
+    }
+    CHECK("no golden vector decodes as a message of the other direction", crossed);
+}
+
+static void test_rejects(void) {
+    char why[LC_WIRE_ERROR_MAX], name[256];
+    struct lifecycle__message m;
+    size_t rejects = 0;
+    for (size_t i = 0; i < vector_count; i++) {
+        const struct vector *v = &vectors[i];
+        int app = strncmp(v->name, "reject.app.", 11) == 0, daemon = strncmp(v->name, "reject.daemon.", 14) == 0;
+        if (!app && !daemon) continue;
+        rejects++;
+        int r = app ? lifecycle__decode_app(v->bytes, v->size, &m, why) : lifecycle__decode_daemon(v->bytes, v->size, &m, why);
+        snprintf(name, sizeof name, "%.63s is rejected with \"%.159s\"", v->name, v->error);
+        CHECK(name, r == -1 && strcmp(why, v->error) == 0);
+        if (r != -1 || strcmp(why, v->error) != 0) printf("        got: %s\n", r == 0 ? "(accepted)" : why);
+    }
+    CHECK("the vectors file has reject vectors", rejects >= 9);
+
+    /* Every truncation, a trailing byte, bad version, type and flags, for
+     * every golden daemon-to-app message. */
+    for (size_t i = 0; i < vector_count; i++) {
+        const struct vector *v = &vectors[i];
+        if (strncmp(v->name, "daemon.", 7) != 0) continue;
+        uint8_t b[600];
+        int all = 1;
+        for (size_t n = 0; n < v->size; n++)
+            if (lifecycle__decode_daemon(v->bytes, n, &m, why) == 0 || strncmp(why, "truncated: ", 11) != 0) all = 0;
+        snprintf(name, sizeof name, "every truncation of %.63s is rejected as truncated (%zu)", v->name, v->size);
+        CHECK(name, all);
+        memcpy(b, v->bytes, v->size);
+        b[v->size] = 0;
+        snprintf(name, sizeof name, "%.63s with a trailing byte is rejected", v->name);
+        CHECK(name, lifecycle__decode_daemon(b, v->size + 1, &m, why) == -1 && strcmp(why, "1 unexpected trailing bytes") == 0);
+        int versions = 1;
+        for (int ver = 0; ver < 256; ver++) {
+            if (ver == 1) continue;
+            b[0] = (uint8_t)ver;
+            if (lifecycle__decode_daemon(b, v->size, &m, why) == 0 || !strstr(why, "unsupported protocol version")) versions = 0;
+        }
+        b[0] = 1;
+        snprintf(name, sizeof name, "%.63s with any other version is rejected", v->name);
+        CHECK(name, versions);
+        int types = 1;
+        for (int t = 0; t < 256; t++) {
+            if (t >= 1 && t <= 3) continue;
+            b[1] = (uint8_t)t;
+            if (lifecycle__decode_daemon(b, v->size, &m, why) == 0) types = 0;
+        }
+        b[1] = v->bytes[1];
+        snprintf(name, sizeof name, "%.63s with any other type is rejected", v->name);
+        CHECK(name, types);
+        int flags = 1;
+        for (int bit = 0; bit < 16; bit++) {
+            b[2] = (uint8_t)(1u << bit);
+            b[3] = (uint8_t)((1u << bit) >> 8);
+            if (lifecycle__decode_daemon(b, v->size, &m, why) == 0 || strncmp(why, "unknown flags 0x", 16) != 0) flags = 0;
+        }
+        snprintf(name, sizeof name, "%.63s with any flag set is rejected", v->name);
+        CHECK(name, flags);
+    }
+
+    static uint8_t big[LC_WIRE_MAX_MESSAGE + 1];
+    memset(big, 1, sizeof big);
+    CHECK("a 4097-byte message is rejected: \"message of 4097 bytes exceeds 4096\"",
+          lifecycle__decode_app(big, sizeof big, &m, why) == -1 && strcmp(why, "message of 4097 bytes exceeds 4096") == 0);
+    CHECK("the daemon-side decoder rejects it too",
+          lifecycle__decode_daemon(big, sizeof big, &m, why) == -1 && strcmp(why, "message of 4097 bytes exceeds 4096") == 0);
+
+    /* A message of exactly 4096 bytes is fine. */
+    static char value[LC_WIRE_MAX_MESSAGE];
+    size_t vlen = LC_WIRE_MAX_MESSAGE - 28 - 2 - 1 - 2;
+    memset(value, 'x', vlen);
+    value[vlen] = 0;
+    const char *kv[] = {"k", value};
+    uint8_t out[LC_WIRE_MAX_MESSAGE];
+    size_t n = lifecycle__encode_event(out, 1, 1, 0, -1, -1, kv, 1);
+    CHECK("an event of exactly 4096 bytes decodes", n == 4096 && lifecycle__decode_daemon(out, n, &m, why) == 0);
+
+    struct { const char *what; const char *bytes; int valid; } utf8[] = {
+        {"ASCII", "abc", 1},
+        {"2-byte é", "\xc3\xa9", 1},
+        {"3-byte €", "\xe2\x82\xac", 1},
+        {"4-byte emoji", "\xf0\x9f\x98\x80", 1},
+        {"U+10FFFF", "\xf4\x8f\xbf\xbf", 1},
+        {"overlong NUL", "\xc0\x80", 0},
+        {"overlong 3-byte", "\xe0\x80\xaf", 0},
+        {"overlong 4-byte", "\xf0\x80\x80\xaf", 0},
+        {"surrogate U+D800", "\xed\xa0\x80", 0},
+        {"above U+10FFFF", "\xf4\x90\x80\x80", 0},
+        {"lone continuation byte", "\x80", 0},
+        {"truncated sequence", "\xe2\x82", 0},
+        {"0xFF", "\xff", 0},
+    };
+    for (size_t i = 0; i < sizeof utf8 / sizeof utf8[0]; i++) {
+        snprintf(name, sizeof name, "UTF-8: %s is %s", utf8[i].what, utf8[i].valid ? "valid" : "rejected");
+        CHECK(name, lifecycle__valid_utf8((const uint8_t *)utf8[i].bytes, strlen(utf8[i].bytes)) == utf8[i].valid);
+    }
+
+    /* Long task names are cut on a character boundary. */
+    char long_name[1024] = "";
+    for (int i = 0; i < 200; i++) strcat(long_name, "\xc3\xa9"); /* 400 bytes of é */
+    n = lifecycle__encode_begin_task(out, 1, long_name, strlen(long_name));
+    int ok = lifecycle__decode_app(out, n, &m, why) == 0;
+    CHECK("a 400-byte name of é is cut to 256 bytes and still decodes", ok && m.name.length == 256);
+    long_name[0] = 0;
+    for (int i = 0; i < 86; i++) strcat(long_name, "\xe2\x82\xac"); /* 258 bytes of € */
+    n = lifecycle__encode_begin_task(out, 1, long_name, strlen(long_name));
+    ok = lifecycle__decode_app(out, n, &m, why) == 0;
+    CHECK("a 258-byte name of € is cut to 255 bytes (not mid-character)", ok && m.name.length == 255);
+    memset(long_name, 'a', 256);
+    long_name[256] = 0;
+    n = lifecycle__encode_begin_task(out, 1, long_name, 256);
+    ok = lifecycle__decode_app(out, n, &m, why) == 0;
+    CHECK("a 256-byte name is kept whole", ok && m.name.length == 256);
+}
+
+/* MARK: - A recording app */
+
+struct rec {
+    char log[2048];
+    lifecycle_event defer_on;  /* defer this event */
+    int ack_in_callback;       /* ...and acknowledge it at once */
+    lifecycle_token token;
+    int reenter;               /* try lifecycle_dispatch/run/close from a callback */
+    int reenter_dispatch, reenter_run, reenter_close;
+    int64_t deadline_seen;
+    lifecycle_app_state state_seen;
+    lifecycle_event current_seen;
+    int64_t remaining_seen;
+    int expired;
+    uint32_t expired_task;
+    void *expired_userdata;
+    int end_in_expiration;
+    const char *begin_on;      /* event name: begin a task inside its callback */
+    uint32_t task;
+    int begin_errno;
+    int fd_out;                /* standalone test: write names to this pipe */
+    int peer;                  /* the daemon's end: nothing may be acknowledged during a callback */
+    int early_acks;
+};
+
+static void record(lifecycle_app *app, lifecycle_event e, void *user) {
+    struct rec *r = user;
+    const char *name = lifecycle_event_name(e);
+    strcat(r->log, name);
+    strcat(r->log, " ");
+    if (r->fd_out > 0) {
+        char line[64];
+        int n = snprintf(line, sizeof line, "%s\n", name);
+        if (write(r->fd_out, line, (size_t)n) < 0) abort();
+    }
+    if (r->peer > 0) {
+        uint8_t b[16];
+        if (recv(r->peer, b, sizeof b, MSG_PEEK | MSG_DONTWAIT) >= 0) r->early_acks++;
+    }
+    r->deadline_seen = lifecycle_event_deadline(app);
+    r->state_seen = lifecycle_state(app);
+    r->current_seen = lifecycle_current_event(app);
+    r->remaining_seen = lifecycle_background_time_remaining(app);
+    if (r->reenter) {
+        r->reenter_dispatch = lifecycle_dispatch(app) == -1 && errno == EBUSY;
+        r->reenter_run = lifecycle_run(app) == -1 && errno == EBUSY;
+        r->reenter_close = lifecycle_close(app) == -1 && errno == EBUSY;
+    }
+    if (r->begin_on && strcmp(r->begin_on, name) == 0) {
+        errno = 0;
+        r->task = lifecycle_begin_background_task(app, "upload", NULL, NULL);
+        r->begin_errno = errno;
+    }
+    if (e == r->defer_on) {
+        r->token = lifecycle_defer(app);
+        if (r->ack_in_callback) lifecycle_acknowledge(app, r->token);
+    }
+}
+
+static void on_expiration(lifecycle_app *app, uint32_t task, void *user) {
+    struct rec *r = user;
+    r->expired++;
+    r->expired_task = task;
+    r->expired_userdata = user;
+    if (r->end_in_expiration) lifecycle_end_background_task(app, task);
+}
+
+#define EVENT_CALLBACK(fn, E) \
+    static void fn(lifecycle_app *app, void *user) { record(app, E, user); }
+EVENT_CALLBACK(cb_wfl, LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING)
+EVENT_CALLBACK(cb_dfl, LIFECYCLE_EVENT_DID_FINISH_LAUNCHING)
+EVENT_CALLBACK(cb_dba, LIFECYCLE_EVENT_DID_BECOME_ACTIVE)
+EVENT_CALLBACK(cb_wra, LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE)
+EVENT_CALLBACK(cb_deb, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND)
+EVENT_CALLBACK(cb_wef, LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND)
+EVENT_CALLBACK(cb_wt, LIFECYCLE_EVENT_WILL_TERMINATE)
+EVENT_CALLBACK(cb_mw, LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING)
+EVENT_CALLBACK(cb_kfm, LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY)
+
+static const lifecycle_callbacks callbacks = {cb_wfl, cb_dfl, cb_dba, cb_wra, cb_deb, cb_wef, cb_wt, cb_mw, cb_kfm, NULL};
+
+/* MARK: - The daemon's end */
+
+static void socket_pair(int sv[2]) {
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) { perror("socketpair"); exit(2); }
+}
+
+static void send_raw(int fd, const uint8_t *b, size_t n) {
+    if (send(fd, b, n, MSG_NOSIGNAL) != (ssize_t)n) { perror("send"); exit(2); }
+}
+
+static void send_event(int fd, uint32_t seq, lifecycle_event e, int bg, int64_t deadline, int64_t budget_end,
+                       const char *const *options, uint16_t count) {
+    uint8_t b[LC_WIRE_MAX_MESSAGE];
+    send_raw(fd, b, lifecycle__encode_event(b, seq, (uint8_t)e, bg, deadline, budget_end, options, count));
+}
+
+static void send_reply(int fd, uint32_t request, uint32_t task, int64_t budget_end) {
+    uint8_t b[64];
+    send_raw(fd, b, lifecycle__encode_task_reply(b, request, task, budget_end));
+}
+
+static void send_expiring(int fd, const uint32_t *tasks, uint16_t count) {
+    uint8_t b[LC_WIRE_MAX_MESSAGE];
+    send_raw(fd, b, lifecycle__encode_expiring(b, tasks, count));
+}
+
+/* Reads one app message without waiting (timeout_ms < 0) or waiting up to
+ * timeout_ms. Returns 1 and fills *m; 0 when none; -1 on EOF or garbage. */
+static int take(int fd, struct lifecycle__message *m, uint8_t *b, int timeout_ms) {
+    if (timeout_ms >= 0) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, timeout_ms) <= 0) return 0;
+    }
+    ssize_t n = recv(fd, b, LC_WIRE_MAX_MESSAGE, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n <= 0) return -1;
+    char why[LC_WIRE_ERROR_MAX];
+    return lifecycle__decode_app(b, (size_t)n, m, why) == 0 ? 1 : -1;
+}
+
+static int got_ack(int fd, uint32_t seq) {
+    struct lifecycle__message m;
+    uint8_t b[LC_WIRE_MAX_MESSAGE];
+    return take(fd, &m, b, -1) == 1 && m.type == LC_T_ACKNOWLEDGE && m.id == seq;
+}
+
+static int got_nothing(int fd) {
+    struct lifecycle__message m;
+    uint8_t b[LC_WIRE_MAX_MESSAGE];
+    return take(fd, &m, b, -1) == 0;
+}
+
+static int got_eof(int fd) {
+    uint8_t b[16];
+    return recv(fd, b, sizeof b, MSG_DONTWAIT) == 0;
+}
+
+static lifecycle_app *connected(int sv[2], struct rec *r, const lifecycle_callbacks *cb) {
+    socket_pair(sv);
+    memset(r, 0, sizeof *r);
+    return lifecycle_connect_fd(sv[0], cb, sizeof *cb, r);
+}
+
+/* MARK: - Connecting */
+
+static void test_connect(void) {
+    int sv[2];
+    struct rec r;
+    memset(&r, 0, sizeof r);
+    unsetenv("LIFECYCLE_FD");
+    errno = 0;
+    CHECK("LIFECYCLE_FD unset: NULL with ENOENT (not supervised)",
+          lifecycle_connect(&callbacks, sizeof callbacks, &r) == NULL && errno == ENOENT);
+    CHECK("lifecycle_strerror(ENOENT) says so", strstr(lifecycle_strerror(ENOENT), "not started by lifecycled") != NULL);
+    setenv("LIFECYCLE_FD", "three", 1);
+    CHECK("LIFECYCLE_FD not a number: EBADF", lifecycle_connect(&callbacks, sizeof callbacks, &r) == NULL && errno == EBADF);
+    setenv("LIFECYCLE_FD", "987", 1);
+    CHECK("LIFECYCLE_FD names no open fd: EBADF", lifecycle_connect(&callbacks, sizeof callbacks, &r) == NULL && errno == EBADF);
+    int p[2];
+    if (pipe(p) != 0) exit(2);
+    char num[16];
+    snprintf(num, sizeof num, "%d", p[0]);
+    setenv("LIFECYCLE_FD", num, 1);
+    CHECK("LIFECYCLE_FD names a pipe: ENOTSOCK", lifecycle_connect(&callbacks, sizeof callbacks, &r) == NULL && errno == ENOTSOCK);
+    close(p[0]);
+    close(p[1]);
+    int st[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, st);
+    snprintf(num, sizeof num, "%d", st[0]);
+    setenv("LIFECYCLE_FD", num, 1);
+    CHECK("LIFECYCLE_FD names a stream socket: EPROTOTYPE",
+          lifecycle_connect(&callbacks, sizeof callbacks, &r) == NULL && errno == EPROTOTYPE);
+    CHECK("a failed connect leaves LIFECYCLE_FD set", getenv("LIFECYCLE_FD") != NULL);
+    close(st[0]);
+    close(st[1]);
+
+    socket_pair(sv);
+    snprintf(num, sizeof num, "%d", sv[0]);
+    setenv("LIFECYCLE_FD", num, 1);
+    setenv("LIFECYCLE_APP", "tester", 1);
+    lifecycle_app *app = lifecycle_connect(&callbacks, sizeof callbacks, &r);
+    CHECK("LIFECYCLE_FD names a seqpacket socket: connected", app != NULL);
+    CHECK("LIFECYCLE_FD is unset afterwards", getenv("LIFECYCLE_FD") == NULL);
+    CHECK("the socket is close-on-exec", (fcntl(sv[0], F_GETFD) & FD_CLOEXEC) != 0);
+    CHECK("lifecycle_fd is that socket", lifecycle_fd(app) == sv[0]);
+    CHECK("the app's name comes from LIFECYCLE_APP", app && strcmp(lifecycle_app_name(app), "tester") == 0);
+    CHECK("it is supervised", lifecycle_is_supervised(app) == 1);
+    CHECK("state is inactive before any event", lifecycle_state(app) == LIFECYCLE_STATE_INACTIVE);
+    CHECK("no launch options before the launch events",
+          lifecycle_launched_in_background(app) == -1 && lifecycle_launch_option_count(app) == 0 &&
+              lifecycle_previous_termination_reason(app) == NULL && lifecycle_previous_termination_time(app) == -1);
+    CHECK("no current event, no deadline", lifecycle_current_event(app) == LIFECYCLE_EVENT_NONE && lifecycle_event_deadline(app) == -1);
+    int64_t t0 = lifecycle_now();
+    CHECK("dispatch with nothing pending returns LIFECYCLE_OK at once",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && lifecycle_now() - t0 < 100000000);
+    CHECK("lifecycle_close closes the socket", lifecycle_close(app) == 0 && fcntl(sv[0], F_GETFD) == -1 && errno == EBADF);
+    close(sv[1]);
+    unsetenv("LIFECYCLE_APP");
+
+    /* The callbacks struct can grow: bigger sizes are fine when zeroed. */
+    struct { lifecycle_callbacks cb; void *newer[2]; } bigger;
+    memset(&bigger, 0, sizeof bigger);
+    socket_pair(sv);
+    app = lifecycle_connect_fd(sv[0], &bigger.cb, sizeof bigger, NULL);
+    CHECK("a bigger callbacks struct with unknown members unset is accepted", app != NULL);
+    lifecycle_close(app);
+    close(sv[1]);
+    bigger.newer[1] = (void *)&bigger;
+    socket_pair(sv);
+    CHECK("a bigger callbacks struct with an unknown member set: EINVAL",
+          lifecycle_connect_fd(sv[0], &bigger.cb, sizeof bigger, NULL) == NULL && errno == EINVAL);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+/* MARK: - Events */
+
+static void test_events(void) {
+    int sv[2];
+    struct rec r;
+    lifecycle_app *app = connected(sv, &r, &callbacks);
+    int64_t deadline = lifecycle_now() + 5000000000;
+    const char *opts[] = {"launch.mode", "background", "previous.reason", "stopped-by-user", "previous.description",
+                          "stopped by supervisorctl", "previous.time", "1732300000.5", "x.future", "ignored"};
+    send_event(sv[1], 1, LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING, 1, deadline, -1, opts, 5);
+    r.peer = sv[1];
+    CHECK("dispatch handles the pending event", lifecycle_dispatch(app) == LIFECYCLE_OK);
+    CHECK("no acknowledgement was sent while its callback ran", r.early_acks == 0 && r.log[0]);
+    r.peer = 0;
+    send_event(sv[1], 2, LIFECYCLE_EVENT_DID_FINISH_LAUNCHING, 1, deadline, -1, opts, 5);
+    CHECK("dispatch handles the next event", lifecycle_dispatch(app) == LIFECYCLE_OK);
+    CHECK("both callbacks ran, in order", strcmp(r.log, "willFinishLaunching didFinishLaunching ") == 0);
+    CHECK("each was acknowledged after its callback, in order", got_ack(sv[1], 1) && got_ack(sv[1], 2) && got_nothing(sv[1]));
+    CHECK("the callback saw its event and its deadline",
+          r.current_seen == LIFECYCLE_EVENT_DID_FINISH_LAUNCHING && r.deadline_seen == deadline);
+    CHECK("outside callbacks there is no current event", lifecycle_current_event(app) == LIFECYCLE_EVENT_NONE);
+    CHECK("launched in the background: state background", lifecycle_state(app) == LIFECYCLE_STATE_BACKGROUND &&
+                                                              r.state_seen == LIFECYCLE_STATE_BACKGROUND);
+    CHECK("launch options: launched in background", lifecycle_launched_in_background(app) == 1);
+    CHECK("launch options: previous reason",
+          lifecycle_previous_termination_reason(app) && strcmp(lifecycle_previous_termination_reason(app), "stopped-by-user") == 0);
+    CHECK("launch options: previous description",
+          lifecycle_previous_termination_description(app) &&
+              strcmp(lifecycle_previous_termination_description(app), "stopped by supervisorctl") == 0);
+    CHECK("launch options: previous time", lifecycle_previous_termination_time(app) == 1732300000.5);
+    const char *k = NULL, *v = NULL;
+    CHECK("launch options: by key, unknown keys kept",
+          lifecycle_launch_option(app, "x.future") && strcmp(lifecycle_launch_option(app, "x.future"), "ignored") == 0 &&
+              lifecycle_launch_option(app, "nope") == NULL);
+    CHECK("launch options: by index, in order",
+          lifecycle_launch_option_count(app) == 5 && lifecycle_launch_option_at(app, 0, &k, &v) == 0 &&
+              strcmp(k, "launch.mode") == 0 && strcmp(v, "background") == 0 &&
+              lifecycle_launch_option_at(app, 5, &k, &v) == -1 && errno == EINVAL);
+
+    send_event(sv[1], 3, LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND, 0, deadline, -1, NULL, 0);
+    send_event(sv[1], 4, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, deadline, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("didBecomeActive: state active (also inside the callback)",
+          lifecycle_state(app) == LIFECYCLE_STATE_ACTIVE && r.state_seen == LIFECYCLE_STATE_ACTIVE);
+    CHECK("...acknowledged", got_ack(sv[1], 3) && got_ack(sv[1], 4));
+    send_event(sv[1], 5, LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE, 0, deadline, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("willResignActive: inactive", lifecycle_state(app) == LIFECYCLE_STATE_INACTIVE && got_ack(sv[1], 5));
+    send_event(sv[1], 6, LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING, 0, deadline, -1, NULL, 0);
+    send_event(sv[1], 7, LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("memory events reach their callbacks and are acknowledged",
+          strstr(r.log, "didReceiveMemoryWarning willBeKilledForMemory ") && got_ack(sv[1], 6) && got_ack(sv[1], 7));
+    CHECK("an event without deadline shows -1", r.deadline_seen == -1);
+    CHECK("memory events leave the state alone", lifecycle_state(app) == LIFECYCLE_STATE_INACTIVE);
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* any_event gets every event without a callback of its own. */
+    lifecycle_callbacks only_any = {0};
+    only_any.any_event = record;
+    app = connected(sv, &r, &only_any);
+    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    send_event(sv[1], 2, LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("any_event receives events that have no callback of their own",
+          strcmp(r.log, "didBecomeActive willResignActive ") == 0 && got_ack(sv[1], 1) && got_ack(sv[1], 2));
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* No callbacks at all: every event is just acknowledged. */
+    socket_pair(sv);
+    app = lifecycle_connect_fd(sv[0], NULL, 0, NULL);
+    send_event(sv[1], 9, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    CHECK("without callbacks events are acknowledged", app && lifecycle_dispatch(app) == 0 && got_ack(sv[1], 9));
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* Callbacks may not re-enter the loop or close the app. */
+    app = connected(sv, &r, &callbacks);
+    r.reenter = 1;
+    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("from a callback, dispatch, run and close fail with EBUSY",
+          r.reenter_dispatch && r.reenter_run && r.reenter_close && got_ack(sv[1], 1));
+    lifecycle_close(app);
+    close(sv[1]);
+}
+
+/* MARK: - Deferred acknowledgements */
+
+static void test_defer(void) {
+    int sv[2];
+    struct rec r;
+    lifecycle_app *app = connected(sv, &r, &callbacks);
+    CHECK("lifecycle_defer outside a callback: 0 with EINVAL", lifecycle_defer(app) == 0 && errno == EINVAL);
+    int64_t deadline = lifecycle_now() + 5000000000;
+    r.defer_on = LIFECYCLE_EVENT_DID_ENTER_BACKGROUND;
+    send_event(sv[1], 10, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, deadline, lifecycle_now() + 30000000000, NULL, 0);
+    CHECK("a deferring callback: dispatch returns OK", lifecycle_dispatch(app) == LIFECYCLE_OK && r.token != 0);
+    CHECK("...and nothing is acknowledged yet", got_nothing(sv[1]));
+    CHECK("the deferred event is still current, with its deadline",
+          lifecycle_current_event(app) == LIFECYCLE_EVENT_DID_ENTER_BACKGROUND && lifecycle_event_deadline(app) == deadline);
+    CHECK("a wrong token: EINVAL", lifecycle_acknowledge(app, r.token + 1) == -1 && errno == EINVAL);
+    CHECK("token 0: EINVAL", lifecycle_acknowledge(app, 0) == -1 && errno == EINVAL);
+    /* Replies and expirations go on being handled meanwhile. */
+    send_reply(sv[1], 77, 0, -1);
+    CHECK("messages other than events are handled while deferred", lifecycle_dispatch(app) == LIFECYCLE_OK && got_nothing(sv[1]));
+    CHECK("acknowledge with the token: OK", lifecycle_acknowledge(app, r.token) == LIFECYCLE_OK);
+    CHECK("...sends the acknowledgement", got_ack(sv[1], 10) && got_nothing(sv[1]));
+    CHECK("...and the event is no longer current", lifecycle_current_event(app) == LIFECYCLE_EVENT_NONE);
+    CHECK("acknowledging twice: EINVAL", lifecycle_acknowledge(app, r.token) == -1 && errno == EINVAL);
+
+    /* Defer and acknowledge inside the same callback: exactly one ack. */
+    r.ack_in_callback = 1;
+    r.defer_on = LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND;
+    send_event(sv[1], 11, LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("deferred and acknowledged in its callback: one acknowledgement", got_ack(sv[1], 11) && got_nothing(sv[1]));
+    r.ack_in_callback = 0;
+
+    /* The daemon sends no event while one awaits its acknowledgement; one that does is a violation. */
+    r.defer_on = LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE;
+    send_event(sv[1], 12, LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    send_event(sv[1], 13, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+    CHECK("an event while another is deferred: EPROTO", lifecycle_dispatch(app) == -1 && errno == EPROTO);
+    CHECK("...named in lifecycle_last_error", strstr(lifecycle_last_error(app), "awaits its acknowledgement") != NULL);
+    CHECK("...and the channel is closed", lifecycle_fd(app) == -1 && got_eof(sv[1]));
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* A deferred willTerminate: terminated once acknowledged. */
+    app = connected(sv, &r, &callbacks);
+    r.defer_on = LIFECYCLE_EVENT_WILL_TERMINATE;
+    send_event(sv[1], 20, LIFECYCLE_EVENT_WILL_TERMINATE, 0, -1, -1, NULL, 0);
+    CHECK("deferred willTerminate: dispatch returns OK (not yet terminated)", lifecycle_dispatch(app) == LIFECYCLE_OK);
+    CHECK("acknowledging it returns LIFECYCLE_TERMINATED", lifecycle_acknowledge(app, r.token) == LIFECYCLE_TERMINATED &&
+                                                               got_ack(sv[1], 20));
+    CHECK("and dispatch returns LIFECYCLE_TERMINATED from then on", lifecycle_dispatch(app) == LIFECYCLE_TERMINATED &&
+                                                                       lifecycle_run(app) == LIFECYCLE_TERMINATED);
+    lifecycle_close(app);
+    close(sv[1]);
+}
+
+/* MARK: - Background tasks */
+
+/* A fake daemon: reads the app's beginBackgroundTask, then sends an
+ * unrelated event (and an expiration and a stale reply) before the reply. */
+static int fake_daemon_for_begin(int fd, lifecycle_event unrelated, uint32_t task, int64_t budget_end) {
+    struct lifecycle__message m;
+    uint8_t b[LC_WIRE_MAX_MESSAGE];
+    if (take(fd, &m, b, 5000) != 1 || m.type != LC_T_BEGIN_TASK || !str_is(m.name, "upload")) return 10;
+    uint32_t request = m.id;
+    if (unrelated) send_event(fd, 30, unrelated, 0, -1, -1, NULL, 0);
+    uint32_t unknown = 4242;
+    send_expiring(fd, &unknown, 1);
+    send_reply(fd, request + 1000, 0, -1);  /* an answer nobody waits for (task 0: nothing to end) */
+    send_reply(fd, request, task, budget_end);
+    return 0;
+}
+
+static void test_tasks(void) {
+    int sv[2];
+    struct rec r;
+    lifecycle_app *app = connected(sv, &r, &callbacks);
+    int64_t budget = lifecycle_now() + 20000000000;
+
+    /* Outside a callback (the app's own loop), in the background. */
+    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, lifecycle_now() + 10000000000, NULL, 0);
+    lifecycle_dispatch(app);
+    got_ack(sv[1], 1);
+    int64_t left = lifecycle_background_time_remaining(app);
+    CHECK("remaining time in the background follows the budget end (9-10 s)", left > 9000000000 && left <= 10000000000);
+    CHECK("...also inside the callback", r.remaining_seen > 9000000000 && r.remaining_seen <= 10000000000);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) { lifecycle_close(app); _exit(fake_daemon_for_begin(sv[1], LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING, 7, budget)); }
+    uint32_t task = lifecycle_begin_background_task(app, "upload", on_expiration, &r);
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK("the fake daemon saw beginBackgroundTask \"upload\"", WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK("begin returns the task id of the reply that came after an unrelated event", task == 7);
+    CHECK("the reply's budget end updates the remaining time (19-20 s)",
+          lifecycle_background_time_remaining(app) > 19000000000 && lifecycle_background_time_remaining(app) <= 20000000000);
+    CHECK("the unrelated event was kept, not delivered during begin", strcmp(r.log, "didEnterBackground ") == 0 &&
+                                                                      got_nothing(sv[1]));
+    CHECK("lifecycle_pending counts the queued messages (event, expiration)", lifecycle_pending(app) == 2);
+    CHECK("dispatch delivers the queued event and acknowledges it",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && strcmp(r.log, "didEnterBackground didReceiveMemoryWarning ") == 0 &&
+              got_ack(sv[1], 30) && lifecycle_pending(app) == 0);
+    CHECK("an expiration of an unknown task runs no handler", r.expired == 0);
+
+    /* Expiration: handler runs once, from dispatch, with its task and userdata. */
+    uint32_t expiring[] = {99, 7};
+    send_expiring(sv[1], expiring, 2);
+    lifecycle_dispatch(app);
+    CHECK("the expiration handler ran from dispatch with its task and userdata",
+          r.expired == 1 && r.expired_task == 7 && r.expired_userdata == &r);
+    send_expiring(sv[1], expiring + 1, 1);
+    lifecycle_dispatch(app);
+    CHECK("...only once", r.expired == 1);
+    CHECK("ending the task sends endBackgroundTask even after its handler ran", lifecycle_end_background_task(app, 7) == 0);
+    struct lifecycle__message m;
+    uint8_t b[LC_WIRE_MAX_MESSAGE];
+    CHECK("...endBackgroundTask 7 on the wire", take(sv[1], &m, b, -1) == 1 && m.type == LC_T_END_TASK && m.id == 7);
+    CHECK("ending task 0 does nothing", lifecycle_end_background_task(app, 0) == 0 && got_nothing(sv[1]));
+
+    /* Begin inside a callback; the handler ends the task itself. */
+    r.begin_on = "didEnterBackground";
+    r.end_in_expiration = 1;
+    send_event(sv[1], 2, LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    got_ack(sv[1], 2);
+    CHECK("willEnterForeground: no budget applies", lifecycle_background_time_remaining(app) == -1 &&
+                                                       lifecycle_state(app) == LIFECYCLE_STATE_INACTIVE);
+    fflush(stdout);
+    child = fork();
+    if (child == 0) {
+        lifecycle_close(app);
+        send_event(sv[1], 3, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+        _exit(fake_daemon_for_begin(sv[1], LIFECYCLE_EVENT_NONE, 8, -1));
+    }
+    int64_t t0 = lifecycle_now();
+    while (strstr(r.log, "didEnterBackground didEnterBackground") == NULL && lifecycle_now() - t0 < 5000000000) {
+        struct pollfd p = {lifecycle_fd(app), POLLIN, 0};
+        poll(&p, 1, 100);
+        lifecycle_dispatch(app);
+    }
+    waitpid(child, &status, 0);
+    CHECK("begin inside didEnterBackground gets its task", r.task == 8 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK("the event is acknowledged after the callback, and the expiration queued meanwhile is handled",
+          got_ack(sv[1], 3) && lifecycle_pending(app) == 0);
+    CHECK("a continuous background mode (no budget end): remaining time -1",
+          lifecycle_state(app) == LIFECYCLE_STATE_BACKGROUND && lifecycle_background_time_remaining(app) == -1 &&
+              r.remaining_seen == -1);
+    /* Register a handler that ends its own task, then expire it. */
+    send_reply(sv[1], 100, 9, -1); /* pre-sent: the app's next request id is predictable, but use a fresh one */
+    lifecycle_dispatch(app);       /* stale: task 9 is ended at once */
+    CHECK("a reply nobody waits for has its task ended at once",
+          take(sv[1], &m, b, -1) == 1 && m.type == LC_T_END_TASK && m.id == 9);
+    r.begin_on = NULL;
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* Refusal, errors, and the queue's cap, driven in-process: the reply is
+     * already waiting when begin is called (request ids count from 1). */
+    app = connected(sv, &r, &callbacks);
+    send_reply(sv[1], 1, 0, -1);
+    errno = 0;
+    CHECK("a refused task: 0 with EAGAIN", lifecycle_begin_background_task(app, NULL, NULL, NULL) == 0 && errno == EAGAIN);
+    CHECK("...the request had the default name task-1",
+          take(sv[1], &m, b, -1) == 1 && m.type == LC_T_BEGIN_TASK && m.id == 1 && str_is(m.name, "task-1"));
+    CHECK("a name that is not UTF-8: EINVAL, nothing sent",
+          lifecycle_begin_background_task(app, "\xff", NULL, NULL) == 0 && errno == EINVAL && got_nothing(sv[1]));
+    for (uint32_t i = 0; i < LIFECYCLE_MAX_QUEUED; i++) send_expiring(sv[1], &i, 1);
+    send_reply(sv[1], 2, 5, -1);
+    uint32_t t = lifecycle_begin_background_task(app, "x", on_expiration, &r);
+    CHECK("64 messages before the reply are kept", t == 5 && lifecycle_pending(app) == LIFECYCLE_MAX_QUEUED);
+    CHECK("...and handled by dispatch", lifecycle_dispatch(app) == LIFECYCLE_OK && lifecycle_pending(app) == 0);
+    while (take(sv[1], &m, b, -1) == 1) {}
+    for (uint32_t i = 0; i <= LIFECYCLE_MAX_QUEUED; i++) send_expiring(sv[1], &i, 1);
+    send_reply(sv[1], 3, 6, -1);
+    CHECK("65 messages before the reply: 0 with ENOBUFS",
+          lifecycle_begin_background_task(app, "x", NULL, NULL) == 0 && errno == ENOBUFS);
+    CHECK("...and the channel is closed", lifecycle_fd(app) == -1 && lifecycle_dispatch(app) == -1 && errno == ENOBUFS);
+    lifecycle_close(app);
+    close(sv[1]);
+
+    app = connected(sv, &r, &callbacks);
+    close(sv[1]);
+    CHECK("begin on a channel the daemon closed: 0 with ECONNRESET",
+          lifecycle_begin_background_task(app, "x", NULL, NULL) == 0 && errno == ECONNRESET);
+    lifecycle_close(app);
+}
+
+/* MARK: - Malformed messages on the socket */
+
+static void test_malformed(void) {
+    int sv[2];
+    struct rec r;
+    const struct vector *ev = vec("daemon.event");
+    int all = 1;
+    for (size_t n = 1; n < ev->size; n++) {
+        lifecycle_app *app = connected(sv, &r, &callbacks);
+        send_raw(sv[1], ev->bytes, n);
+        if (lifecycle_dispatch(app) != -1 || errno != EPROTO || r.log[0] || !got_eof(sv[1]) ||
+            !strstr(lifecycle_last_error(app), "truncated"))
+            all = 0;
+        lifecycle_close(app);
+        close(sv[1]);
+    }
+    CHECK("every truncation of an event on the socket: EPROTO, no callback, channel closed", all);
+
+    struct { const char *what; uint8_t patch_at; uint8_t value; int extra; const char *error; } cases[] = {
+        {"a trailing byte", 0, 0, 1, "1 unexpected trailing bytes"},
+        {"version 2", 0, 2, 0, "unsupported protocol version 2"},
+        {"unknown type 0x7f", 1, 0x7f, 0, "unknown message type 0x7f"},
+        {"an app-to-daemon type", 1, 0x81, 0, "is sent by apps"},
+        {"flags", 2, 1, 0, "unknown flags 0x1"},
+        {"unknown event 10", 8, 10, 0, "unknown event 10"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lifecycle_app *app = connected(sv, &r, &callbacks);
+        uint8_t b[64];
+        memcpy(b, ev->bytes, ev->size);
+        if (!cases[i].extra) b[cases[i].patch_at] = cases[i].value;
+        else b[ev->size] = 0;
+        send_raw(sv[1], b, ev->size + (size_t)cases[i].extra);
+        char name[160];
+        snprintf(name, sizeof name, "an event with %s on the socket: EPROTO (\"%s\"), channel closed", cases[i].what,
+                 cases[i].error);
+        CHECK(name, lifecycle_dispatch(app) == -1 && errno == EPROTO && strstr(lifecycle_last_error(app), cases[i].error) &&
+                        r.log[0] == 0 && got_eof(sv[1]));
+        lifecycle_close(app);
+        close(sv[1]);
+    }
+
+    lifecycle_app *app = connected(sv, &r, &callbacks);
+    static uint8_t big[LC_WIRE_MAX_MESSAGE + 1];
+    memcpy(big, ev->bytes, ev->size);
+    send_raw(sv[1], big, sizeof big);
+    CHECK("a 4097-byte datagram: EPROTO, \"message of 4097 bytes exceeds 4096\"",
+          lifecycle_dispatch(app) == -1 && errno == EPROTO && strstr(lifecycle_last_error(app), "message of 4097 bytes exceeds 4096"));
+    CHECK("after a channel error every call fails with the same errno",
+          lifecycle_dispatch(app) == -1 && errno == EPROTO && lifecycle_run(app) == -1 && errno == EPROTO &&
+              lifecycle_end_background_task(app, 3) == -1 && errno == EPROTO);
+    CHECK("lifecycle_strerror(EPROTO) names the violation", strstr(lifecycle_strerror(EPROTO), "protocol") != NULL);
+    lifecycle_close(app);
+    close(sv[1]);
+
+    app = connected(sv, &r, &callbacks);
+    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    close(sv[1]);
+    CHECK("an event then a closed channel: the event is handled, then ECONNRESET",
+          lifecycle_dispatch(app) == -1 && errno == ECONNRESET && strcmp(r.log, "didBecomeActive ") == 0);
+    CHECK("lifecycle_run on it fails too", lifecycle_run(app) == -1 && errno == ECONNRESET);
+    lifecycle_close(app);
+}
+
+/* MARK: - lifecycle_run */
+
+/* A fake daemon that behaves like lifecycled: one event at a time, the next
+ * only after the acknowledgement. Exits 0 when every ack came in order and
+ * the app then closed its end. */
+static int fake_daemon_run(int fd) {
+    lifecycle_event script[] = {LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING, LIFECYCLE_EVENT_DID_FINISH_LAUNCHING,
+                                LIFECYCLE_EVENT_DID_BECOME_ACTIVE, LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE,
+                                LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, LIFECYCLE_EVENT_WILL_TERMINATE};
+    struct lifecycle__message m;
+    uint8_t b[LC_WIRE_MAX_MESSAGE];
+    for (uint32_t i = 0; i < 6; i++) {
+        send_event(fd, 100 + i, script[i], 0, lifecycle_now() + 5000000000, -1, NULL, 0);
+        if (take(fd, &m, b, 5000) != 1 || m.type != LC_T_ACKNOWLEDGE || m.id != 100 + i) return 20 + (int)i;
+    }
+    /* The app must return from lifecycle_run now, without the channel closing. */
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 5000) != 1) return 30;
+    return recv(fd, b, sizeof b, 0) == 0 ? 0 : 31;
+}
+
+static void test_run(void) {
+    int sv[2];
+    struct rec r;
+    lifecycle_app *app = connected(sv, &r, &callbacks);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) { lifecycle_close(app); _exit(fake_daemon_run(sv[1])); }
+    close(sv[1]);
+    int result = lifecycle_run(app);
+    CHECK("lifecycle_run returns LIFECYCLE_TERMINATED after willTerminate is acknowledged", result == LIFECYCLE_TERMINATED);
+    CHECK("every event reached its callback in order",
+          strcmp(r.log, "willFinishLaunching didFinishLaunching didBecomeActive willResignActive didEnterBackground "
+                        "willTerminate ") == 0);
+    CHECK("dispatch reports LIFECYCLE_TERMINATED too", lifecycle_dispatch(app) == LIFECYCLE_TERMINATED);
+    lifecycle_close(app);
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK("the fake daemon got each acknowledgement before sending the next event", WIFEXITED(status) &&
+                                                                                        WEXITSTATUS(status) == 0);
+}
+
+/* MARK: - Standalone */
+
+static void test_standalone(void) {
+    struct rec r;
+    memset(&r, 0, sizeof r);
+    lifecycle_app *app = lifecycle_standalone(&callbacks, sizeof callbacks, &r);
+    CHECK("standalone: an app without a channel", app && lifecycle_is_supervised(app) == 0);
+    CHECK("standalone: lifecycle_fd is -1 with ENOTCONN", lifecycle_fd(app) == -1 && errno == ENOTCONN);
+    CHECK("standalone: dispatch fails with ENOTCONN", lifecycle_dispatch(app) == -1 && errno == ENOTCONN);
+    uint32_t t = lifecycle_begin_background_task(app, "x", on_expiration, &r);
+    CHECK("standalone: a background task gets an id", t != 0 && lifecycle_end_background_task(app, t) == 0);
+    lifecycle_close(app);
+
+    int p[2];
+    if (pipe(p) != 0) exit(2);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        close(p[0]);
+        memset(&r, 0, sizeof r);
+        r.fd_out = p[1];
+        app = lifecycle_standalone(&callbacks, sizeof callbacks, &r);
+        int result = lifecycle_run(app);
+        int ok = result == LIFECYCLE_TERMINATED && strcmp(lifecycle_launch_option(app, "launch.mode"), "foreground") == 0;
+        lifecycle_close(app);
+        _exit(ok ? 0 : 1);
+    }
+    close(p[1]);
+    char got[512] = "";
+    size_t n = 0;
+    int signalled = 0;
+    for (;;) {
+        ssize_t k = read(p[0], got + n, sizeof got - 1 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+        got[n] = 0;
+        if (!signalled && strstr(got, "didBecomeActive\n")) { kill(child, SIGTERM); signalled = 1; }
+    }
+    close(p[0]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK("standalone run: simulated launch, then SIGTERM ends it with willResignActive, didEnterBackground, willTerminate",
+          strcmp(got, "willFinishLaunching\ndidFinishLaunching\ndidBecomeActive\nwillResignActive\ndidEnterBackground\n"
+                      "willTerminate\n") == 0);
+    CHECK("standalone run returns LIFECYCLE_TERMINATED (and exits normally)", WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void test_misc(void) {
+    CHECK("event names as docs/protocol.md spells them",
+          strcmp(lifecycle_event_name(LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING), "willFinishLaunching") == 0 &&
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY), "willBeKilledForMemory") == 0 &&
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING), "didReceiveMemoryWarning") == 0 &&
+              lifecycle_event_name(LIFECYCLE_EVENT_NONE) == NULL && lifecycle_event_name((lifecycle_event)10) == NULL);
+    CHECK("lifecycle_strerror never returns NULL", lifecycle_strerror(12345) != NULL && lifecycle_strerror(EIO) != NULL);
+    CHECK("NULL apps are refused, not crashed on",
+          lifecycle_dispatch(NULL) == -1 && errno == EINVAL && lifecycle_run(NULL) == -1 && lifecycle_close(NULL) == -1 &&
+              lifecycle_fd(NULL) == -1 && lifecycle_begin_background_task(NULL, "x", NULL, NULL) == 0 &&
+              lifecycle_state(NULL) == LIFECYCLE_STATE_INACTIVE && lifecycle_launch_option(NULL, "k") == NULL);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || load(argv[1]) != 0) {
+        fprintf(stderr, "usage: %s Tests/golden/vectors.txt (cannot read %s)\n", argv[0], argc > 1 ? argv[1] : "it");
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    CHECK("the vectors file was read", vector_count > 0);
+    test_golden();
+    test_rejects();
+    test_connect();
+    test_events();
+    test_defer();
+    test_tasks();
+    test_malformed();
+    test_run();
+    test_standalone();
+    test_misc();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
