@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <stddef.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -251,6 +253,60 @@ int lc_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     *uid = cred.uid;
     *gid = cred.gid;
     return 0;
+}
+
+int lc_notify_socket(const char *name) {
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    int on = 1;
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    size_t n = strlen(name);
+    if (n + 1 > sizeof addr.sun_path) { close(fd); errno = ENAMETOOLONG; return -1; }
+    memcpy(addr.sun_path + 1, name, n);   // abstract: sun_path[0] == 0
+    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
+        bind(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid) {
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 16)];
+    } control;
+    struct iovec iov = {buf, len};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.space;
+    msg.msg_controllen = sizeof control.space;
+    *pid = 0;
+    ssize_t r;
+    do r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_TRUNC); while (r < 0 && errno == EINTR);
+    if (r < 0) return -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET) continue;
+        if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred cred;
+            memcpy(&cred, CMSG_DATA(c), sizeof cred);
+            *pid = cred.pid;
+        } else if (c->cmsg_type == SCM_RIGHTS) {
+            size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < count; i++) {
+                int passed;
+                memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+                close(passed);
+            }
+        }
+    }
+    return (long)r;
 }
 
 #ifndef SYS_process_mrelease

@@ -218,11 +218,14 @@ public struct AppStatus: Codable, Sendable {
     public var footprint: UInt64?
     public var band: String?
     public var memoryLimit: UInt64?
+    /// What a plain program last said with STATUS= on its NOTIFY_SOCKET.
+    public var statusLine: String?
 
     public init(name: String, state: String, pid: Int32?, secondsInState: Double, delivery: String,
                 backgroundTasks: [TaskStatus], backgroundTimeRemaining: Double?, awaiting: String?,
                 lastTermination: TerminationInfo?, footprint: UInt64? = nil, band: String? = nil,
-                memoryLimit: UInt64? = nil) {
+                memoryLimit: UInt64? = nil, statusLine: String? = nil) {
+        self.statusLine = statusLine
         self.footprint = footprint
         self.band = band
         self.memoryLimit = memoryLimit
@@ -269,6 +272,8 @@ public struct EventRecord: Codable, Sendable, Equatable {
         case jetsam
         /// The memory level changed (app is "*"; `to` holds the level).
         case memoryLevel = "memory-level"
+        /// A plain program said something on its NOTIFY_SOCKET (`detail`: READY=1, STATUS=..., STOPPING=1).
+        case notified
     }
 
     /// The `app` of records about no app in particular (memory levels).

@@ -22,6 +22,8 @@ public enum Input: Sendable, Equatable {
     case beginBackgroundTask(AppID, generation: UInt64, request: UInt32, name: String)
     case endBackgroundTask(AppID, generation: UInt64, task: TaskID)
     case protocolViolation(AppID, generation: UInt64, message: String)
+    /// A plain program said READY=1 on its notification socket.
+    case ready(AppID, generation: UInt64)
 
     /// A memory measurement (or a simulated level): warnings, per-app
     /// limits and, at critical, one kill.

@@ -66,6 +66,9 @@ public struct AppPolicy: Sendable, Equatable {
     public var exitsOnSuspend: Bool = false
     /// Band, limit and last notice under memory pressure.
     public var memory = MemoryPolicy()
+    /// Plain programs only: the launch completes when the program says
+    /// READY=1 (sd_notify), within the launch timeout, not at exec.
+    public var awaitsReadiness = false
 
     public init() {}
 }

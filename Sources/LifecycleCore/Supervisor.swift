@@ -107,6 +107,12 @@ public struct Supervisor: Sendable {
         case .protocolViolation(let id, let gen, let message):
             if isCurrent(id, gen) { kill(id, .protocolViolation(message: message)) }
         case .memory(let sample): memory(sample)
+        case .ready(let id, let gen):
+            if isCurrent(id, gen), apps[id]!.phase == .awaitingReady {
+                cancel(id, .ready)
+                update(id) { $0.phase = .running(.launched) }
+                advance(id)
+            }
         }
     }
 
@@ -140,10 +146,12 @@ public struct Supervisor: Sendable {
         let now = now
         update(id) {
             $0.generation += 1
-            $0.phase = $0.policy.delivery == .library ? .launching(step: 0) : .running(.launched)
+            $0.phase = $0.policy.delivery == .library ? .launching(step: 0)
+                : $0.policy.awaitsReadiness ? .awaitingReady : .running(.launched)
             $0.launchMode = mode
             $0.lastUsed = now
         }
+        if apps[id]!.phase == .awaitingReady { timers[TimerKey(id, .ready)] = now + apps[id]!.policy.launchTimeout }
         advance(id)
     }
 
@@ -370,7 +378,7 @@ public struct Supervisor: Sendable {
         for id in appIDs {
             let app = apps[id]!
             switch app.phase {
-            case .launching, .running: break
+            case .launching, .awaitingReady, .running: break
             case .notRunning, .suspended, .terminating: continue
             }
             guard killable(app), app.stop == nil else { continue }
@@ -468,6 +476,8 @@ public struct Supervisor: Sendable {
             kill(id, (app.stop ?? .user).reason(killedAfterDeadline: true))
         case .notice:
             if let reason = app.lastNotice { kill(id, reason) }
+        case .ready:
+            if app.phase == .awaitingReady { kill(id, .launchWatchdog) }
         }
     }
 
@@ -510,6 +520,10 @@ public struct Supervisor: Sendable {
             let goal = target(id)
             switch app.phase {
             case .notRunning, .terminating:
+                return
+            case .awaitingReady:
+                // Nothing to tell it before it is ready, but that it must go.
+                if app.stop != nil { deliver(id, .willTerminate); continue }
                 return
             case .launching(let step):
                 if app.stop != nil { deliver(id, .willTerminate); continue }
@@ -659,7 +673,7 @@ public struct Supervisor: Sendable {
     private func publicState(_ id: AppID, _ app: AppRecord) -> LifecycleState {
         switch app.phase {
         case .notRunning: return .notRunning
-        case .launching, .running(.launched):
+        case .launching, .awaitingReady, .running(.launched):
             return !locked && foreground.contains(id) ? .inactive : .background
         case .running(.inactive): return .inactive
         case .running(.active): return .active
@@ -682,6 +696,8 @@ enum Told: Equatable, Sendable {
 enum Phase: Equatable, Sendable {
     case notRunning
     case launching(step: Int)
+    /// A plain program started, not yet READY=1 (sd_notify readiness).
+    case awaitingReady
     case running(Told)
     case suspended
     /// willTerminate sent (or SIGTERM); waiting for the exit.
@@ -731,7 +747,7 @@ struct AppRecord: Sendable {
 }
 
 enum TimerKind: Int, CaseIterable, Comparable, Sendable {
-    case ack, grace, expiration, budget, terminate, notice
+    case ack, grace, expiration, budget, terminate, notice, ready
     static func < (a: TimerKind, b: TimerKind) -> Bool { a.rawValue < b.rawValue }
 }
 

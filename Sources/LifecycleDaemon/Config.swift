@@ -259,6 +259,13 @@ public enum ConfigLoader {
                 }
                 m.policy.continuousBackground = !m.backgroundModes.isEmpty
             case "exits_on_suspend": m.policy.exitsOnSuspend = try doc.bool(value, key)
+            case "readiness":
+                let r = try doc.string(value, key)
+                switch r {
+                case "exec": m.policy.awaitsReadiness = false
+                case "notify": m.policy.awaitsReadiness = true
+                default: throw doc.error(key, "expected \"exec\" or \"notify\", got \"\(r)\"")
+                }
             case "autostart":
                 let a = try doc.string(value, key)
                 switch a {
@@ -321,6 +328,9 @@ public enum ConfigLoader {
             }
         }
         guard sawCommand else { throw ConfigError(file: path, line: nil, key: "command", message: "missing: every app needs a command") }
+        if m.policy.awaitsReadiness && m.policy.delivery == .library {
+            throw doc.error("readiness", "only for delivery = \"signals\": a library app is ready when it returns from didFinishLaunching")
+        }
         // Someone is listening to (or being guided by) a continuous-mode app.
         if !sawBand && m.policy.continuousBackground { m.policy.memory.band = .high }
         return m

@@ -36,6 +36,10 @@ public final class Daemon {
         var sent: [UInt32: (event: LifecycleEvent, at: Int64)] = [:]
         var freezeStarted: Int64?
         var freezeTimer: EventLoop.Source?
+        /// Plain programs: their NOTIFY_SOCKET, and what they last said with STATUS=.
+        var notify: Int32 = -1
+        var notifySource: EventLoop.Source?
+        var statusLine: String?
 
         init(generation: UInt64, pid: Int32, pidfd: Int32, group: AppGroup, channel: Int32) {
             self.generation = generation
@@ -324,6 +328,18 @@ public final class Daemon {
             }
             env[Wire.socketEnvironmentKey] = "3"
         }
+        var notify: Int32 = -1
+        if m.policy.delivery == .signals {
+            // The sd_notify protocol, as under systemd: READY=1, STATUS=, STOPPING=1.
+            let name = "lifecycled/\(getpid())/\(id).\(generation)"
+            notify = lc_notify_socket(name)
+            if notify >= 0 {
+                env["NOTIFY_SOCKET"] = "@" + name
+            } else if m.policy.awaitsReadiness {
+                _ = group.remove()
+                return fail("cannot create its notification socket: \(String(cString: strerror(errno)))")
+            }
+        }
         let request = SpawnRequest(
             executable: executable, argv0: m.command[0], arguments: Array(m.command.dropFirst()),
             environment: env, workingDirectory: m.workingDirectory, group: group,
@@ -331,6 +347,7 @@ public final class Daemon {
         let process: SpawnedProcess
         do { process = try Spawner.spawn(request) } catch {
             if let channel { close(channel.daemon); close(channel.app) }
+            if notify >= 0 { close(notify) }
             _ = group.remove()
             return fail("\(executable): \(error)")
         }
@@ -343,6 +360,12 @@ public final class Daemon {
         if run.channel >= 0 {
             run.channelSource = try? loop.watch(fd: run.channel) { [unowned self, unowned run] _ in
                 self.readChannel(id, run)
+            }
+        }
+        if notify >= 0 {
+            run.notify = notify
+            run.notifySource = try? loop.watch(fd: notify) { [unowned self, unowned run] _ in
+                self.readNotifications(id, run)
             }
         }
         if !process.placedAtomically {
@@ -434,6 +457,37 @@ public final class Daemon {
         }
     }
 
+    /// sd_notify messages of a plain program. Accepted from any process of
+    /// the app (systemd's NotifyAccess=all), checked by the sender's pid;
+    /// passed fds (BARRIER=1) are closed by the shim at once.
+    func readNotifications(_ id: AppID, _ run: Run) {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while runs[id] === run {
+            var pid: pid_t = 0
+            let n = buffer.withUnsafeMutableBytes { lc_recv_notify(run.notify, $0.baseAddress, UInt($0.count), &pid) }
+            guard n >= 0 else { return }      // EAGAIN: all read
+            guard n <= buffer.count else {
+                logger.warning("\(id): notification of \(n) bytes ignored (at most \(buffer.count))", metadata: ["app": "\(id)"])
+                continue
+            }
+            guard pid > 0, run.group.contains(pid) else {
+                logger.warning("\(id): notification from pid \(pid), not one of its processes, ignored", metadata: ["app": "\(id)"])
+                continue
+            }
+            for line in String(decoding: buffer[0..<n], as: UTF8.self).split(separator: "\n") {
+                if line == "READY=1" {
+                    record(id, .notified, detail: "READY=1")
+                    submit(.ready(id, generation: run.generation))
+                } else if line.hasPrefix("STATUS=") {
+                    run.statusLine = String(line.dropFirst("STATUS=".count).prefix(256))
+                    record(id, .notified, detail: "STATUS=" + (run.statusLine ?? ""))
+                } else if line == "STOPPING=1" {
+                    record(id, .notified, detail: "STOPPING=1")
+                }
+            }
+        }
+    }
+
     func freeze(_ id: AppID) {
         guard let run = runs[id] else { return }
         let started = Posix.monotonicNanoseconds()
@@ -495,6 +549,8 @@ public final class Daemon {
     /// close its channel, remove the cgroup once empty.
     func tearDown(_ id: AppID, _ run: Run) {
         run.channelSource?.cancel()
+        run.notifySource?.cancel()
+        if run.notify >= 0 { close(run.notify) }
         run.freezeTimer?.cancel()
         if run.channel >= 0 { close(run.channel) }
         close(run.pidfd)
@@ -630,7 +686,8 @@ public final class Daemon {
                 backgroundTasks: s.tasks.map { TaskStatus(id: $0.id, name: $0.name) },
                 backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
                 awaiting: s.awaiting?.rawValue, lastTermination: terminations[id],
-                footprint: runs[id]?.group.memoryFootprint(), band: s.band.rawValue, memoryLimit: limits[id])
+                footprint: runs[id]?.group.memoryFootprint(), band: s.band.rawValue, memoryLimit: limits[id],
+                statusLine: runs[id]?.statusLine)
         }
         let daemon = DaemonStatus(
             pid: getpid(), foregroundSlots: supervisor.foregroundSlots, foreground: supervisor.foreground,

@@ -334,6 +334,12 @@ public final class AppGroup {
         return text.split(separator: "\n").compactMap { Int32($0) }
     }
 
+    /// True when `pid` is one of the group's processes.
+    public func contains(_ pid: Int32) -> Bool {
+        guard path != nil else { return MemoryProbe.processGroup(of: pid) == self.pid }
+        return pids().contains(pid)
+    }
+
     /// True while any process is in the cgroup.
     public var populated: Bool {
         guard let path else { return pid > 0 && Glibc.kill(-pid, 0) == 0 }

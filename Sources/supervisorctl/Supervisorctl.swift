@@ -88,7 +88,7 @@ struct Status: ParsableCommand {
 
 enum StatusTable {
     static func render(_ report: StatusReport) -> String {
-        var rows = [["NAME", "STATE", "PID", "SINCE", "BG TASKS", "MEMORY", "BAND", "LAST TERMINATION"]]
+        var rows = [["NAME", "STATE", "PID", "SINCE", "BG TASKS", "MEMORY", "BAND", "STATUS LINE", "LAST TERMINATION"]]
         for a in report.apps {
             var tasks = a.backgroundTasks.isEmpty ? "-" : "\(a.backgroundTasks.count)"
             if let left = a.backgroundTimeRemaining, !a.backgroundTasks.isEmpty { tasks += " (\(duration(left)) left)" }
@@ -96,7 +96,8 @@ enum StatusTable {
             if let limit = a.memoryLimit { memory += " / \(bytes(limit))" }
             rows.append([a.name, a.state, a.pid.map(String.init) ?? "-",
                          a.state == "not-running" && a.lastTermination == nil ? "-" : duration(a.secondsInState),
-                         tasks, memory, a.band ?? "-", a.lastTermination?.description ?? "-"])
+                         tasks, memory, a.band ?? "-", a.statusLine.map { "\"\($0)\"" } ?? "-",
+                         a.lastTermination?.description ?? "-"])
         }
         let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
         var out = rows.map { r in

@@ -40,7 +40,10 @@ struct Simulation {
         let count = Int.random(in: 2...5, using: &rng)
         for i in 0..<count {
             var p = AppPolicy()
-            if Bool.random(using: &rng) && Bool.random(using: &rng) { p.delivery = .signals }
+            if Bool.random(using: &rng) && Bool.random(using: &rng) {
+                p.delivery = .signals
+                p.awaitsReadiness = Bool.random(using: &rng)
+            }
             p.continuousBackground = Int.random(in: 0..<6, using: &rng) == 0
             p.exitsOnSuspend = Int.random(in: 0..<6, using: &rng) == 0
             p.backgroundTaskBudget = .seconds(Int.random(in: 6...30, using: &rng))
@@ -122,8 +125,12 @@ struct Simulation {
     mutating func react(to effects: [Effect]) {
         for effect in effects {
             switch effect {
-            case .spawn(let id, _, _):
+            case .spawn(let id, let gen, _):
                 frozen.remove(id); openTasks[id] = []
+                // A notifying program is usually ready in time, sometimes late or never.
+                if sup.policy(id).awaitsReadiness && Int.random(in: 0..<5, using: &rng) > 0 {
+                    schedule(after: .milliseconds(Int64.random(in: 0...6000, using: &rng)), .ready(id, generation: gen))
+                }
             case .deliver(let id, let d):
                 let gen = sup.snapshot(id)!.generation
                 if d.event == .willTerminate {

@@ -92,6 +92,17 @@ int lc_become_subreaper(void);
 /// EINVAL when the process is not dying, ESRCH when it is gone).
 int lc_process_mrelease(int pidfd);
 
+/// A datagram socket bound to the abstract address `name` (without the
+/// leading '@' or NUL), with SO_PASSCRED on, non-blocking, close-on-exec:
+/// an app's NOTIFY_SOCKET (the sd_notify protocol). Returns the fd or -1.
+int lc_notify_socket(const char *name);
+
+/// Receives one notification datagram: its length (>= 0), with *pid set to
+/// the sender's pid from SCM_CREDENTIALS (0 if none came). Every fd passed
+/// with SCM_RIGHTS is closed at once: sd_notify's BARRIER=1 waits for that
+/// close. Returns -1 with errno (EAGAIN when there is nothing to read).
+long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid);
+
 /// clock_gettime(CLOCK_MONOTONIC) in nanoseconds.
 long long lc_monotonic_ns(void);
 

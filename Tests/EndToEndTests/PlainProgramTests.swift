@@ -1,0 +1,166 @@
+import Foundation
+@preconcurrency import Glibc
+import LifecycleControl
+import LifecycleTestKit
+import Testing
+
+/// A free TCP port on the loopback (the kernel's pick, released at once).
+func freePort() throws -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let ok = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0
+        }
+    }
+    guard ok else { throw TestFailure("no free port") }
+    return UInt16(bigEndian: addr.sin_port)
+}
+
+/// One HTTP GET on the loopback; the body, or nil when no answer came within `seconds`.
+func httpGet(port: UInt16, path: String, seconds: Int) -> String? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var tv = timeval(tv_sec: seconds, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = port.bigEndian
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { return nil }
+    let request = "GET \(path) HTTP/1.0\r\nHost: localhost\r\n\r\n"
+    _ = request.withCString { send(fd, $0, strlen($0), 0) }
+    var out: [UInt8] = []
+    var buf = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = recv(fd, &buf, buf.count, 0)
+        if n <= 0 { break }
+        out += buf[0..<n]
+    }
+    return out.isEmpty ? nil : String(decoding: out, as: UTF8.self)
+}
+
+/// Programs nobody wrote for lifecycled, supervised as plain programs.
+@Suite struct RealPlainProgramTests {
+    @Test func pythonHTTPServerFrozenStopsAnsweringThawedAnswersAgainStopEndsItCleanly() throws {
+        let s = scratch()
+        try "hello from a frozen server\n".write(toFile: s + "/index.txt", atomically: true, encoding: .utf8)
+        let port = try freePort()
+        let d = try DaemonUnderTest(apps: ["web": """
+            command = ["/usr/bin/env", "python3", "-m", "http.server", "--bind", "127.0.0.1", "\(port)"]
+            working_directory = "\(s)"
+            delivery = "signals"
+            [timeouts]
+            background_grace = 0.2
+            """])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "web"))
+        try f.state("web", "active")
+        // It knows nothing of readiness: ask until it listens (the bound is the failure).
+        var answer: String? = nil
+        for _ in 0..<200 where answer == nil {
+            answer = httpGet(port: port, path: "/index.txt", seconds: 1)
+            if answer == nil { usleep(25_000) }
+        }
+        #expect(answer?.contains("hello from a frozen server") == true)
+
+        try d.command(ControlRequest(.home))
+        try f.state("web", "suspended")
+        #expect(httpGet(port: port, path: "/index.txt", seconds: 1) == nil, "a frozen server must not answer")
+
+        try d.command(ControlRequest(.activate, app: "web"))
+        try f.state("web", "active")
+        #expect(httpGet(port: port, path: "/index.txt", seconds: 5)?.contains("hello from a frozen server") == true)
+
+        try d.command(ControlRequest(.stop, app: "web"))
+        let end = try f.terminated("web")
+        #expect(end.reason == "stopped-by-user")
+        #expect(end.detail?.contains("killed") == false, "SIGTERM ended it, no SIGKILL was needed: \(end.detail ?? "")")
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func systemdNotifyReadinessStatusAndStopping() throws {
+        let s = scratch()
+        let gate = s + "/gate"
+        mkfifo(gate, 0o600)
+        // systemd's own systemd-notify, as a service script would use it.
+        let script = "trap 'systemd-notify STOPPING=1; exit 0' TERM; systemd-notify --status=warming-up; read go < \(gate); "
+            + "systemd-notify --ready --status=serving; while true; do sleep 100 & wait $!; done"
+        let d = try DaemonUnderTest(apps: ["svc": """
+            command = ["/bin/sh", "-c", "\(script)"]
+            delivery = "signals"
+            readiness = "notify"
+            [timeouts]
+            launch = 20
+            """])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "svc"))
+        try f.wait("STATUS=warming-up") { $0.kind == .notified && $0.detail == "STATUS=warming-up" }
+        let waiting = try d.status("svc")
+        #expect(waiting.state == "inactive", "launched, not ready: not active")
+        #expect(waiting.statusLine == "warming-up")
+
+        let fd = open(gate, O_WRONLY)
+        _ = write(fd, "go\n", 3)
+        close(fd)
+        try f.wait("READY=1") { $0.kind == .notified && $0.detail == "READY=1" }
+        try f.state("svc", "active")
+        try f.wait("STATUS=serving") { $0.kind == .notified && $0.detail == "STATUS=serving" }
+        #expect(try d.status("svc").statusLine == "serving")
+        let (_, table, _) = try d.ctl(["status", "svc"])
+        #expect(table.contains("\"serving\""))
+
+        try d.command(ControlRequest(.stop, app: "svc"))
+        try f.wait("STOPPING=1") { $0.kind == .notified && $0.detail == "STOPPING=1" }
+        let end = try f.terminated("svc")
+        #expect(end.reason == "stopped-by-user" && end.detail?.contains("killed") == false)
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func noReadinessInTimeIsTheLaunchWatchdog() throws {
+        let d = try DaemonUnderTest(apps: ["mute": """
+            command = ["/bin/sleep", "1000"]
+            delivery = "signals"
+            readiness = "notify"
+            [timeouts]
+            launch = 0.3
+            """])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "mute"))
+        let launched = try f.wait("launched") { $0.kind == .launched }
+        let end = try f.terminated("mute")
+        #expect(end.reason == "launch-watchdog")
+        #expect(Double(end.monotonic - launched.monotonic) / 1e9 >= 0.29)
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func notificationsFromStrangersAreIgnored() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["svc": """
+            command = ["/bin/sh", "-c", "echo $NOTIFY_SOCKET > \(s)/address; echo written >> \(s)/address; exec sleep 1000"]
+            delivery = "signals"
+            readiness = "notify"
+            [timeouts]
+            launch = 0.5
+            """])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "svc"))
+        try waitForLine(s + "/address", "written", seconds: 10)
+        let address = try #require(lines(s + "/address").first)
+        #expect(address.hasPrefix("@lifecycled/"))
+        // The test is not one of the app's processes: its READY=1 does not count.
+        let (code, _, _) = try run(["/usr/bin/systemd-notify", "--ready"], environment: ["NOTIFY_SOCKET": address])
+        _ = code
+        #expect(try f.terminated("svc").reason == "launch-watchdog")
+        #expect(d.daemonLog.contains("not one of its processes, ignored"))
+        #expect(try d.stop() == 0)
+    }
+}
