@@ -40,6 +40,9 @@ public final class Daemon {
         var notify: Int32 = -1
         var notifySource: EventLoop.Source?
         var statusLine: String?
+        /// Messages received in the current one-second window (flood limit).
+        var windowStart: Int64 = 0
+        var windowCount = 0
 
         init(generation: UInt64, pid: Int32, pidfd: Int32, group: AppGroup, channel: Int32) {
             self.generation = generation
@@ -421,9 +424,18 @@ public final class Daemon {
         return UnixSocket.send(run.channel, message.encoded())
     }
 
+    /// More messages than this in one second is a flood: no honest app
+    /// needs it (it has at most 64 tasks and one event at a time).
+    static let floodLimit = 2000
+    /// Messages handled per wake-up: the rest wait for the next turn of the
+    /// loop, so one chatty app cannot starve the others.
+    static let messagesPerTurn = 64
+
     func readChannel(_ id: AppID, _ run: Run) {
         var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
-        while runs[id] === run {
+        var turn = 0
+        while runs[id] === run, turn < Self.messagesPerTurn {
+            turn += 1
             switch UnixSocket.receive(run.channel, into: &buffer) {
             case .wouldBlock: return
             case .closed:
@@ -437,6 +449,17 @@ public final class Daemon {
                 submit(.protocolViolation(id, generation: run.generation,
                                           message: "message larger than \(Wire.maxMessageSize) bytes"))
             case .message(let bytes):
+                let now = Posix.monotonicNanoseconds()
+                if now - run.windowStart > 1_000_000_000 {
+                    run.windowStart = now
+                    run.windowCount = 0
+                }
+                run.windowCount += 1
+                if run.windowCount > Self.floodLimit {
+                    submit(.protocolViolation(id, generation: run.generation,
+                                              message: "flood: more than \(Self.floodLimit) messages in one second"))
+                    return
+                }
                 do {
                     switch try AppMessage.decode(bytes) {
                     case .acknowledge(let seq):
