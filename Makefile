@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench install clean clib test-clib install-clib
+.PHONY: deps build release run test test-shim bench install clean clib test-clib install-clib fuzz bench-memory
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -32,17 +32,28 @@ run: release
 	.build/release/lifecycled --config $(CONFIG)
 
 # The C library first: the lifecycle tests run against its recorder too.
+# Then a short fuzz of both parsers (make fuzz FUZZ_SECONDS=600 for a long one).
 test: deps test-shim test-clib
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+FUZZ_SECONDS ?= 15
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 test-shim:
 	@mkdir -p .build
 	gcc -Wall -Wextra -Werror -ISources/CLifecycleShim/include Tests/shim/test_shim.c Sources/CLifecycleShim/shim.c -o $(SHIM_TEST)
 	$(SHIM_TEST)
 
-bench: release
+bench: release clib
 	.build/release/lifecycled-bench
+
+# Reaction to memory running out, side by side with earlyoom (installed if
+# missing): docs/performance.md. --quick for 5 runs instead of 20.
+bench-memory: release
+	python3 Benchmarks/memory/reaction.py --out bench-results/memory.md
 
 install: release install-clib
 	install -m 755 .build/release/lifecycled .build/release/supervisorctl $(PREFIX)/bin/

@@ -99,9 +99,10 @@ int main(int argc, char **argv) {
     callbacks.any_event = on_event;
     lifecycle_app *app = lifecycle_connect(&callbacks, sizeof callbacks, &r);
     if (!app) {
-        /* Like the Swift client: outside lifecycled, run standalone. */
+        /* Like the Swift client: outside lifecycled (ENOENT), run standalone;
+         * any other failure (a wrong protocol version, a bad fd) is an error. */
         int err = errno;
-        if (err == ENOMEM || !(app = lifecycle_standalone(&callbacks, sizeof callbacks, &r))) {
+        if (err != ENOENT || !(app = lifecycle_standalone(&callbacks, sizeof callbacks, &r))) {
             fprintf(stderr, "c-recorder: %s\n", lifecycle_strerror(err));
             return 1;
         }

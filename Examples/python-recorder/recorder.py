@@ -25,6 +25,7 @@ Outside lifecycled it runs standalone with lifecycle_run(), as the others do.
 """
 import ctypes
 import ctypes.util
+import errno
 import os
 import select
 import signal
@@ -147,7 +148,8 @@ def main():
     app = lib.lifecycle_connect(cb, size, None)
     if not app:
         err = ctypes.get_errno()
-        app = lib.lifecycle_standalone(cb, size, None)
+        # Outside lifecycled (ENOENT) run standalone; any other failure is an error.
+        app = lib.lifecycle_standalone(cb, size, None) if err == errno.ENOENT else None
         if not app:
             sys.stderr.write("python-recorder: %s\n" % lib.lifecycle_strerror(err).decode())
             return 1

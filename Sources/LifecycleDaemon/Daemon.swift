@@ -330,6 +330,7 @@ public final class Daemon {
                 return fail("cannot create its channel: \(error)")
             }
             env[Wire.socketEnvironmentKey] = "3"
+            env[Wire.protocolEnvironmentKey] = String(Wire.version)
         }
         var notify: Int32 = -1
         if m.policy.delivery == .signals {

@@ -23,6 +23,10 @@ public enum Wire {
     public static let socketEnvironmentKey = "LIFECYCLE_FD"
     /// The environment variable naming the app, for logs.
     public static let appNameEnvironmentKey = "LIFECYCLE_APP"
+    /// The environment variable with the version the daemon speaks on the
+    /// channel: a client that does not speak it refuses to start, before
+    /// the first message, rather than failing on it.
+    public static let protocolEnvironmentKey = "LIFECYCLE_PROTOCOL"
 }
 
 /// Lifecycle events on the wire, spelled as LIFECYCLE.md spells them.
@@ -235,6 +239,8 @@ extension DaemonMessage {
             let task = try r.u32("task")
             message = .backgroundTaskReply(request: id, task: task == 0 ? nil : task, budgetEnd: try r.i64("budget end"))
         case .backgroundTasksExpiring:
+            // One way to write each message: its id is 0 (found by fuzzing).
+            guard id == 0 else { throw WireError("backgroundTasksExpiring: id must be 0, got \(id)") }
             let count = try r.u16("task count")
             var tasks: [UInt32] = []
             for _ in 0..<count { tasks.append(try r.u32("task")) }

@@ -1,6 +1,8 @@
 import Foundation
 @preconcurrency import Glibc
 import LifecycleControl
+import CLifecycleShim
+import LifecycleOS
 import LifecycleTestKit
 import Testing
 
@@ -74,5 +76,38 @@ import Testing
         #expect(try long.readResponse().error?.message.contains("longer than") == true)
         #expect(try d.command(ControlRequest(.status)).ok)
         #expect(try d.stop() == 0)
+    }
+}
+
+/// Both sides agree on the protocol version before the first message: a
+/// client told a version it does not speak refuses at once, clearly.
+@Suite struct ProtocolVersionTests {
+    @Test(arguments: Client.allCases)
+    func aClientRefusesAVersionItDoesNotSpeak(client: Client) throws {
+        let s = scratch()
+        let (daemonEnd, appEnd) = try UnixSocket.channelPair()
+        defer { close(daemonEnd) }
+        let argv = client.command(s + "/log", [])
+        let executable = argv[0].hasPrefix("/") ? argv[0] : binary(argv[0])
+        var env = ProcessInfo.processInfo.environment
+        env["LIFECYCLE_FD"] = "3"
+        env["LIFECYCLE_PROTOCOL"] = "2"
+        let err = open(s + "/stderr", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let p = try Spawner.spawn(SpawnRequest(
+            executable: executable, arguments: Array(argv.dropFirst()), environment: env, workingDirectory: nil,
+            group: .processGroup(), inherit: [(appEnd, 3), (err, 2)]))
+        close(appEnd)
+        close(err)
+        var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
+        let ended = poll(&pfd, 1, 20_000) == 1
+        #expect(ended, "it must not wait for a message it could not read")
+        if !ended { kill(p.pid, SIGKILL) }
+        var st = lc_child_status()
+        lc_reap(p.pid, &st)
+        close(p.pidfd)
+        #expect(st.exited != 0 && st.value != 0)
+        let message = (try? String(contentsOfFile: s + "/stderr", encoding: .utf8)) ?? ""
+        #expect(message.contains("protocol version"), "\(client): \(message)")
+        #expect(lines(s + "/log").isEmpty, "no event was handled")
     }
 }

@@ -156,6 +156,9 @@ extern "C" {
 #define LIFECYCLE_FD_ENV "LIFECYCLE_FD"
 /** The environment variable naming the app (for logs). */
 #define LIFECYCLE_APP_ENV "LIFECYCLE_APP"
+/** The protocol version lifecycled speaks on the channel ("1"). A library
+ *  that does not speak it refuses to connect (EPROTONOSUPPORT). */
+#define LIFECYCLE_PROTOCOL_ENV "LIFECYCLE_PROTOCOL"
 
 /** lifecycle_dispatch() and lifecycle_run(): nothing more to do for now. */
 #define LIFECYCLE_OK 0

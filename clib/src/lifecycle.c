@@ -168,11 +168,14 @@ API lifecycle_app *lifecycle_connect(const lifecycle_callbacks *callbacks, size_
         fd = fd * 10 + (*p - '0');
     }
     if (fd > INT_MAX) { errno = EBADF; return NULL; }
+    const char *proto = getenv(LIFECYCLE_PROTOCOL_ENV);
+    if (proto && *proto && strcmp(proto, "1") != 0) { errno = EPROTONOSUPPORT; return NULL; }
     lifecycle_app *app = lifecycle_connect_fd((int)fd, callbacks, callbacks_size, userdata);
     if (!app) return NULL;
     int flags = fcntl((int)fd, F_GETFD);
     if (flags >= 0) fcntl((int)fd, F_SETFD, flags | FD_CLOEXEC); /* not for the app's own children */
     unsetenv(LIFECYCLE_FD_ENV);
+    unsetenv(LIFECYCLE_PROTOCOL_ENV);
     return app;
 }
 
@@ -758,6 +761,7 @@ API const char *lifecycle_strerror(int errnum) {
     case EBADF: return "$" LIFECYCLE_FD_ENV " does not name an open file descriptor";
     case ENOTSOCK: return "$" LIFECYCLE_FD_ENV " does not name a socket";
     case EPROTOTYPE: return "$" LIFECYCLE_FD_ENV " does not name a SOCK_SEQPACKET socket";
+    case EPROTONOSUPPORT: return "lifecycled speaks a protocol version ($" LIFECYCLE_PROTOCOL_ENV ") this library does not (it speaks 1)";
     case EINVAL: return "invalid argument (or no such acknowledgement token)";
     case EBUSY: return "not allowed from inside a lifecycle callback";
     case ENOTCONN: return "standalone: not connected to lifecycled";

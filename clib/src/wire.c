@@ -149,6 +149,7 @@ int lifecycle__decode_daemon(const uint8_t *bytes, size_t size, struct lifecycle
         if (i64(&r, "budget end", &m->budget_end)) return -1;
         break;
     case LC_T_TASKS_EXPIRING: {
+        if (m->id != 0) return fail(&r, "backgroundTasksExpiring: id must be 0, got %u", (unsigned)m->id);
         if (u16(&r, "task count", &m->task_count)) return -1;
         m->tasks = bytes + r.offset;
         for (unsigned i = 0; i < m->task_count; i++) {

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Fuzzes the app-channel decoder and the control-request parser with
+# libFuzzer (swiftc -sanitize=fuzzer,address), starting from the corpus in
+# Fuzz/corpus. Usage: scripts/fuzz.sh [SECONDS per target, default 30].
+# New inputs found go to a scratch copy of the corpus; crashes are written
+# to .build/fuzz/ and fail the run. Add interesting finds to Fuzz/corpus.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+out=.build/fuzz
+mkdir -p "$out"
+
+build() {   # name, sources...
+    local name=$1; shift
+    swiftc -sanitize=fuzzer,address -parse-as-library -O "$@" -o "$out/$name" 2>&1 \
+        | { grep -v -e '^warning: ' -e 'ld: warning' || true; }
+}
+build app-channel Sources/LifecycleWire/Wire.swift Fuzz/app_channel.swift
+build control-request Sources/LifecycleControl/ControlProtocol.swift Fuzz/control_request.swift
+
+status=0
+for target in app-channel control-request; do
+    work=$(mktemp -d)
+    cp Fuzz/corpus/"$target"/* "$work"/
+    echo "fuzzing $target for ${seconds}s"
+    if ! ASAN_OPTIONS=detect_leaks=0 "$out/$target" -max_total_time="$seconds" -max_len=8192 \
+            -artifact_prefix="$out/$target-" -print_final_stats=1 "$work" > "$out/$target.log" 2>&1; then
+        echo "FAILED  $target: see $out/$target.log and $out/$target-crash-*"
+        tail -30 "$out/$target.log"
+        status=1
+    else
+        runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/$target.log" | grep -o '[0-9]*$' || echo "?")
+        echo "ok      $target: $runs inputs, no crash ($(ls "$work" | wc -l) in the corpus)"
+    fi
+    rm -rf "$work"
+done
+exit $status
