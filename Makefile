@@ -28,7 +28,8 @@ release: deps
 
 # The daemon on the default config with the example apps; Ctrl-C stops it
 # (and every app, as LIFECYCLE.md says). Needs root for cgroups.
-run: release
+run: release clib
+	cp $(CLIB)/c-recorder .build/release/example-c-recorder
 	.build/release/lifecycled --config $(CONFIG)
 
 # The C library first: the lifecycle tests run against its recorder too.
@@ -59,6 +60,7 @@ install: release install-clib
 	install -m 755 .build/release/lifecycled .build/release/supervisorctl $(PREFIX)/bin/
 	install -m 755 .build/release/example-recorder .build/release/example-saver \
 	    .build/release/example-worker .build/release/example-plain $(PREFIX)/bin/
+	install -m 755 $(CLIB)/c-recorder $(PREFIX)/bin/example-c-recorder
 	install -d /etc/lifecycled/apps
 	[ -e /etc/lifecycled/lifecycled.toml ] || install -m 644 config/lifecycled.toml /etc/lifecycled/
 	install -m 644 systemd/lifecycled.service systemd/lifecycled.socket /etc/systemd/system/

@@ -72,7 +72,19 @@ func recorderApp(_ extra: String = "") -> String {
 /// as the daemon measures it. No follower is attached while measuring: the
 /// loop is paced by a FIFO the app writes each event to, and the latencies
 /// are read from the daemon's history afterwards.
-func roundTrip() throws -> Series {
+/// The recording app of each client library, writing to `log` (make bench
+/// runs from the repository's root, where `make clib` put the C recorder).
+func recorderCommand(_ client: String, _ log: String) -> String {
+    let root = FileManager.default.currentDirectoryPath
+    let argv: [String] = switch client {
+    case "c": [root + "/.build/clib/c-recorder", "--log", log]
+    case "python": ["/usr/bin/env", "python3", root + "/Examples/python-recorder/recorder.py", "--log", log]
+    default: ["example-recorder", "--log", log]
+    }
+    return "command = [" + argv.map { "\"\($0)\"" }.joined(separator: ", ") + "]\n"
+}
+
+func roundTrip(client: String = "swift") throws -> Series {
     let dir = FileManager.default.temporaryDirectory.path + "/lifecycled-bench-\(getpid())"
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     let fifo = dir + "/events"
@@ -80,7 +92,7 @@ func roundTrip() throws -> Series {
     mkfifo(fifo, 0o600)
     let reader = open(fifo, O_RDWR | O_CLOEXEC)   // RDWR: neither side blocks in open
     defer { close(reader); unlink(fifo) }
-    let d = try DaemonUnderTest(apps: ["a": "command = [\"example-recorder\", \"--log\", \"\(fifo)\"]\n"],
+    let d = try DaemonUnderTest(apps: ["a": recorderCommand(client, fifo)],
                                 daemon: "event_history = \(iterations * 4 + 100)")
     let c = try d.client()
     var pending = ""
@@ -224,7 +236,12 @@ out("")
 let floor = try rawFloor()
 out("| raw SOCK_SEQPACKET round trip (floor) | \(floor.summary) |")
 let rt = try roundTrip()
-out("| event round trip through lifecycled | \(rt.summary) |")
+out("| event round trip through lifecycled, Swift client | \(rt.summary) |")
+let rtC = try roundTrip(client: "c")
+out("| event round trip through lifecycled, C client (liblifecycle) | \(rtC.summary) |")
+let rtPython = try roundTrip(client: "python")
+out("| event round trip through lifecycled, Python on the C client (ctypes) | \(rtPython.summary) |")
+out("| p50 of each client over the raw floor's p50 | Swift \(String(format: "%.2f", Double(rt.p(50)) / Double(max(floor.p(50), 1))))×, C \(String(format: "%.2f", Double(rtC.p(50)) / Double(max(floor.p(50), 1))))×, Python \(String(format: "%.2f", Double(rtPython.p(50)) / Double(max(floor.p(50), 1))))× |")
 let (frozen, thaw) = try freezeAndThaw()
 out("| decision to frozen (idle app) | \(frozen.summary) |")
 out("| thaw to active (acknowledged didBecomeActive) | \(thaw.summary) |")

@@ -2,7 +2,8 @@
 # Installs the system packages lifecycled needs to build and test, when they
 # are missing: libsystemd-dev (sd-event, sd-daemon, sd-journal) with
 # pkg-config, gcc (the C shim's tests), systemd's tools (systemd-analyze,
-# systemd-socket-activate) and setpriv (util-linux). Debian and Ubuntu.
+# systemd-socket-activate, systemd-notify), setpriv (util-linux) and python3
+# (the Python example app and test programs). Debian and Ubuntu.
 set -euo pipefail
 
 need=()
@@ -11,6 +12,8 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v systemd-socket-activate >/dev/null || need+=(systemd)
 command -v setpriv >/dev/null || need+=(util-linux)
+command -v systemd-notify >/dev/null || need+=(systemd)
+command -v python3 >/dev/null || need+=(python3)
 
 if ((${#need[@]})); then
     echo "installing: ${need[*]}"

@@ -121,7 +121,7 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
         let (config, apps, problems) = try ConfigLoader.load(path: root + "/config/lifecycled.toml")
         #expect(problems.isEmpty)
-        #expect(Set(apps.map(\.name)) == ["recorder", "saver", "worker", "plain"])
+        #expect(Set(apps.map(\.name)) == ["recorder", "saver", "worker", "plain", "c-recorder", "python-recorder"])
         #expect(config.foregroundSlots == 1)
     }
 }
@@ -223,5 +223,69 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
         #expect(e("limit = 0\n")?.message == "must be more than 0 bytes")
         #expect(e("last_notice_timeout = 10\n")?.message.hasPrefix("at most 5 s") == true)
         #expect(e("colour = 1\n")?.key == "memory.colour")
+    }
+}
+
+/// The config parser fed broken files: every error names the file and, where
+/// there is one, the right line; nothing crashes.
+@Suite struct BrokenConfigTests {
+    func appError(_ text: String) -> ConfigError? {
+        let path = write(text)
+        do { _ = try ConfigLoader.loadApp(path: path); return nil } catch {
+            #expect(error.file == path)
+            return error
+        }
+    }
+
+    @Test func syntaxErrorsOnTheirLine() {
+        let cases: [(String, Int)] = [
+            ("command = [\"x\"]\n\n\nname = \"unterminated\n", 4),
+            ("command = [\"x\"]\n[timeouts\nlaunch = 1\n", 2),
+            ("command = [\"x\"]\ncommand = [\"y\"]\n", 2),                       // duplicate key
+            ("command = [\"x\"]\n[timeouts]\nlaunch = 1\n[timeouts]\nevent = 1\n", 4),   // duplicate table
+            ("command = [\"x\",\n  \"y\"\n\nbroken = 1\n", 4),                  // unterminated array
+            ("command = [\"x\"]\nenvironment = { A = \"1\", \n", 2),
+            ("command = [\"x\"]\nlimit = 12abc\n", 2),
+        ]
+        for (text, line) in cases {
+            let e = appError(text)
+            #expect(e?.message.hasPrefix("TOML syntax") == true, "\(text.debugDescription): \(e?.description ?? "accepted")")
+            #expect(e?.line == line, "\(text.debugDescription): \(e?.description ?? "accepted")")
+        }
+    }
+
+    @Test func garbageAndEmptiness() {
+        let binary = String(decoding: (0..<512).map { UInt8(($0 * 37 + 11) % 256) }, as: UTF8.self)
+        #expect(appError(binary) != nil)
+        #expect(appError("")?.message == "missing: every app needs a command")
+        #expect(appError("\u{FEFF}command = [\"x\"]\n") == nil || appError("\u{FEFF}command = [\"x\"]\n")?.line == 1)
+        let path = FileManager.default.temporaryDirectory.path + "/cfg-missing-\(UUID().uuidString.prefix(8))/app.toml"
+        do { _ = try ConfigLoader.loadApp(path: path); Issue.record("a missing file loaded") } catch {
+            #expect(error.message.hasPrefix("cannot read"))
+        }
+    }
+
+    @Test func wrongTypesInNestedTablesOnTheirLine() {
+        let e = appError("command = [\"x\"]\n\n[memory]\nband = \"low\"\nlast_notice = \"yes\"\n")
+        #expect(e?.line == 5 && e?.key == "memory.last_notice")
+        #expect(e?.message == "expected true or false, got string")
+        let t = appError("command = [\"x\"]\n[timeouts]\nlaunch = [1, 2]\n")
+        #expect(t?.line == 3 && t?.key == "timeouts.launch")
+        let s = appError("command = [\"x\"]\n[signals]\ndidBecomeActive = 10\n")
+        #expect(s?.line == 3 && s?.key == "signals.didBecomeActive")
+        let c = appError("command = [\"x\", 3]\n")
+        #expect(c?.line == 1 && c?.message == "expected an array of strings, found integer")
+        let r = appError("command = [\"x\"]\nreadiness = \"notify\"\n")
+        #expect(r?.key == "readiness" && r?.message.contains("only for delivery = \"signals\"") == true)
+    }
+
+    @Test func brokenDaemonFilesStopTheDaemonWithTheLine() {
+        func e(_ text: String) -> ConfigError? {
+            do { _ = try ConfigLoader.loadDaemon(path: write(text, "d.toml")); return nil } catch { return error }
+        }
+        #expect(e("log_level = \"info\"\n[memory\n")?.line == 2)
+        #expect(e("foreground_slots = \"two\"\n")?.message == "expected an integer, got string")
+        #expect(e("\n\n[memory]\n\nbudget = -5\n")?.line == 5)
+        #expect(e("event_history = 99999999999\n")?.message.contains("out of range") == true)
     }
 }
