@@ -425,8 +425,9 @@ public final class Daemon {
         return UnixSocket.send(run.channel, message.encoded())
     }
 
-    /// More messages than this in one second is a flood: no honest app
-    /// needs it (it has at most 64 tasks and one event at a time).
+    /// More background-task requests than this in one second is a flood: no
+    /// honest app needs it (it has at most 64 tasks open). Acknowledgements
+    /// do not count: the daemon paces them, one event at a time.
     static let floodLimit = 2000
     /// Messages handled per wake-up: the rest wait for the next turn of the
     /// loop, so one chatty app cannot starve the others.
@@ -450,15 +451,9 @@ public final class Daemon {
                 submit(.protocolViolation(id, generation: run.generation,
                                           message: "message larger than \(Wire.maxMessageSize) bytes"))
             case .message(let bytes):
-                let now = Posix.monotonicNanoseconds()
-                if now - run.windowStart > 1_000_000_000 {
-                    run.windowStart = now
-                    run.windowCount = 0
-                }
-                run.windowCount += 1
-                if run.windowCount > Self.floodLimit {
+                if bytes.count > 1, bytes[1] != 0x81, flooding(run) {    // 0x81: acknowledge
                     submit(.protocolViolation(id, generation: run.generation,
-                                              message: "flood: more than \(Self.floodLimit) messages in one second"))
+                                              message: "flood: more than \(Self.floodLimit) background-task requests in one second"))
                     return
                 }
                 do {
@@ -510,6 +505,17 @@ public final class Daemon {
                 }
             }
         }
+    }
+
+    /// Counts one request in the current one-second window.
+    func flooding(_ run: Run) -> Bool {
+        let now = Posix.monotonicNanoseconds()
+        if now - run.windowStart > 1_000_000_000 {
+            run.windowStart = now
+            run.windowCount = 0
+        }
+        run.windowCount += 1
+        return run.windowCount > Self.floodLimit
     }
 
     func freeze(_ id: AppID) {

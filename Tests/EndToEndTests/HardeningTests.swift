@@ -22,7 +22,7 @@ import Testing
         ("oversized", "message larger than 4096 bytes"),
         ("ack-unsent", "which was not awaiting an acknowledgement"),
         ("bad-name", "task name: not UTF-8"),
-        ("flood", "flood: more than 2000 messages in one second"),
+        ("flood", "flood: more than 2000 background-task requests in one second"),
     ]
 
     @Test(arguments: cases.map(\.mode))
@@ -48,6 +48,24 @@ import Testing
         try d.command(ControlRequest(.interruptionEnd))
         try f.acknowledged("good", "didBecomeActive")
         #expect(try d.status("good").state == "active")
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func anAppAcknowledgingThousandsOfEventsIsNoFlood() throws {
+        let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
+        let f = try d.follow(["a"])
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        let c = try d.client()
+        let start = Date()
+        var events = 0
+        while events < 3000 || Date().timeIntervalSince(start) < 1 {
+            _ = try c.send(ControlRequest(events % 2 == 0 ? .interruptionBegin : .interruptionEnd))
+            events += 1
+            if events >= 20_000 { break }
+        }
+        #expect(try d.status("a").pid != nil, "an app that only acknowledges is never a flood")
+        #expect(try d.status("a").lastTermination == nil)
         #expect(try d.stop() == 0)
     }
 
