@@ -48,6 +48,17 @@ func httpGet(port: UInt16, path: String, seconds: Int) -> String? {
     return out.isEmpty ? nil : String(decoding: out, as: UTF8.self)
 }
 
+/// A plain program whose launch completes at READY=1, within `launch` seconds.
+func notifying(_ command: [String], launch: Double) -> String {
+    """
+    command = [\(command.map { "\"\($0)\"" }.joined(separator: ", "))]
+    delivery = "signals"
+    readiness = "notify"
+    [timeouts]
+    launch = \(launch)
+    """
+}
+
 /// Programs nobody wrote for lifecycled, supervised as plain programs.
 @Suite struct RealPlainProgramTests {
     @Test func pythonHTTPServerFrozenStopsAnsweringThawedAnswersAgainStopEndsItCleanly() throws {
@@ -94,13 +105,7 @@ func httpGet(port: UInt16, path: String, seconds: Int) -> String? {
         // systemd's own systemd-notify, as a service script would use it.
         let script = "trap 'systemd-notify STOPPING=1; exit 0' TERM; systemd-notify --status=warming-up; read go < \(gate); "
             + "systemd-notify --ready --status=serving; while true; do sleep 100 & wait $!; done"
-        let d = try DaemonUnderTest(apps: ["svc": """
-            command = ["/bin/sh", "-c", "\(script)"]
-            delivery = "signals"
-            readiness = "notify"
-            [timeouts]
-            launch = 20
-            """])
+        let d = try DaemonUnderTest(apps: ["svc": notifying(["/bin/sh", "-c", script], launch: 20)])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "svc"))
         try f.wait("STATUS=warming-up") { $0.kind == .notified && $0.detail == "STATUS=warming-up" }
@@ -126,13 +131,7 @@ func httpGet(port: UInt16, path: String, seconds: Int) -> String? {
     }
 
     @Test func noReadinessInTimeIsTheLaunchWatchdog() throws {
-        let d = try DaemonUnderTest(apps: ["mute": """
-            command = ["/bin/sleep", "1000"]
-            delivery = "signals"
-            readiness = "notify"
-            [timeouts]
-            launch = 0.3
-            """])
+        let d = try DaemonUnderTest(apps: ["mute": notifying(["/bin/sleep", "1000"], launch: 0.3)])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "mute"))
         let launched = try f.wait("launched") { $0.kind == .launched }
@@ -144,13 +143,8 @@ func httpGet(port: UInt16, path: String, seconds: Int) -> String? {
 
     @Test func notificationsFromStrangersAreIgnored() throws {
         let s = scratch()
-        let d = try DaemonUnderTest(apps: ["svc": """
-            command = ["/bin/sh", "-c", "echo $NOTIFY_SOCKET > \(s)/address; echo written >> \(s)/address; exec sleep 1000"]
-            delivery = "signals"
-            readiness = "notify"
-            [timeouts]
-            launch = 0.5
-            """])
+        let script = "echo $NOTIFY_SOCKET > \(s)/address; echo written >> \(s)/address; exec sleep 1000"
+        let d = try DaemonUnderTest(apps: ["svc": notifying(["/bin/sh", "-c", script], launch: 0.5)])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "svc"))
         try waitForLine(s + "/address", "written", seconds: 10)

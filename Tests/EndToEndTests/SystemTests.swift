@@ -152,18 +152,21 @@ func measure(seconds: Double) {
             if grandchild == nil { sched_yield() }
         }
         let g = try #require(grandchild)
+        let watch = lc_pidfd_open(g)
+        try #require(watch >= 0, "the grandchild is running before the kill")
+        defer { close(watch) }
         try d.command(ControlRequest(.kill, app: "forker"))
         try f.terminated("forker")
-        // The whole cgroup was killed: the grandchild is gone (or at most a
-        // zombie about to be reaped by the daemon, its subreaper).
-        var gone = false
-        for _ in 0..<1000 {
-            if kill(g, 0) != 0 { gone = true; break }
-            let st = (try? String(contentsOfFile: "/proc/\(g)/stat", encoding: .utf8)) ?? ""
-            if st.isEmpty { gone = true; break }
-            sched_yield()
+        // The whole cgroup was killed: the grandchild dies (its pidfd says
+        // so), and the daemon, its subreaper, reaps it: no zombie is left.
+        var p = pollfd(fd: watch, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 10_000) == 1, "grandchild \(g) survived its app")
+        var reaped = false
+        for _ in 0..<5000 where !reaped {          // reaping has no event to wait on: the bound is the failure
+            reaped = !FileManager.default.fileExists(atPath: "/proc/\(g)")
+            if !reaped { usleep(1000) }
         }
-        #expect(gone, "grandchild \(g) survived its app")
+        #expect(reaped, "grandchild \(g) was not reaped by the daemon")
         #expect(zombies(of: d.pid).isEmpty, "zombie children of the daemon: \(zombies(of: d.pid))")
         #expect(try d.stop() == 0)
         #expect(!FileManager.default.fileExists(atPath: d.cgroupPath))
