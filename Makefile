@@ -101,6 +101,15 @@ test-clib: clib
 	          nm -D --defined-only $(CLIB)/liblifecycle.so | awk '{print $$3}' | grep '^lifecycle__'); \
 	if [ -n "$$extra" ]; then echo "FAILED  liblifecycle.so exports more than the API: $$extra"; exit 1; fi; \
 	echo "ok      liblifecycle.so exports only lifecycle_* ($$(nm -D --defined-only $(CLIB)/liblifecycle.so | wc -l) symbols)"
+	@# Installed as a user gets it: a staged install, then an app built with pkg-config alone.
+	@rm -rf $(CLIB)/stage
+	@$(MAKE) -s install-clib DESTDIR=$(CURDIR)/$(CLIB)/stage PREFIX=/usr/local >/dev/null
+	@PKG_CONFIG_PATH=$(CURDIR)/$(CLIB)/stage/usr/local/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$(CURDIR)/$(CLIB)/stage \
+	    $(CC) Examples/c-recorder/recorder.c $$(PKG_CONFIG_PATH=$(CURDIR)/$(CLIB)/stage/usr/local/lib/pkgconfig \
+	    PKG_CONFIG_SYSROOT_DIR=$(CURDIR)/$(CLIB)/stage pkg-config --cflags --libs lifecycle) -o $(CLIB)/stage/recorder
+	@LD_LIBRARY_PATH=$(CURDIR)/$(CLIB)/stage/usr/local/lib ldd $(CLIB)/stage/recorder | grep -q 'liblifecycle.so.1 => $(CURDIR)/$(CLIB)/stage' \
+	    && echo "ok      installed with pkg-config: an app builds and links against liblifecycle.so.1" \
+	    || { echo "FAILED  an app built with pkg-config does not link against the installed library"; exit 1; }
 
 # The header, both libraries and lifecycle.pc under $(PREFIX) (DESTDIR for
 # staging). Part of `install`; alone it builds no Swift.
