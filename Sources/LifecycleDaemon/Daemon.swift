@@ -429,8 +429,8 @@ public final class Daemon {
     /// honest app needs it (it has at most 64 tasks open). Acknowledgements
     /// do not count: the daemon paces them, one event at a time.
     static let floodLimit = 2000
-    /// Messages handled per wake-up: the rest wait for the next turn of the
-    /// loop, so one chatty app cannot starve the others.
+    /// Messages (or notifications) handled per wake-up: the rest wait for the
+    /// next turn of the loop, so one chatty app cannot starve the others.
     static let messagesPerTurn = 64
 
     func readChannel(_ id: AppID, _ run: Run) {
@@ -451,13 +451,14 @@ public final class Daemon {
                 submit(.protocolViolation(id, generation: run.generation,
                                           message: "message larger than \(Wire.maxMessageSize) bytes"))
             case .message(let bytes):
-                if bytes.count > 1, bytes[1] != 0x81, flooding(run) {    // 0x81: acknowledge
-                    submit(.protocolViolation(id, generation: run.generation,
-                                              message: "flood: more than \(Self.floodLimit) background-task requests in one second"))
-                    return
-                }
                 do {
-                    switch try AppMessage.decode(bytes) {
+                    let message = try AppMessage.decode(bytes)
+                    if case .acknowledge = message {} else if flooding(run) {
+                        submit(.protocolViolation(id, generation: run.generation,
+                                                  message: "flood: more than \(Self.floodLimit) background-task requests in one second"))
+                        return
+                    }
+                    switch message {
                     case .acknowledge(let seq):
                         if let sent = run.sent.removeValue(forKey: seq) {
                             let latency = Double(Posix.monotonicNanoseconds() - sent.at) / 1000
@@ -481,7 +482,9 @@ public final class Daemon {
     /// passed fds (BARRIER=1) are closed by the shim at once.
     func readNotifications(_ id: AppID, _ run: Run) {
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while runs[id] === run {
+        var turn = 0
+        while runs[id] === run, turn < Self.messagesPerTurn {
+            turn += 1
             var pid: pid_t = 0
             let n = buffer.withUnsafeMutableBytes { lc_recv_notify(run.notify, $0.baseAddress, UInt($0.count), &pid) }
             guard n >= 0 else { return }      // EAGAIN: all read

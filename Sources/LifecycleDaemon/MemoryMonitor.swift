@@ -88,8 +88,13 @@ final class MemoryMonitor {
         }
         if let budget = config.budget {
             m.budget = budget
-            m.appsTotal = cgroups?.appsFootprint() ?? groups.reduce(0) { sum, entry in
-                sum + (footprints[entry.key] ?? entry.value.memoryFootprint() ?? 0)
+            if let total = cgroups?.appsFootprint() {
+                m.appsTotal = total
+            } else {    // /proc accounting: the apps one by one, kept for the core too
+                for (id, group) in groups where footprints[id] == nil {
+                    if let f = group.memoryFootprint() { footprints[id] = f }
+                }
+                m.appsTotal = footprints.values.reduce(0, +)
             }
         }
         reading = m

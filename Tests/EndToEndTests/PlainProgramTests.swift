@@ -141,6 +141,31 @@ func notifying(_ command: [String], launch: Double) -> String {
         #expect(try d.stop() == 0)
     }
 
+    @Test func aProgramFloodingItsNotifySocketHarmsNoOne() throws {
+        let s = scratch()
+        let spam = "import os, socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
+            + "a = chr(0) + os.environ['NOTIFY_SOCKET'][1:]; [s.sendto(b'STATUS=spam', a) for _ in iter(int, 1)]"
+        let d = try DaemonUnderTest(apps: [
+            "spammer": "command = [\"/usr/bin/env\", \"python3\", \"-c\", \"\(spam)\"]\ndelivery = \"signals\"\n"
+                + "[timeouts]\nbackground_grace = 60\n",
+            "good": recorder(s + "/good"),
+        ], daemon: "foreground_slots = 2\nevent_history = 0")
+        let f = try d.follow(["good"])
+        let flood = try d.follow(["spammer"])
+        try d.command(ControlRequest(.launch, app: "spammer", background: true))
+        try flood.wait("the flood to begin") { $0.kind == .notified }    // and it never stops
+        try d.command(ControlRequest(.activate, app: "good"))
+        try f.acknowledged("good", "didBecomeActive")
+        for _ in 0..<20 {
+            try d.command(ControlRequest(.interruptionBegin))
+            try f.acknowledged("good", "willResignActive")
+            try d.command(ControlRequest(.interruptionEnd))
+            try f.acknowledged("good", "didBecomeActive")
+        }
+        #expect(try d.status("spammer").statusLine == "spam")
+        #expect(try d.stop() == 0)
+    }
+
     @Test func notificationsFromStrangersAreIgnored() throws {
         let s = scratch()
         let script = "echo $NOTIFY_SOCKET > \(s)/address; echo written >> \(s)/address; exec sleep 1000"
