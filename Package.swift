@@ -7,6 +7,7 @@
 //   LifecycleControl   the control-socket protocol (JSON lines) and a client for it
 //   CLifecycleShim     tiny C shim: clone3 into a cgroup, pidfd, credentials
 //   CSystemd           libsystemd (sd-event, sd-daemon, sd-journal)
+//   CMemoryWatch       the quiet half of memory sampling, in C, on the sd-event loop
 //   LifecycleOS        thin typed adapters over the kernel and systemd
 //   LifecycleDaemon    the daemon shell: config, event loop, app channels, control server
 //   LifecycleClient    the Swift client library apps link
@@ -42,8 +43,9 @@ let package = Package(
         .systemLibrary(
             name: "CSystemd", pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]),
+        .target(name: "CMemoryWatch", dependencies: ["CSystemd"]),
         .target(name: "LifecycleOS", dependencies: [
-            "CLifecycleShim", "CSystemd",
+            "CLifecycleShim", "CSystemd", "CMemoryWatch",
             .product(name: "SystemPackage", package: "swift-system"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
@@ -73,7 +75,7 @@ let package = Package(
         .testTarget(name: "LifecycleCoreTests", dependencies: ["LifecycleCore"], swiftSettings: strict),
         .testTarget(name: "LifecycleWireTests", dependencies: ["LifecycleWire"], swiftSettings: strict),
         .testTarget(name: "LifecycleDaemonTests", dependencies: [
-            "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire",
+            "LifecycleDaemon", "LifecycleOS", "CMemoryWatch", "LifecycleControl", "LifecycleCore", "LifecycleWire",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         .target(name: "LifecycleTestKit", dependencies: ["LifecycleControl", "LifecycleOS", "CLifecycleShim"],

@@ -116,13 +116,20 @@ public struct MemoryStatus: Codable, Sendable {
     /// The PSI trigger in use ("some 100000 2000000"), or why there is none.
     public var trigger: String
     public var reading: MemoryReading
+    /// Samples are being taken on the quiet path (in C, MemAvailable only),
+    /// and how many it has taken since the daemon started.
+    public var quiet: Bool?
+    public var quietSamples: UInt64?
 
-    public init(level: String, simulated: Bool, accounting: String, trigger: String, reading: MemoryReading) {
+    public init(level: String, simulated: Bool, accounting: String, trigger: String, reading: MemoryReading,
+                quiet: Bool? = nil, quietSamples: UInt64? = nil) {
         self.level = level
         self.simulated = simulated
         self.accounting = accounting
         self.trigger = trigger
         self.reading = reading
+        self.quiet = quiet
+        self.quietSamples = quietSamples
     }
 }
 

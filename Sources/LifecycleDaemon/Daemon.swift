@@ -80,7 +80,7 @@ public final class Daemon {
     let selfDirectory: String
     var cleanupTimers: [String: EventLoop.Source] = [:]
     var memory: MemoryMonitor!
-    var memoryTimer: EventLoop.Source!
+    var memoryWatch: MemoryWatch!
     var triggerSource: EventLoop.Source?
     var killLog: KillLog!
     /// Apps whose manifest sets memory.limit.
@@ -142,7 +142,7 @@ public final class Daemon {
         limits = manifests.compactMapValues(\.policy.memory.limit)
         memory = MemoryMonitor(config: config.memory, cgroups: cgroups, logger: logger)
         killLog = KillLog(directory: config.stateDirectory, keep: config.memory.killHistory, logger: logger)
-        memoryTimer = try loop.timer { [unowned self] in self.sampleMemory() }
+        memoryWatch = try MemoryWatch(loop: loop) { [unowned self] in self.sampleMemory() }
         if let trigger = memory.trigger {
             triggerSource = try loop.watch(fd: trigger.fd, events: IOEvents.priority) { [unowned self] _ in
                 self.sampleMemory(triggered: true)
@@ -194,7 +194,7 @@ public final class Daemon {
             "memory-accounting": "\(cgroups?.memory.rawValue ?? MemoryAccounting.processPSS.rawValue)",
             "psi-trigger": "\(memory.triggerDescription)",
         ])
-        if config.memory.monitor { memoryTimer.arm(at: Posix.monotonicNanoseconds()) }
+        if config.memory.monitor { memoryWatch.arm(at: Posix.monotonicNanoseconds()) }
         sendStatus()
         Systemd.notify("READY=1")
         for name in manifests.keys.sorted() {
@@ -300,7 +300,9 @@ public final class Daemon {
             // the record, so the victim starts freeing its memory at once.
             if !k.lastNotice, let run = runs[k.app] { sendKill(run) }
             recordKill(k)
-        case .remeasure: memoryTimer.arm(at: Posix.monotonicNanoseconds())
+        case .remeasure:
+            memoryWatch.loud()
+            memoryWatch.arm(at: Posix.monotonicNanoseconds())
         }
     }
 
@@ -696,6 +698,7 @@ public final class Daemon {
                 return .failure(.badRequest, "'pressure' needs a level: normal, warning or critical (got \(request.level.map { "'\($0)'" } ?? "none"))")
             }
             let sample = memory.simulated(level, groups: runs.mapValues(\.group))
+            memoryWatch.loud()     // the next sample, in Swift, ends the simulation as before
             noteLevelChange(to: sample)
             return outcome(submit(.memory(sample)))
         case .home: return outcome(submit(.home))
@@ -725,6 +728,7 @@ public final class Daemon {
                 footprint: runs[id]?.group.memoryFootprint(), band: s.band.rawValue, memoryLimit: limits[id],
                 statusLine: runs[id]?.statusLine)
         }
+        let watch = memoryWatch.state
         let daemon = DaemonStatus(
             pid: getpid(), foregroundSlots: supervisor.foregroundSlots, foreground: supervisor.foreground,
             locked: supervisor.locked, interruptions: supervisor.interruptions, confinement: confinement,
@@ -732,7 +736,7 @@ public final class Daemon {
             memory: MemoryStatus(
                 level: supervisor.memoryLevel.rawValue, simulated: supervisor.memorySimulated,
                 accounting: (cgroups?.memory ?? .processPSS).rawValue, trigger: memory.triggerDescription,
-                reading: MemoryReading(memory.reading)))
+                reading: MemoryReading(memory.latest(watch)), quiet: watch.quiet, quietSamples: watch.quietSamples))
         return StatusReport(daemon: daemon, apps: apps)
     }
 }
@@ -772,7 +776,7 @@ extension Daemon {
             noteLevelChange(to: sample)
             submit(.memory(sample))
         }
-        memoryTimer.arm(at: now + memory.interval(after: sample, limits: limits))
+        memory.schedule(memoryWatch, after: sample, coreLevel: supervisor.memoryLevel, limits: limits, now: now)
     }
 
     /// Records a change of level before the core acts on it, so the event

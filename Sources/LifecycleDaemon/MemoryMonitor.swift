@@ -12,11 +12,18 @@ import Logging
 /// and `interval`. Far from trouble that is one read of a few small files a
 /// second; near it, every 20 ms. A PSI trigger wakes the daemon at once when
 /// tasks start stalling, whatever the interval.
+///
+/// Most samples ask one question: is MemAvailable still far above the point
+/// where the level could change? Those are answered in C by `MemoryWatch`
+/// without running any Swift, for as long as `schedule` finds that only
+/// MemAvailable matters (see `quietPoint`).
 final class MemoryMonitor {
     let config: MemoryConfig
     let cgroups: Cgroups?
     private(set) var gauge: MemoryGauge
     private(set) var reading = MemoryMeasurements()
+    /// When `reading` was taken (CLOCK_MONOTONIC ns).
+    private var readingAt: Int64 = 0
     private(set) var trigger: PSITrigger?
     /// The trigger's specification, or why there is none.
     private(set) var triggerDescription = "none"
@@ -98,6 +105,7 @@ final class MemoryMonitor {
             }
         }
         reading = m
+        readingAt = now
         let level = gauge.update(m)
         // Just became short: the kill record needs every footprint.
         if level != .normal && !all {
@@ -113,6 +121,47 @@ final class MemoryMonitor {
         var footprints: [AppID: UInt64] = [:]
         for (id, group) in groups { if let f = group.memoryFootprint() { footprints[id] = f } }
         return MemorySample(level: level, simulated: true, footprints: footprints, measurements: reading)
+    }
+
+    /// The latest measurements: the last full sample's, with MemAvailable
+    /// from a later quiet sample of `watch`.
+    func latest(_ watch: MemoryWatch.State) -> MemoryMeasurements {
+        var m = reading
+        if let available = watch.available, let at = watch.at, at > readingAt { m.available = available }
+        return m
+    }
+
+    /// Arms `watch` for the next sample after `sample`, and lets its next
+    /// firings be quiet when `quietPoint` allows.
+    func schedule(_ watch: MemoryWatch, after sample: MemorySample, coreLevel: MemoryLevel,
+                  limits: [AppID: UInt64], now: Int64) {
+        watch.arm(at: now + interval(after: sample, limits: limits))
+        if let q = quietPoint(after: sample, coreLevel: coreLevel, limited: !limits.isEmpty, now: now) {
+            watch.quiet(handBackAt: q.handBackAt, total: q.total, critical: q.critical, fillRate: config.fillRate,
+                        shortest: config.minInterval.nanoseconds, longest: config.interval.nanoseconds)
+        } else {
+            watch.loud()
+        }
+    }
+
+    /// When only MemAvailable can change the level, the MemAvailable at or
+    /// below which it could (bytes, rounded up: handing back early is safe,
+    /// late is not), with MemTotal and the critical MemAvailable the interval
+    /// is measured against. Nil whenever a full sample must run: the level
+    /// (measured or injected) is not normal, a budget or a per-app limit
+    /// needs footprints, the pressure file must be read (a stall threshold
+    /// is set and no PSI trigger is armed and quiet), or no MemAvailable
+    /// threshold is set.
+    func quietPoint(after sample: MemorySample, coreLevel: MemoryLevel, limited: Bool,
+                    now: Int64) -> (handBackAt: UInt64, total: UInt64, critical: UInt64)? {
+        let t = gauge.thresholds
+        guard config.monitor, sample.level == .normal, !sample.simulated, coreLevel == .normal,
+              gauge.level == .normal, !limited, config.budget == nil,
+              let total = sample.measurements.total, let critical = criticalAvailable,
+              let percent = [t.availableWarning, t.availableCritical].compactMap({ $0 }).max() else { return nil }
+        let stallMatters = t.stallWarning != nil || t.stallCritical != nil
+        guard !stallMatters || (trigger != nil && now > readPressureUntil) else { return nil }
+        return (UInt64((Double(total) * percent / 100).rounded(.up)), total, critical)
     }
 
     /// Nanoseconds until the next sample.
@@ -132,7 +181,6 @@ final class MemoryMonitor {
         }
         let longest = config.interval.nanoseconds, shortest = config.minInterval.nanoseconds
         guard let least = headroom.min() else { return longest }
-        let fill = Double(least) / Double(max(config.fillRate, 1)) * 1e9
-        return min(longest, max(shortest, Int64(min(fill, Double(Int64.max / 2)))))
+        return MemoryWatch.fillInterval(headroom: least, fillRate: config.fillRate, shortest: shortest, longest: longest)
     }
 }

@@ -118,6 +118,9 @@ enum StatusTable {
             if let s = m.reading.stallPercent { line += ", stall \(String(format: "%.1f", s)) %" }
             if let u = m.reading.appsTotal, let b = m.reading.budget { line += ", apps \(bytes(u)) of \(bytes(b)) budget" }
             line += "; accounted by \(m.accounting)"
+            if let quiet = m.quiet, let n = m.quietSamples {
+                line += "; sampling \(quiet ? "quietly" : "in full") (\(n) quiet sample\(n == 1 ? "" : "s"))"
+            }
             out.append(line)
         }
         return out.joined(separator: "\n")

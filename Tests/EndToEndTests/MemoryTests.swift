@@ -1,6 +1,7 @@
 import Foundation
 @preconcurrency import Glibc
 import LifecycleControl
+import LifecycleOS
 import LifecycleTestKit
 import Testing
 
@@ -120,6 +121,42 @@ func hog(_ log: String, mb: Int, _ extra: String = "") -> String {
         let kills = try d.command(ControlRequest(.jetsam)).kills ?? []
         #expect(kills.map(\.app) == ["stuck", "polite"])
         #expect(kills.allSatisfy { $0.lastNotice && $0.simulated })
+        #expect(try d.stop() == 0)
+    }
+
+    /// Far from every threshold, samples are taken by the daemon's C
+    /// sentinel and never wake its loop; real memory running short hands
+    /// them back, the level changes as before, and once memory is back the
+    /// samples are quiet again.
+    @Test func quietSamplingHandsBackWhenRealMemoryRunsShort() throws {
+        let meminfo = try #require(KernelFile("/proc/meminfo"))
+        #expect(meminfo.refresh())
+        let available = try #require(meminfo.integer(after: "MemAvailable:")) * 1024
+        let warning = available - (600 << 20), critical = available - (3 << 30)
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["big": hog(s + "/big", mb: 1024)], daemon: """
+            [memory]
+            available_warning = "\(warning >> 10)K"
+            available_critical = "\(critical >> 10)K"
+            hysteresis = 1
+            """)
+        func memory() throws -> MemoryStatus { try #require(d.command(ControlRequest(.status)).status?.daemon.memory) }
+        // No event says a quiet sample was taken: look at the count.
+        let deadline = Posix.monotonicNanoseconds() + 10_000_000_000
+        while try !(memory().quiet == true && memory().quietSamples ?? 0 >= 2) {
+            try #require(Posix.monotonicNanoseconds() < deadline, "quiet samples within 10 s")
+            usleep(20_000)
+        }
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "big"))
+        let level = try f.wait("the warning level") { $0.kind == .memoryLevel && $0.to == "warning" }
+        #expect(level.detail?.contains("simulated") == false)
+        try f.acknowledged("big", "didReceiveMemoryWarning")
+        #expect(try memory().quiet == false, "every sample in full while memory is short")
+        try d.command(ControlRequest(.kill, app: "big"))
+        try f.wait("the level back to normal") { $0.kind == .memoryLevel && $0.to == "normal" }
+        #expect(try memory().quiet == true)
+        #expect((try d.command(ControlRequest(.jetsam)).kills ?? []).isEmpty)
         #expect(try d.stop() == 0)
     }
 

@@ -1,0 +1,72 @@
+// The quiet half of memory monitoring, in C.
+//
+// Far from every threshold, a memory sample is one question: is MemAvailable
+// still above the point where the level could change? Asked from Swift, the
+// answer cost ~90 µs of CPU a wake-up on the development machine, most of it
+// the first touch of cold code and data after a long sleep (Swift runtime,
+// retains, exclusivity checks), not the kernel's /proc/meminfo. Asked here it
+// costs what a bare C loop costs (docs/performance.md).
+//
+// A sentinel thread owns the sampling clock. Each time a sample is due:
+//   - while the daemon has said "quiet" (lc_memwatch_quiet), it reads
+//     MemAvailable and MemTotal with one pread of /proc/meminfo; if
+//     MemAvailable is above the hand-back point and MemTotal is unchanged,
+//     it sleeps again for lc_fill_interval(MemAvailable - critical): the
+//     daemon's loop never wakes;
+//   - otherwise it hands the sample to the loop (an eventfd watched by
+//     sd-event) and waits: `sample(ctx)` runs on the loop's thread, takes the
+//     full sample in Swift, re-arms with lc_memwatch_arm and says whether the
+//     next samples may be quiet.
+// A thread rather than an sd-event timer because the timer's own cost (a
+// timerfd read and re-arm, the epoll round) was a third of a quiet sample.
+// The sentinel runs no Swift, blocks every signal, and shares only the
+// fields under its mutex.
+#ifndef CMEMORYWATCH_H
+#define CMEMORYWATCH_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lc_memwatch lc_memwatch;
+
+/// Starts the sentinel, disarmed, and watches its eventfd on `event` (an
+/// sd_event *). NULL with errno set when /proc/meminfo cannot be opened, or
+/// sd-event or pthread_create refuses.
+lc_memwatch *lc_memwatch_new(void *event, void (*sample)(void *ctx), void *ctx);
+void lc_memwatch_free(lc_memwatch *w);
+
+/// Samples once at `at_ns` (CLOCK_MONOTONIC nanoseconds); never if at_ns < 0.
+void lc_memwatch_arm(lc_memwatch *w, int64_t at_ns);
+
+/// Quiet firings from now on: hand back to `sample` as soon as MemAvailable
+/// is at or below `hand_back_at` bytes or MemTotal is no longer `total`
+/// bytes; until then sample again after lc_fill_interval(MemAvailable -
+/// `critical`, fill_rate, min_ns, max_ns).
+void lc_memwatch_quiet(lc_memwatch *w, uint64_t hand_back_at, uint64_t total, uint64_t critical,
+                       uint64_t fill_rate, int64_t min_ns, int64_t max_ns);
+/// Every firing goes to `sample` from now on.
+void lc_memwatch_loud(lc_memwatch *w);
+
+typedef struct {
+    uint64_t available;     // bytes, at the last quiet firing
+    int64_t at_ns;          // when (CLOCK_MONOTONIC); 0: none yet
+    uint64_t quiet_samples; // quiet firings since lc_memwatch_new
+    int quiet;              // quiet now
+} lc_memwatch_state;
+lc_memwatch_state lc_memwatch_get(const lc_memwatch *w);
+
+/// Nanoseconds until `headroom` bytes could be gone at `fill_rate` bytes per
+/// second, between min_ns and max_ns. The one formula for both halves.
+int64_t lc_fill_interval(uint64_t headroom, uint64_t fill_rate, int64_t min_ns, int64_t max_ns);
+
+/// The first unsigned integer after `key` in `buf` (spaces skipped), as
+/// /proc/meminfo lays it out; -1 when absent. Exposed for the tests.
+int64_t lc_meminfo_value(const char *buf, long length, const char *key);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,63 @@
+@preconcurrency import Glibc
+import CMemoryWatch
+import SystemPackage
+
+/// The memory sampler's timer, with a quiet path in C (Sources/CMemoryWatch):
+/// while `quiet(...)` holds, a firing reads MemAvailable, finds it above the
+/// hand-back point and re-arms itself without running any Swift. Every other
+/// firing calls `sample`, which re-arms with `arm(at:)` and says whether the
+/// next firings may be quiet.
+public final class MemoryWatch {
+    private var watch: OpaquePointer!
+    private let sample: () -> Void
+
+    public init(loop: EventLoop, sample: @escaping () -> Void) throws(SystemError) {
+        self.sample = sample
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        guard let w = lc_memwatch_new(UnsafeMutableRawPointer(loop.event), { ctx in
+            Unmanaged<MemoryWatch>.fromOpaque(ctx!).takeUnretainedValue().sample()
+        }, context) else {
+            throw SystemError("memory watch", errno: Errno(rawValue: errno))
+        }
+        watch = w
+    }
+
+    deinit { lc_memwatch_free(watch) }
+
+    /// Fires once at `monotonicNanoseconds`, or never if nil.
+    public func arm(at monotonicNanoseconds: Int64?) {
+        lc_memwatch_arm(watch, monotonicNanoseconds.map { max(0, $0) } ?? -1)
+    }
+
+    /// Quiet firings until MemAvailable is at or below `handBackAt` bytes
+    /// or MemTotal is no longer `total`; the next sample after the time
+    /// `MemAvailable - critical` would take to fill at `fillRate` bytes/s.
+    public func quiet(handBackAt: UInt64, total: UInt64, critical: UInt64, fillRate: UInt64,
+                      shortest: Int64, longest: Int64) {
+        lc_memwatch_quiet(watch, handBackAt, total, critical, fillRate, shortest, longest)
+    }
+
+    /// Every firing runs `sample`.
+    public func loud() { lc_memwatch_loud(watch) }
+
+    public struct State: Sendable, Equatable {
+        /// MemAvailable at the last quiet firing, bytes, and when.
+        public var available: UInt64?
+        public var at: Int64?
+        public var quietSamples: UInt64
+        public var quiet: Bool
+    }
+
+    public var state: State {
+        let s = lc_memwatch_get(watch)
+        return State(available: s.at_ns > 0 ? s.available : nil, at: s.at_ns > 0 ? s.at_ns : nil,
+                     quietSamples: s.quiet_samples, quiet: s.quiet != 0)
+    }
+
+    /// Nanoseconds until `headroom` bytes could be gone at `fillRate` bytes
+    /// per second, between `shortest` and `longest`: the one formula both
+    /// halves of the sampler use.
+    public static func fillInterval(headroom: UInt64, fillRate: UInt64, shortest: Int64, longest: Int64) -> Int64 {
+        lc_fill_interval(headroom, fillRate, shortest, longest)
+    }
+}
