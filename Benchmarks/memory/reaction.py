@@ -3,7 +3,7 @@
 
 Run as root from anywhere (python3, standard library only):
 
-    sudo python3 Benchmarks/memory/reaction.py                 # both tools, 20 runs each
+    sudo python3 Benchmarks/memory/reaction.py                 # both tools and the floor, 20 runs each
     sudo python3 Benchmarks/memory/reaction.py --quick         # 5 runs, 10 s idle window
     sudo python3 Benchmarks/memory/reaction.py --only earlyoom
     sudo python3 Benchmarks/memory/reaction.py --write-config /tmp/cfg   # lifecycled config only
@@ -25,6 +25,12 @@ The workload, identical for both tools:
                 t_cross) + VICTIM/2, i.e. the victim's memory came back;
     reaction  = t_release - t_cross. The victim must have exited and the hog
     must still be alive, else the run is invalid.
+
+The floor: the same workload with no tool. A thread of the harness sends
+SIGKILL to the (plain) victim and calls process_mrelease the moment the
+monitor sees the crossing. No monitoring tool can react sooner; what is left
+is the kernel freeing the victim's memory while the hog keeps allocating, a
+lower bound for both tools (no idle cost: there is no daemon).
 
 Idle cost: with the victim in place (frozen for lifecycled) and nothing else
 happening, CPU time (utime+stime of /proc/PID/stat, and the precise
@@ -56,6 +62,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -381,13 +388,14 @@ def wait_recovered(mem, a0, timeout=30.0):
 # --------------------------------------------------------------------------
 # The measurement
 
-def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r):
+def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross=None):
     """Start the hog and time T-crossing -> victim memory released; results go into r.
 
     r["hog"] is set as soon as the hog is spawned, so the caller can always kill it.
     on_event() is called once, as soon as anything happens that ends the
     tool's job (release, victim exit, hog exit, timeout, error): the earlyoom
-    side kills earlyoom there."""
+    side kills earlyoom there. on_cross(), if given, is called at the
+    crossing (the floor's killer)."""
     r.update({"valid": False, "note": "", "reaction_ms": None, "victim_exit_ms": None})
     victim_fd = os.pidfd_open(victim_pid)
     hog = None
@@ -421,6 +429,8 @@ def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r):
                 if a < T:
                     t_cross, low = t, a
                     r["cross_gap_ms"] = (t - prev) / 1e6
+                    if on_cross is not None:
+                        on_cross()
                 elif t - t_start > CROSS_TIMEOUT_S * 1e9:
                     r["note"] = "MemAvailable never went below T within %.0f s" % CROSS_TIMEOUT_S
                     break
@@ -688,6 +698,62 @@ class Bench:
                 PROCS.kill(eo)
             self.after_run(a0, victim, r.get("hog"))
 
+    # --- the floor: no tool, the harness kills at the crossing -------------
+
+    def floor_run(self, i):
+        """The victim as for earlyoom; a thread of the harness SIGKILLs it and
+        calls process_mrelease the moment the monitor sees the crossing. No
+        monitoring tool can do better: what is left is the kernel's freeing."""
+        wait_quiet(self.mem)
+        a0 = self.mem.available()
+        T = self.threshold(a0)
+        self.Ts.append(T)
+        victim = None
+        pidfd = None
+        r = {"run": i, "T_mib": T / MIB}
+        go = threading.Event()
+        done = {}
+
+        def killer():
+            go.wait()
+            if r.get("t_cross_seen") is None:
+                return  # ended without a crossing
+            t = time.monotonic_ns()
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            done["kill_ns"] = t
+            done["mrelease"] = _libc.syscall(448, pidfd, 0) == 0  # process_mrelease(2)
+
+        try:
+            victim = self.start_victim_plain(os.path.join(self.tmp, "floor-victim-%d.ready" % i))
+            pidfd = os.pidfd_open(victim.pid)
+            r["A_minus_T_mib"] = (self.mem.available() - T) / MIB
+            th = threading.Thread(target=killer, daemon=True)
+            th.start()
+
+            def cross():
+                r["t_cross_seen"] = True
+                go.set()
+            measure(self.mem, T, victim.pid, self.victim_kib,
+                    self.hog_argv(os.path.join(self.tmp, "floor-hog-%d.ready" % i)),
+                    on_event=go.set, tag="floor-%d" % i, r=r, on_cross=cross)
+            go.set()
+            th.join(10)
+            r.pop("t_cross_seen", None)
+            r["perturbed"] = perturbation(r, self.args.hog_mb)
+            if r.get("t_cross") is not None and done.get("kill_ns") is not None:
+                r["decide_ms"] = (done["kill_ns"] - r["t_cross"]) / 1e6
+                if r.get("t_release") is not None:
+                    r["free_ms"] = (r["t_release"] - done["kill_ns"]) / 1e6
+            if not done.get("mrelease", True):
+                r["note"] = (r.get("note") or "") + " process_mrelease failed"
+            r["victim_status"] = PROCS.kill(victim, timeout=5)
+            return r
+        finally:
+            go.set()
+            if pidfd is not None:
+                os.close(pidfd)
+            self.after_run(a0, victim, r.get("hog"))
+
     # --- lifecycled -------------------------------------------------------
 
     def check_lifecycled(self):
@@ -865,12 +931,12 @@ class Bench:
     # --- driver -------------------------------------------------------------
 
     def run_tool(self, tool):
-        idle = self.earlyoom_idle if tool == "earlyoom" else self.lifecycled_idle
-        run = self.earlyoom_run if tool == "earlyoom" else self.lifecycled_run
+        idle = {"earlyoom": self.earlyoom_idle, "lifecycled": self.lifecycled_idle, "floor": lambda: None}[tool]
+        run = {"earlyoom": self.earlyoom_run, "lifecycled": self.lifecycled_run, "floor": self.floor_run}[tool]
         for attempt in range(1, 7):
             wait_quiet(self.mem)
             idle_res = idle()
-            if not idle_res.get("perturbed"):
+            if idle_res is None or not idle_res.get("perturbed"):
                 break
             log("%s idle: discarded (%s); again" % (tool, idle_res["perturbed"]))
         else:
@@ -916,6 +982,9 @@ class Bench:
         if "earlyoom" in tools:
             out("earlyoom: `earlyoom -M T,T -r 0` (SIGKILL at MemAvailable <= T, adaptive polling "
                 "100-1000 ms, no report); victim oom_score_adj 1000, hog 0.")
+        if "floor" in tools:
+            out("floor: no tool; a thread of the harness sends SIGKILL and calls process_mrelease the moment "
+                "its monitor sees the crossing: the best any monitor could do, the rest is the kernel freeing.")
         if "lifecycled" in tools:
             out("lifecycled: `[memory] available_critical = T, available_warning = T + 256 MiB, hysteresis = 1`; "
                 "victim frozen (suspended) before the hog starts.")
@@ -933,11 +1002,13 @@ class Bench:
             n = len(vals)
             f = lambda v: "-" if v is None else "%.1f ms" % v
             idle = res["idle"]
-            out("| %s | %s | %s | %s | %s | %d%s | %.4f %% | %.2f |"
-                % (tool, f(percentile(vals, 50)), f(percentile(vals, 99)), f(vals[0] if vals else None),
+            out("| %s | %s | %s | %s | %s | %d%s | %s | %s |"
+                % ("floor (the harness kills at the crossing)" if tool == "floor" else tool,
+                   f(percentile(vals, 50)), f(percentile(vals, 99)), f(vals[0] if vals else None),
                    f(vals[-1] if vals else None), n,
                    "" if n == len(res["runs"]) else " (+%d invalid)" % (len(res["runs"]) - n),
-                   idle["cpu_pct"], idle["wakeups_per_s"]))
+                   "-" if idle is None else "%.4f %%" % idle["cpu_pct"],
+                   "-" if idle is None else "%.2f" % idle["wakeups_per_s"]))
         out("")
         out("Percentiles are nearest-rank; with n <= 100 the p99 is the max. Reaction: first monitor sample with "
             "MemAvailable < T to the first with MemAvailable >= (lowest since) + victim/2.")
@@ -951,6 +1022,8 @@ class Bench:
             if not res:
                 continue
             idle = res["idle"]
+            if idle is None:
+                continue
             out("Idle %s: %.2f ms CPU (schedstat; %.2f s by utime+stime ticks) and %d context switches in "
                 "%.1f s, MemAvailable %d MiB above T."
                 % (tool, (idle["cpu_s"] or 0) * 1000, idle["tick_cpu_s"], idle["ctx"], idle["window_s"],
@@ -964,8 +1037,8 @@ class Bench:
             "they are not in the table above. Victim exit: when its pidfd reported the exit. "
             "Lowest - T: how far below T MemAvailable went (the hog alone reaches at most -512).")
         out("")
-        out("Decide: lifecycled's kill decision after the crossing; free: from the decision to the memory "
-            "being back (lifecycled only, from its event stream).")
+        out("Decide: the kill decision after the crossing (lifecycled: from its event stream; floor: the "
+            "harness's own kill); free: from the decision to the memory being back.")
         out("")
         out("| tool | run | T MiB | reaction ms | decide ms | free ms | victim exit ms | lowest - T MiB | valid | note |")
         out("|---|---|---|---|---|---|---|---|---|---|")
@@ -1004,7 +1077,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description="Memory-pressure reaction time: lifecycled vs earlyoom (run as root).")
     ap.add_argument("--runs", type=int, default=None, help="runs per tool (default 20; 5 with --quick)")
     ap.add_argument("--quick", action="store_true", help="5 runs, 10 s idle window")
-    ap.add_argument("--only", choices=["earlyoom", "lifecycled"], help="measure one tool")
+    ap.add_argument("--only", choices=["earlyoom", "lifecycled", "floor"], help="measure one tool")
+    ap.add_argument("--no-floor", action="store_true", help="skip the floor runs (the harness killing at the crossing)")
     ap.add_argument("--lifecycled", default=None, help="default: .build/release/lifecycled of the repo")
     ap.add_argument("--supervisorctl", default=None, help="default: .build/release/supervisorctl of the repo")
     ap.add_argument("--victim-mb", type=int, default=1024)
@@ -1055,7 +1129,7 @@ def main(argv):
     if os.geteuid() != 0:
         print("reaction.py: run as root (earlyoom, oom_score_adj and cgroups need it)", file=sys.stderr)
         return 2
-    tools = [args.only] if args.only else ["earlyoom", "lifecycled"]
+    tools = [args.only] if args.only else ["earlyoom", "lifecycled"] + ([] if args.no_floor else ["floor"])
     signal.signal(signal.SIGTERM, _raise_exit)
     signal.signal(signal.SIGHUP, _raise_exit)
     try:
