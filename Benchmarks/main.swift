@@ -177,14 +177,20 @@ func launch() throws -> (supervised: Series, bare: Series) {
     return (supervised, bare)
 }
 
-/// Resident memory (kB) and CPU ticks of a process, from /proc.
+/// Resident memory (kB), CPU ticks and context switches of a process, from
+/// /proc; the switches of every thread (the memory sentinel has its own).
 func usage(_ pid: Int32) -> (rssKB: Int, cpuTicks: Int, switches: Int) {
-    let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+    func fields(_ path: String, _ body: (Substring, [Substring]) -> Void) {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        for line in text.split(separator: "\n") { body(line, line.split(whereSeparator: { $0 == " " || $0 == "\t" })) }
+    }
     var rss = 0, sw = 0
-    for line in status.split(separator: "\n") {
-        let f = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-        if line.hasPrefix("VmRSS:") { rss = Int(f[1]) ?? 0 }
-        if line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") { sw += Int(f[1]) ?? 0 }
+    fields("/proc/\(pid)/status") { line, f in if line.hasPrefix("VmRSS:") { rss = Int(f[1]) ?? 0 } }
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    for task in tasks {
+        fields("/proc/\(pid)/task/\(task)/status") { line, f in
+            if line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") { sw += Int(f[1]) ?? 0 }
+        }
     }
     let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
     let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
