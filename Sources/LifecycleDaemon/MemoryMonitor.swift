@@ -135,13 +135,13 @@ final class MemoryMonitor {
     /// firings be quiet when `quietPoint` allows.
     func schedule(_ watch: MemoryWatch, after sample: MemorySample, coreLevel: MemoryLevel,
                   limits: [AppID: UInt64], now: Int64) {
-        watch.arm(at: now + interval(after: sample, limits: limits))
         if let q = quietPoint(after: sample, coreLevel: coreLevel, limited: !limits.isEmpty, now: now) {
             watch.quiet(handBackAt: q.handBackAt, total: q.total, critical: q.critical, fillRate: config.fillRate,
                         shortest: config.minInterval.nanoseconds, longest: config.interval.nanoseconds)
         } else {
             watch.loud()
         }
+        watch.arm(at: now + interval(after: sample, limits: limits))
     }
 
     /// When only MemAvailable can change the level, the MemAvailable at or

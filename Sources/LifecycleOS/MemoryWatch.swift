@@ -2,11 +2,11 @@
 import CMemoryWatch
 import SystemPackage
 
-/// The memory sampler's timer, with a quiet path in C (Sources/CMemoryWatch):
-/// while `quiet(...)` holds, a firing reads MemAvailable, finds it above the
-/// hand-back point and re-arms itself without running any Swift. Every other
-/// firing calls `sample`, which re-arms with `arm(at:)` and says whether the
-/// next firings may be quiet.
+/// The memory sampler's clock, kept by a C sentinel thread
+/// (Sources/CMemoryWatch): while `quiet(...)` holds, the sentinel reads
+/// MemAvailable, finds it above the hand-back point and sleeps again without
+/// waking the loop. Every other sample runs `sample` on the loop's thread,
+/// which re-arms with `arm(at:)` and says whether the next may be quiet.
 public final class MemoryWatch {
     private var watch: OpaquePointer!
     private let sample: () -> Void
@@ -41,7 +41,7 @@ public final class MemoryWatch {
     public func loud() { lc_memwatch_loud(watch) }
 
     public struct State: Sendable, Equatable {
-        /// MemAvailable at the last quiet firing, bytes, and when.
+        /// MemAvailable at the sentinel's last reading, bytes, and when.
         public var available: UInt64?
         public var at: Int64?
         public var quietSamples: UInt64

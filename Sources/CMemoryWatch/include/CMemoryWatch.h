@@ -1,11 +1,13 @@
 // The quiet half of memory monitoring, in C.
 //
 // Far from every threshold, a memory sample is one question: is MemAvailable
-// still above the point where the level could change? Asked from Swift, the
-// answer cost ~90 µs of CPU a wake-up on the development machine, most of it
-// the first touch of cold code and data after a long sleep (Swift runtime,
-// retains, exclusivity checks), not the kernel's /proc/meminfo. Asked here it
-// costs what a bare C loop costs (docs/performance.md).
+// still above the point where the level could change? Asked on the loop, the
+// answer cost ~90 µs of CPU a wake-up on the development machine: about a
+// third the first touch of cold Swift code after a long sleep (runtime,
+// retains, exclusivity checks), a fifth the sd-event timer (a timerfd read
+// and re-arm, the epoll round), the rest the wake-up and /proc/meminfo that
+// any sampler pays. Asked here it costs what a plain C sleep loop costs
+// (~50 µs; docs/performance.md).
 //
 // A sentinel thread owns the sampling clock. Each time a sample is due:
 //   - while the daemon has said "quiet" (lc_memwatch_quiet), it reads
@@ -17,8 +19,7 @@
 //     sd-event) and waits: `sample(ctx)` runs on the loop's thread, takes the
 //     full sample in Swift, re-arms with lc_memwatch_arm and says whether the
 //     next samples may be quiet.
-// A thread rather than an sd-event timer because the timer's own cost (a
-// timerfd read and re-arm, the epoll round) was a third of a quiet sample.
+// A thread rather than an sd-event timer because of the timer's own cost.
 // The sentinel runs no Swift, blocks every signal, and shares only the
 // fields under its mutex.
 #ifndef CMEMORYWATCH_H
