@@ -561,6 +561,14 @@ class Bench:
     def hog_argv(self, ready):
         return [self.hog, "--mb", str(self.args.hog_mb), "--ready-file", ready]
 
+    def begin_run(self, i):
+        """Waits for a quiet machine; returns MemAvailable now, the run's T and its result dict."""
+        wait_quiet(self.mem)
+        a0 = self.mem.available()
+        T = self.threshold(a0)
+        self.Ts.append(T)
+        return a0, T, {"run": i, "T_mib": T / MIB}
+
     def after_run(self, a0, victim, hog):
         if hog is not None:
             PROCS.kill(hog)
@@ -663,12 +671,8 @@ class Bench:
             wait_recovered(self.mem, a0)
 
     def earlyoom_run(self, i):
-        wait_quiet(self.mem)
-        a0 = self.mem.available()
-        T = self.threshold(a0)
-        self.Ts.append(T)
+        a0, T, r = self.begin_run(i)
         victim = eo = None
-        r = {"run": i, "T_mib": T / MIB}
         eo_log = os.path.join(self.tmp, "earlyoom-%d.log" % i)
         try:
             victim = self.start_victim_plain(os.path.join(self.tmp, "eo-victim-%d.ready" % i))
@@ -704,24 +708,23 @@ class Bench:
         """The victim as for earlyoom; a thread of the harness SIGKILLs it and
         calls process_mrelease the moment the monitor sees the crossing. No
         monitoring tool can do better: what is left is the kernel's freeing."""
-        wait_quiet(self.mem)
-        a0 = self.mem.available()
-        T = self.threshold(a0)
-        self.Ts.append(T)
+        a0, T, r = self.begin_run(i)
         victim = None
         pidfd = None
-        r = {"run": i, "T_mib": T / MIB}
-        go = threading.Event()
+        crossed, ended = threading.Event(), threading.Event()
         done = {}
 
         def killer():
-            go.wait()
-            if r.get("t_cross_seen") is None:
+            ended.wait()
+            if not crossed.is_set():
                 return  # ended without a crossing
-            t = time.monotonic_ns()
+            done["kill_ns"] = time.monotonic_ns()
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            done["kill_ns"] = t
             done["mrelease"] = _libc.syscall(448, pidfd, 0) == 0  # process_mrelease(2)
+
+        def cross():
+            crossed.set()
+            ended.set()
 
         try:
             victim = self.start_victim_plain(os.path.join(self.tmp, "floor-victim-%d.ready" % i))
@@ -729,27 +732,22 @@ class Bench:
             r["A_minus_T_mib"] = (self.mem.available() - T) / MIB
             th = threading.Thread(target=killer, daemon=True)
             th.start()
-
-            def cross():
-                r["t_cross_seen"] = True
-                go.set()
             measure(self.mem, T, victim.pid, self.victim_kib,
                     self.hog_argv(os.path.join(self.tmp, "floor-hog-%d.ready" % i)),
-                    on_event=go.set, tag="floor-%d" % i, r=r, on_cross=cross)
-            go.set()
+                    on_event=ended.set, tag="floor-%d" % i, r=r, on_cross=cross)
+            ended.set()
             th.join(10)
-            r.pop("t_cross_seen", None)
             r["perturbed"] = perturbation(r, self.args.hog_mb)
             if r.get("t_cross") is not None and done.get("kill_ns") is not None:
                 r["decide_ms"] = (done["kill_ns"] - r["t_cross"]) / 1e6
                 if r.get("t_release") is not None:
                     r["free_ms"] = (r["t_release"] - done["kill_ns"]) / 1e6
             if not done.get("mrelease", True):
-                r["note"] = (r.get("note") or "") + " process_mrelease failed"
+                r["note"] = "; ".join(x for x in (r.get("note"), "process_mrelease failed") if x)
             r["victim_status"] = PROCS.kill(victim, timeout=5)
             return r
         finally:
-            go.set()
+            ended.set()
             if pidfd is not None:
                 os.close(pidfd)
             self.after_run(a0, victim, r.get("hog"))
@@ -885,12 +883,8 @@ class Bench:
             wait_recovered(self.mem, a0)
 
     def lifecycled_run(self, i):
-        wait_quiet(self.mem)
-        a0 = self.mem.available()
-        T = self.threshold(a0)
-        self.Ts.append(T)
+        a0, T, r = self.begin_run(i)
         d = os.path.join(self.tmp, "lifecycled-%d" % i)
-        r = {"run": i, "T_mib": T / MIB}
         lc = None
         try:
             lc, sock, vpid = self.start_lifecycled(d, T)

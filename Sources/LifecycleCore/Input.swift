@@ -56,7 +56,8 @@ public enum Effect: Sendable, Equatable {
     case terminated(AppID, TerminationRecord)
     /// A command was refused; nothing else happened.
     case refused(String)
-    /// The app is killed for memory: the record of why, emitted with its `.kill`.
+    /// The app is killed for memory: the record of why, emitted right after its
+    /// `.kill` (the shell signals and frees first), or with the last notice.
     case memoryKill(MemoryKill)
     /// The victim of a pressure kill is gone: measure again now, and report
     /// with `.memory`, so the next kill (if any) is decided on fresh numbers.

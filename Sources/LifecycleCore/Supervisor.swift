@@ -358,8 +358,10 @@ public struct Supervisor: Sendable {
             let app = apps[id]!
             guard let limit = app.policy.memory.limit, let bytes = footprints[id], bytes > limit,
                   killable(app) else { continue }
-            effects.append(.memoryKill(killRecord(id, .perAppLimit, sample, candidates: [id], notice: false)))
+            // The record after the kill: the shell signals first, then writes.
+            let record = killRecord(id, .perAppLimit, sample, candidates: [id], notice: false)
             kill(id, .memoryLimit(footprint: bytes, limit: limit))
+            effects.append(.memoryKill(record))
         }
         if sample.level > previous { warnRunningApps() }
         if sample.level == .critical && pressureVictim == nil { killForPressure(sample) }
@@ -411,10 +413,15 @@ public struct Supervisor: Sendable {
         let app = apps[victim]!
         // A busy app (owing an acknowledgement) cannot be told anything more.
         let notice = app.policy.memory.lastNotice && app.awaiting == nil
-        effects.append(.memoryKill(killRecord(victim, .memoryPressure, sample, candidates: order, notice: notice)))
+        let record = killRecord(victim, .memoryPressure, sample, candidates: order, notice: notice)
         pressureVictim = victim
         let reason = TerminationReason.memoryPressure(footprint: footprints[victim], simulated: sample.simulated)
-        guard notice else { return kill(victim, reason) }
+        guard notice else {
+            // The record after the kill: the shell signals and frees first, then writes.
+            kill(victim, reason)
+            return effects.append(.memoryKill(record))
+        }
+        effects.append(.memoryKill(record))
         if app.phase == .suspended {
             effects.append(.thaw(victim))
             update(victim) { $0.phase = .running(.background) }

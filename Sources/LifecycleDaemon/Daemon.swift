@@ -262,7 +262,8 @@ public final class Daemon {
             record(id, .thawed)
         case .kill(let id, let reason):
             guard let run = runs[id] else { return }
-            sendKill(run)
+            run.group.killAll()
+            _ = lc_pidfd_send_signal(run.pidfd, SIGKILL)
             switch reason {
             case .memoryPressure, .memoryLimit:
                 // Free its memory now, in our context, rather than when the
@@ -295,11 +296,7 @@ public final class Daemon {
             terminations[id] = TerminationInfo(reason: rec.reason.code, description: rec.reason.description,
                                                time: wallTime(rec.at), pid: pid ?? lastPID[id])
         case .refused: break
-        case .memoryKill(let k):
-            // The kill itself follows in this batch: send it before writing
-            // the record, so the victim starts freeing its memory at once.
-            if !k.lastNotice, let run = runs[k.app] { sendKill(run) }
-            recordKill(k)
+        case .memoryKill(let k): recordKill(k)
         case .remeasure:
             memoryWatch.loud()
             memoryWatch.arm(at: Posix.monotonicNanoseconds())
@@ -789,12 +786,6 @@ extension Daemon {
                       metadata: ["from-level": "\(before.rawValue)", "to-level": "\(level.rawValue)",
                                  "simulated": "\(sample.simulated)"])
         record(EventRecord.daemonWide, .memoryLevel, from: before.rawValue, to: level.rawValue, detail: detail)
-    }
-
-    /// SIGKILL to every process of the app: cgroup.kill, then the pidfd.
-    func sendKill(_ run: Run) {
-        run.group.killAll()
-        _ = lc_pidfd_send_signal(run.pidfd, SIGKILL)
     }
 
     /// A kill for memory: the kill log, the journal, the event stream.
