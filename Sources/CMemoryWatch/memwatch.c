@@ -19,6 +19,7 @@ struct lc_memwatch {
     pthread_mutex_t mu;
     pthread_cond_t cv;           // on CLOCK_MONOTONIC
     int meminfo;                 // /proc/meminfo, opened once, read with pread
+    lc_percpu *percpu;           // /proc/zoneinfo; NULL where unreadable
     int wake;                    // eventfd: the sentinel hands a firing to the loop
     sd_event_source *source;     // the loop's watch on `wake`
     void (*sample)(void *ctx);
@@ -46,6 +47,83 @@ int64_t lc_fill_interval(uint64_t headroom, uint64_t fill_rate, int64_t min_ns, 
     if (ns >= (double)max_ns) return max_ns;
     if (ns <= (double)min_ns) return min_ns;
     return (int64_t)ns;
+}
+
+struct lc_percpu {
+    int fd;
+    char *buf;
+    size_t cap;
+    int64_t page;
+};
+
+int64_t lc_zoneinfo_percpu_pages(const char *buf, long length)
+{
+    static const char key[] = "count:";
+    if (length < 0) return -1;
+    const char *p = buf, *end = buf + length;
+    int64_t sum = 0;
+    while ((p = memmem(p, (size_t)(end - p), key, sizeof key - 1)) != NULL) {
+        p += sizeof key - 1;
+        while (p < end && *p == ' ') p++;
+        int64_t v = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (v > (INT64_MAX - 9) / 10) return -1;
+            v = v * 10 + (*p++ - '0');
+        }
+        if (sum > INT64_MAX - v) return -1;
+        sum += v;
+    }
+    return sum;
+}
+
+lc_percpu *lc_percpu_open(void)
+{
+    lc_percpu *z = calloc(1, sizeof *z);
+    if (!z) return NULL;
+    z->page = sysconf(_SC_PAGESIZE);
+    z->cap = 16384;
+    z->buf = malloc(z->cap);
+    z->fd = open("/proc/zoneinfo", O_RDONLY | O_CLOEXEC);
+    if (!z->buf || z->fd < 0 || z->page <= 0) {
+        int e = errno;
+        lc_percpu_close(z);
+        errno = e;
+        return NULL;
+    }
+    return z;
+}
+
+void lc_percpu_close(lc_percpu *z)
+{
+    if (!z) return;
+    if (z->fd >= 0) close(z->fd);
+    free(z->buf);
+    free(z);
+}
+
+int64_t lc_percpu_free(lc_percpu *z)
+{
+    // The whole file, however many CPUs and zones: pread from 0 to EOF,
+    // growing the buffer (kept for the next read) as needed, up to 16 MiB.
+    size_t length = 0;
+    for (;;) {
+        if (length == z->cap) {
+            if (z->cap >= (16u << 20)) return -1;
+            char *bigger = realloc(z->buf, z->cap * 2);
+            if (!bigger) return -1;
+            z->buf = bigger;
+            z->cap *= 2;
+        }
+        ssize_t n = pread(z->fd, z->buf + length, z->cap - length, (off_t)length);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (n == 0) break;
+        length += (size_t)n;
+    }
+    int64_t pages = lc_zoneinfo_percpu_pages(z->buf, (long)length);
+    return pages < 0 || pages > INT64_MAX / z->page ? -1 : pages * z->page;
 }
 
 int64_t lc_meminfo_value(const char *buf, long length, const char *key)
@@ -82,8 +160,23 @@ static int quiet_firing(lc_memwatch *w)
     if (total < 0 || available < 0) return 0;
     uint64_t a = (uint64_t)available * 1024;
     w->state.available = a;
+    w->state.percpu = -1;
     w->state.at_ns = now;
-    if ((uint64_t)total * 1024 != w->total || a <= w->hand_back_at) return 0;
+    if ((uint64_t)total * 1024 != w->total) return 0;
+    if (a <= w->hand_back_at) {
+        // MemAvailable leaves out the free pages in per-CPU lists: after a
+        // big free they can be hundreds of MiB. Count them before waking
+        // the loop (the only time they matter here, and the file is
+        // bigger). The loop does the same.
+        uint64_t hand_back_at = w->hand_back_at;
+        pthread_mutex_unlock(&w->mu);
+        int64_t percpu = w->percpu ? lc_percpu_free(w->percpu) : -1;
+        pthread_mutex_lock(&w->mu);
+        if (w->generation != generation) return 1;
+        if (percpu < 0 || a + (uint64_t)percpu <= hand_back_at) return 0;
+        w->state.percpu = percpu;
+        a += (uint64_t)percpu;
+    }
     w->state.quiet_samples++;
     uint64_t headroom = a > w->critical ? a - w->critical : 0;
     w->due = now + lc_fill_interval(headroom, w->fill_rate, w->min_ns, w->max_ns);
@@ -143,6 +236,7 @@ lc_memwatch *lc_memwatch_new(void *event, void (*sample)(void *ctx), void *ctx)
     pthread_condattr_destroy(&attr);
     pthread_mutex_init(&w->mu, NULL);
     w->meminfo = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+    w->percpu = lc_percpu_open();   // NULL: MemAvailable alone, as before Linux 6.7 mattered
     w->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (w->meminfo < 0 || w->wake < 0) {
         e = errno;
@@ -165,6 +259,7 @@ lc_memwatch *lc_memwatch_new(void *event, void (*sample)(void *ctx), void *ctx)
     }
     sd_event_source_disable_unref(w->source);
 fail:
+    lc_percpu_close(w->percpu);
     if (w->meminfo >= 0) close(w->meminfo);
     if (w->wake >= 0) close(w->wake);
     pthread_cond_destroy(&w->cv);
@@ -185,6 +280,7 @@ void lc_memwatch_free(lc_memwatch *w)
     sd_event_source_disable_unref(w->source);
     close(w->wake);
     close(w->meminfo);
+    lc_percpu_close(w->percpu);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);

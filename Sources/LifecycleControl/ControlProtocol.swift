@@ -116,7 +116,7 @@ public struct MemoryStatus: Codable, Sendable {
     /// The PSI trigger in use ("some 100000 2000000"), or why there is none.
     public var trigger: String
     public var reading: MemoryReading
-    /// Samples are being taken on the quiet path (in C, MemAvailable only),
+    /// Samples are being taken on the quiet path (in C, without running Swift),
     /// and how many it has taken since the daemon started.
     public var quiet: Bool?
     public var quietSamples: UInt64?
@@ -135,7 +135,8 @@ public struct MemoryStatus: Codable, Sendable {
 
 /// One memory measurement; every field may be missing on a given machine.
 public struct MemoryReading: Codable, Sendable, Equatable {
-    /// MemAvailable and MemTotal, bytes.
+    /// The available memory (MemAvailable plus the per-CPU free pages) and
+    /// MemTotal, bytes.
     public var available: UInt64?
     public var total: UInt64?
     /// Percent of time some task stalled on memory since the sample before (PSI).

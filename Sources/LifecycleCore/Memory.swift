@@ -38,7 +38,8 @@ public struct MemoryPolicy: Sendable, Equatable {
 /// What the shell measured. Every field is optional: each source may be
 /// missing on a given machine (no PSI, no memory controller, no budget).
 public struct MemoryMeasurements: Sendable, Equatable, Codable {
-    /// MemAvailable and MemTotal from /proc/meminfo, bytes.
+    /// The available memory (MemAvailable plus the free pages in per-CPU
+    /// lists, which MemAvailable leaves out) and MemTotal, bytes.
     public var available: UInt64?
     public var total: UInt64?
     /// Share of wall time some task stalled on memory since the previous
@@ -57,7 +58,7 @@ public struct MemoryMeasurements: Sendable, Equatable, Codable {
         self.budget = budget
     }
 
-    /// MemAvailable as a percentage of MemTotal.
+    /// The available memory as a percentage of MemTotal.
     public var availablePercent: Double? {
         guard let available, let total, total > 0 else { return nil }
         return Double(available) * 100 / Double(total)
@@ -74,7 +75,7 @@ public struct MemoryMeasurements: Sendable, Equatable, Codable {
 /// any signal crosses its threshold, and left only once every signal is back
 /// past its threshold by `hysteresis` percentage points, so it does not flap.
 public struct MemoryThresholds: Sendable, Equatable {
-    /// MemAvailable below this share of MemTotal.
+    /// The available memory below this share of MemTotal.
     public var availableWarning: Double? = 20
     public var availableCritical: Double? = 10
     /// Memory stall (PSI some) at or above this share of time.

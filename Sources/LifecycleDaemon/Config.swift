@@ -43,7 +43,7 @@ public struct DaemonConfig: Sendable {
 /// The [memory] table of the daemon file: how memory is watched and when
 /// it is short.
 public struct MemoryConfig: Sendable {
-    /// A MemAvailable threshold: a share of MemTotal, or an amount.
+    /// An available-memory threshold: a share of MemTotal, or an amount.
     public enum Available: Sendable, Equatable {
         case percent(Double)
         case bytes(UInt64)

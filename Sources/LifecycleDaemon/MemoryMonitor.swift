@@ -2,21 +2,22 @@ import LifecycleCore
 import LifecycleOS
 import Logging
 
-/// Measures memory for the core: MemAvailable, the PSI stall since the last
+/// Measures memory for the core: the available memory (MemAvailable and the
+/// free pages in per-CPU lists, which it leaves out), the PSI stall since the last
 /// sample, the apps' total against the budget, per-app footprints; turns
 /// them into a level with the gauge; and says when to look again.
 ///
 /// When to look again is the earlyoom idea made sharper: the time the
-/// smallest headroom left (to the critical MemAvailable, to the budget, to a
+/// smallest headroom left (to the critical available memory, to the budget, to a
 /// per-app limit) would take to fill at `fill_rate`, between `min_interval`
 /// and `interval`. Far from trouble that is one read of a few small files a
 /// second; near it, every 20 ms. A PSI trigger wakes the daemon at once when
 /// tasks start stalling, whatever the interval.
 ///
-/// Most samples ask one question: is MemAvailable still far above the point
-/// where the level could change? Those are answered in C by `MemoryWatch`
-/// without running any Swift, for as long as `schedule` finds that only
-/// MemAvailable matters (see `quietPoint`).
+/// Most samples ask one question: is the available memory still far above
+/// the point where the level could change? Those are answered in C by
+/// `MemoryWatch` without running any Swift, for as long as `schedule` finds
+/// that only the available memory matters (see `quietPoint`).
 final class MemoryMonitor {
     let config: MemoryConfig
     let cgroups: Cgroups?
@@ -29,12 +30,15 @@ final class MemoryMonitor {
     private(set) var triggerDescription = "none"
     private var lastStall: (total: UInt64, at: Int64)?
     private let meminfo = KernelFile("/proc/meminfo")
+    private let perCPU = PerCPUFreePages()
+    /// The per-CPU free pages at the last full sample, bytes.
+    private var lastPerCPU: UInt64 = 0
     private let pressure = KernelFile("/proc/pressure/memory")
     /// While the PSI trigger is armed and quiet, the stall is below
     /// `stall_warning` by the kernel's own account: the pressure file is
     /// read only from a trigger until this time (two trigger windows).
     private var readPressureUntil: Int64 = 0
-    /// MemAvailable below which the level is critical, bytes.
+    /// Available memory below which the level is critical, bytes.
     private let criticalAvailable: UInt64?
 
     init(config: MemoryConfig, cgroups: Cgroups?, logger: Logger) {
@@ -72,7 +76,12 @@ final class MemoryMonitor {
         var m = MemoryMeasurements()
         if let meminfo, meminfo.refresh(),
            let total = meminfo.integer(after: "MemTotal:"), let available = meminfo.integer(after: "MemAvailable:") {
-            m.available = available * 1024
+            // MemAvailable leaves out the free pages in per-CPU lists,
+            // which since Linux 6.7 can hold a killed app's memory for tens
+            // of seconds: without them a kill would seem to free nothing,
+            // and the next candidate would die for no reason.
+            lastPerCPU = perCPU?.read() ?? 0
+            m.available = available * 1024 + lastPerCPU
             m.total = total * 1024
         }
         if triggered { readPressureUntil = now + 4_000_000_000 }
@@ -123,11 +132,14 @@ final class MemoryMonitor {
         return MemorySample(level: level, simulated: true, footprints: footprints, measurements: reading)
     }
 
-    /// The latest measurements: the last full sample's, with MemAvailable
-    /// from a later quiet sample of `watch`.
+    /// The latest measurements: the last full sample's, with the available
+    /// memory from a later quiet sample of `watch` (with the per-CPU free
+    /// pages of the full sample when the quiet one did not read them).
     func latest(_ watch: MemoryWatch.State) -> MemoryMeasurements {
         var m = reading
-        if let available = watch.available, let at = watch.at, at > readingAt { m.available = available }
+        if let available = watch.available, let at = watch.at, at > readingAt {
+            m.available = available + (watch.perCPU ?? lastPerCPU)
+        }
         return m
     }
 
@@ -144,9 +156,9 @@ final class MemoryMonitor {
         watch.arm(at: now + interval(after: sample, limits: limits))
     }
 
-    /// When only MemAvailable can change the level, the MemAvailable at or
-    /// below which it could (bytes, rounded up: handing back early is safe,
-    /// late is not), with MemTotal and the critical MemAvailable the interval
+    /// When only the available memory can change the level, the available
+    /// memory at or below which it could (bytes, rounded up: handing back
+    /// early is safe, late is not), with MemTotal and the critical one the interval
     /// is measured against. Nil whenever a full sample must run: the level
     /// (measured or injected) is not normal, a budget or a per-app limit
     /// needs footprints, the pressure file must be read (a stall threshold

@@ -14,7 +14,9 @@
 //     MemAvailable and MemTotal with one pread of /proc/meminfo; if
 //     MemAvailable is above the hand-back point and MemTotal is unchanged,
 //     it sleeps again for lc_fill_interval(MemAvailable - critical): the
-//     daemon's loop never wakes;
+//     daemon's loop never wakes. At or below the point it also counts the
+//     free pages in per-CPU lists (lc_percpu_free), which MemAvailable
+//     leaves out, and stays quiet if the sum is still above the point;
 //   - otherwise it hands the sample to the loop (an eventfd watched by
 //     sd-event) and waits: `sample(ctx)` runs on the loop's thread, takes the
 //     full sample in Swift, re-arms with lc_memwatch_arm and says whether the
@@ -42,17 +44,18 @@ void lc_memwatch_free(lc_memwatch *w);
 /// Samples once at `at_ns` (CLOCK_MONOTONIC nanoseconds); never if at_ns < 0.
 void lc_memwatch_arm(lc_memwatch *w, int64_t at_ns);
 
-/// Quiet firings from now on: hand back to `sample` as soon as MemAvailable
-/// is at or below `hand_back_at` bytes or MemTotal is no longer `total`
-/// bytes; until then sample again after lc_fill_interval(MemAvailable -
-/// `critical`, fill_rate, min_ns, max_ns).
+/// Quiet firings from now on: hand back to `sample` as soon as the available
+/// memory (MemAvailable plus lc_percpu_free) is at or below `hand_back_at`
+/// bytes or MemTotal is no longer `total` bytes; until then sample again
+/// after lc_fill_interval(available - `critical`, fill_rate, min_ns, max_ns).
 void lc_memwatch_quiet(lc_memwatch *w, uint64_t hand_back_at, uint64_t total, uint64_t critical,
                        uint64_t fill_rate, int64_t min_ns, int64_t max_ns);
 /// Every firing goes to `sample` from now on.
 void lc_memwatch_loud(lc_memwatch *w);
 
 typedef struct {
-    uint64_t available;     // bytes, at the last quiet firing
+    uint64_t available;     // MemAvailable, bytes, at the last quiet firing
+    int64_t percpu;         // lc_percpu_free then, bytes; -1: not read (far above the point)
     int64_t at_ns;          // when (CLOCK_MONOTONIC); 0: none yet
     uint64_t quiet_samples; // quiet firings since lc_memwatch_new
     int quiet;              // quiet now
@@ -62,6 +65,22 @@ lc_memwatch_state lc_memwatch_get(const lc_memwatch *w);
 /// Nanoseconds until `headroom` bytes could be gone at `fill_rate` bytes per
 /// second, between min_ns and max_ns. The one formula for both halves.
 int64_t lc_fill_interval(uint64_t headroom, uint64_t fill_rate, int64_t min_ns, int64_t max_ns);
+
+/// Free pages the kernel keeps in per-CPU lists ("pcp"), which MemFree and
+/// MemAvailable leave out: /proc/zoneinfo's pageset "count:" lines, summed.
+/// Since Linux 6.7 tunes the lists' size to the freeing rate, they can hold
+/// hundreds of MiB right after a process's memory is freed, draining back
+/// at ~8 MiB/s a CPU: a killed app's memory may not show in MemAvailable
+/// for tens of seconds. lc_percpu_open opens /proc/zoneinfo once (NULL with
+/// errno set where it cannot); lc_percpu_free reads it whole with pread and
+/// returns the bytes, -1 on error. One lc_percpu per thread.
+typedef struct lc_percpu lc_percpu;
+lc_percpu *lc_percpu_open(void);
+void lc_percpu_close(lc_percpu *z);
+int64_t lc_percpu_free(lc_percpu *z);
+/// The sum of every "count:" value in /proc/zoneinfo text; -1 on overflow.
+/// Exposed for the tests.
+int64_t lc_zoneinfo_percpu_pages(const char *buf, long length);
 
 /// The first unsigned integer after `key` in `buf` (spaces skipped), as
 /// /proc/meminfo lays it out; -1 when absent. Exposed for the tests.
