@@ -52,9 +52,11 @@ bench: release clib
 	.build/release/lifecycled-bench
 
 # Reaction to memory running out, side by side with earlyoom (installed if
-# missing): docs/performance.md. --quick for 5 runs instead of 20.
+# missing), with a 1 GiB and a 256 MiB victim: docs/performance.md.
+# Benchmarks/memory/reaction.py --quick for 5 runs instead of 20.
 bench-memory: release
 	python3 Benchmarks/memory/reaction.py --out bench-results/memory.md
+	python3 Benchmarks/memory/reaction.py --victim-mb 256 --overshoot-mb 64 --out bench-results/memory-256.md
 
 install: release install-clib
 	install -m 755 .build/release/lifecycled .build/release/supervisorctl $(PREFIX)/bin/

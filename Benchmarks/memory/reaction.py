@@ -6,6 +6,7 @@ Run as root from anywhere (python3, standard library only):
     sudo python3 Benchmarks/memory/reaction.py                 # both tools and the floor, 20 runs each
     sudo python3 Benchmarks/memory/reaction.py --quick         # 5 runs, 10 s idle window
     sudo python3 Benchmarks/memory/reaction.py --only earlyoom
+    sudo python3 Benchmarks/memory/reaction.py --victim-mb 256 --overshoot-mb 64   # a small victim
     sudo python3 Benchmarks/memory/reaction.py --write-config /tmp/cfg   # lifecycled config only
 
 The workload, identical for both tools:
@@ -13,18 +14,31 @@ The workload, identical for both tools:
   * a *victim* (hog --mb VICTIM) holds VICTIM MiB; for earlyoom it is a plain
     child with oom_score_adj 1000, for lifecycled it is the app "victim",
     launched in the background and frozen (state "suspended");
-  * A0 = MemAvailable before the victim starts, T = A0 - (VICTIM + HOG - 512) MiB:
-    once the victim is resident, a second hog (--mb HOG, not managed by either
-    tool, oom_score_adj 0) crosses T after allocating about HOG - 512 MiB;
+  * "available" is MemAvailable plus the free pages in per-CPU lists, which
+    MemAvailable leaves out (see MemInfo); lifecycled measures the same;
+  * A0 = available before the victim starts,
+    T = A0 - (VICTIM + HOG - OVERSHOOT) MiB: once the victim is resident, a
+    second hog (--mb HOG, not managed by either tool, oom_score_adj 0) crosses
+    T after allocating about HOG - OVERSHOOT MiB, then allocates OVERSHOOT MiB
+    more (default 512, at most VICTIM / 2: after the kill the available
+    memory settles at T + VICTIM - OVERSHOOT);
   * earlyoom runs as `earlyoom -M T,T -r 0` (SIGKILL at MemAvailable <= T,
     default adaptive polling, no memory report); lifecycled runs with
     [memory] available_critical = T, available_warning = T + 256 MiB;
-  * a monitor here reads /proc/meminfo every ~0.5 ms (pread on one fd):
-    t_cross   = first sample with MemAvailable < T,
-    t_release = first later sample with MemAvailable >= (lowest sample since
-                t_cross) + VICTIM/2, i.e. the victim's memory came back;
+  * a monitor here reads /proc/meminfo and /proc/zoneinfo every ~0.5 ms
+    (pread on one fd each):
+    t_cross   = first sample below T by the tool's own measure (MemAvailable
+                for earlyoom, available for lifecycled and the floor),
+    t_release = first later sample with available >= (lowest since t_cross)
+                + VICTIM/2, i.e. the victim's memory came back;
     reaction  = t_release - t_cross. The victim must have exited and the hog
-    must still be alive, else the run is invalid.
+    must still be alive, else the run is invalid;
+  * the hog starts after a random delay (0-1 s, seeded: --seed) once the
+    tool is ready, the same for every tool. Without it the hog started right
+    after earlyoom, whose polling times are set by the memory it sees: its
+    poll fell at the same point of the hog's climb run after run, and the
+    runs alternated between ~7 ms and ~60-100 ms (phase-locked, not a sample
+    of when a crossing happens).
 
 The floor: the same workload with no tool. A thread of the harness sends
 SIGKILL to the (plain) victim and calls process_mrelease the moment the
@@ -54,6 +68,7 @@ import ctypes
 import json
 import math
 import os
+import random
 import re
 import select
 import shutil
@@ -74,10 +89,12 @@ CGROUP_ROOT = "/lifecycled-bench-memory"
 # Processes whose presence means a Swift build or test run perturbs memory.
 BUILD_COMMS = {"swift-build", "swift-frontend", "swift-test", "swift-driver"}
 MONITOR_INTERVAL_S = 0.0005
-CROSS_TIMEOUT_S = 60.0     # hog start -> MemAvailable < T
+CROSS_TIMEOUT_S = 60.0     # hog start -> below T
 RELEASE_TIMEOUT_S = 15.0   # t_cross -> victim's memory back
-PANIC_BELOW_T_MIB = 768    # MemAvailable this far below T: something else eats memory, abort
-STABLE_SPREAD_MIB = 64     # MemAvailable must move less than this over 1 s before a run
+PHASE_S = 1.0              # the hog starts after a random delay in [0, PHASE_S)
+PANIC_BELOW_T_MIB = 768    # this far below T: something else eats memory, abort
+STABLE_SPREAD_MIB = 64     # available memory must move less than this over 1 s before a run
+RECOVERED_MIB = 32         # after a run, available memory must come back this close to its A0
 QUIET_WAIT_S = 600.0       # wait at most this long for builds to end / memory to settle
 RAM_BUDGET_MIB = 4096
 
@@ -183,11 +200,26 @@ def _raise_exit(signum, _frame):
 # --------------------------------------------------------------------------
 # /proc helpers
 
+PERCPU_COUNT = re.compile(rb"count:\s*(\d+)")
+
+
 class MemInfo:
-    """MemAvailable in KiB, read with pread on one fd: cheap enough for ~0.5 ms polling."""
+    """Available memory in KiB, read with pread on one fd a file: cheap
+    enough for ~0.5 ms polling.
+
+    available() is MemAvailable plus the free pages in per-CPU lists
+    (/proc/zoneinfo's pageset "count:" lines), which MemAvailable leaves out:
+    since Linux 6.7 those lists grow with the freeing rate, and right after
+    a process's memory is freed they can hold hundreds of MiB that
+    MemAvailable does not show for tens of seconds (they drain at ~8 MiB/s a
+    CPU). Measured with MemAvailable alone, a 256 MiB victim's release was
+    often not seen at all, and after a run ~300 MiB seemed missing for a
+    minute. memavailable() is MemAvailable alone: what earlyoom reads."""
 
     def __init__(self):
         self.fd = os.open("/proc/meminfo", os.O_RDONLY | os.O_CLOEXEC)
+        self.zfd = os.open("/proc/zoneinfo", os.O_RDONLY | os.O_CLOEXEC)
+        self.page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
 
     def field(self, name):
         b = os.pread(self.fd, 8192, 0)
@@ -198,10 +230,28 @@ class MemInfo:
         j = b.find(b"\n", i)
         return int(b[i + len(key):j].split()[0])
 
-    def available(self):
+    def memavailable(self):
         b = os.pread(self.fd, 8192, 0)
         i = b.find(b"MemAvailable:")
         return int(b[i + 13:b.find(b"\n", i)].split()[0])
+
+    def percpu(self):
+        parts, off = [], 0
+        while True:
+            b = os.pread(self.zfd, 65536, off)
+            if not b:
+                break
+            parts.append(b)
+            off += len(b)
+        return sum(int(x) for x in PERCPU_COUNT.findall(b"".join(parts))) * self.page_kib
+
+    def both(self):
+        """(MemAvailable, available), KiB."""
+        m = self.memavailable()
+        return m, m + self.percpu()
+
+    def available(self):
+        return self.both()[1]
 
 
 def read_text(path, default=None):
@@ -284,7 +334,7 @@ def measure_idle(pid, window_s, mem):
     if builds:
         res["perturbed"] = "a Swift build started during the window (%s)" % ", ".join("%s %d" % (c, p) for p, c in builds[:3])
     elif moved > 2 * STABLE_SPREAD_MIB * MIB:
-        res["perturbed"] = "MemAvailable moved %d MiB during the window" % (moved // MIB)
+        res["perturbed"] = "available memory moved %d MiB during the window" % (moved // MIB)
     return res
 
 
@@ -348,7 +398,7 @@ def wait_for(cond, timeout, what, poll=0.01, proc=None):
 
 
 def wait_quiet(mem):
-    """No Swift build running, MemAvailable steady over 1 s."""
+    """No Swift build running, available memory steady over 1 s."""
     deadline = time.monotonic() + QUIET_WAIT_S
     said = None
     while True:
@@ -363,7 +413,7 @@ def wait_quiet(mem):
                 if said:
                     log("quiet again")
                 return
-            why = "MemAvailable moved %d MiB within 1 s" % (spread // MIB)
+            why = "available memory moved %d MiB within 1 s" % (spread // MIB)
         else:
             why = "a Swift build is running (%s)" % ", ".join("%s %d" % (c, p) for p, c in builds[:3])
         if time.monotonic() > deadline:
@@ -374,13 +424,14 @@ def wait_quiet(mem):
         time.sleep(5)
 
 
-def wait_recovered(mem, a0, timeout=30.0):
+def wait_recovered(mem, a0, timeout=90.0):
+    """Waits until the available memory is back within RECOVERED_MIB of a0."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if mem.available() >= a0 - 128 * MIB:
+        if mem.available() >= a0 - RECOVERED_MIB * MIB:
             return True
-        time.sleep(0.05)
-    log("warning: MemAvailable %d MiB did not come back to %d MiB within %.0f s"
+        time.sleep(0.1)
+    log("warning: available memory %d MiB did not come back to %d MiB within %.0f s"
         % (mem.available() // MIB, a0 // MIB, timeout))
     return False
 
@@ -388,8 +439,17 @@ def wait_recovered(mem, a0, timeout=30.0):
 # --------------------------------------------------------------------------
 # The measurement
 
-def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross=None):
+PHASE_RNG = random.Random(1)   # reseeded from --seed in main
+
+
+def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross=None, cross_on_memavailable=False):
     """Start the hog and time T-crossing -> victim memory released; results go into r.
+
+    The crossing is on the tool's own measure: the available memory
+    (MemAvailable + per-CPU free pages) for lifecycled and the floor,
+    MemAvailable alone for earlyoom (cross_on_memavailable), which therefore
+    crosses T up to the per-CPU lists' content earlier. The release is on the
+    available memory for all: otherwise a freed victim can stay invisible.
 
     r["hog"] is set as soon as the hog is spawned, so the caller can always kill it.
     on_event() is called once, as soon as anything happens that ends the
@@ -397,6 +457,8 @@ def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross
     side kills earlyoom there. on_cross(), if given, is called at the
     crossing (the floor's killer)."""
     r.update({"valid": False, "note": "", "reaction_ms": None, "victim_exit_ms": None})
+    r["hog_delay_ms"] = PHASE_RNG.uniform(0, PHASE_S) * 1000
+    time.sleep(r["hog_delay_ms"] / 1000)
     victim_fd = os.pidfd_open(victim_pid)
     hog = None
     hog_fd = None
@@ -419,31 +481,33 @@ def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross
         panic = T - PANIC_BELOW_T_MIB * MIB
         t_start = time.monotonic_ns()
         t_cross = t_release = t_victim_exit = t_hog_exit = None
-        low = None
+        low = low_avail = None
         prev = t_start
         gaps = []
         while True:
-            a = mem.available()
+            memavail, avail = mem.both()
+            a = memavail if cross_on_memavailable else avail
             t = time.monotonic_ns()
             if t_cross is None:
                 if a < T:
-                    t_cross, low = t, a
+                    t_cross, low, low_avail = t, a, avail
                     r["cross_gap_ms"] = (t - prev) / 1e6
+                    r["percpu_at_cross_mib"] = (avail - memavail) / MIB
                     if on_cross is not None:
                         on_cross()
                 elif t - t_start > CROSS_TIMEOUT_S * 1e9:
-                    r["note"] = "MemAvailable never went below T within %.0f s" % CROSS_TIMEOUT_S
+                    r["note"] = "never went below T within %.0f s" % CROSS_TIMEOUT_S
                     break
             else:
                 gaps.append(t - prev)
-                if a < low:
-                    low = a
-                if a >= low + half:
+                low = min(low, a)
+                low_avail = min(low_avail, avail)
+                if avail >= low_avail + half:
                     t_release = t
-                    r["avail_at_release_minus_T_mib"] = (a - T) / MIB
+                    r["avail_at_release_minus_T_mib"] = (avail - T) / MIB
                     break
                 if a < panic:
-                    r["note"] = "MemAvailable fell %d MiB below T: something else is using memory; aborted" % ((T - a) // MIB)
+                    r["note"] = "fell %d MiB below T: something else is using memory; aborted" % ((T - a) // MIB)
                     break
                 if t - t_cross > RELEASE_TIMEOUT_S * 1e9:
                     r["note"] = "victim's memory not released within %.0f s of the crossing" % RELEASE_TIMEOUT_S
@@ -459,10 +523,10 @@ def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross
                     poller.unregister(hog_fd)
                     fire()
             if t_cross is None and t_hog_exit is not None:
-                r["note"] = "the hog exited (status %s) before MemAvailable crossed T" % hog.poll()
+                r["note"] = "the hog exited (status %s) before the crossing" % hog.poll()
                 break
             if t_cross is None and t_victim_exit is not None:
-                r["note"] = "the victim exited before MemAvailable crossed T"
+                r["note"] = "the victim exited before the crossing"
                 break
             time.sleep(MONITOR_INTERVAL_S)
         fire()
@@ -497,18 +561,18 @@ def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross
             os.close(hog_fd)
 
 
-def perturbation(r, hog_mb):
+def perturbation(r, overshoot_mb):
     """Why a finished run cannot be trusted although the tool did its job, or None.
 
     The check before a run makes sure no build runs and memory is steady; this
-    catches what started during it. Alone, the hog takes MemAvailable at most
-    512 MiB below T (it crosses T after hog - 512 MiB of its hog MiB)."""
+    catches what started during it. Alone, the hog takes the memory at most
+    overshoot MiB below T (it crosses T after hog - overshoot of its hog MiB)."""
     builds = comm_pids(BUILD_COMMS)
     if builds:
         return "a Swift build started during the run (%s)" % ", ".join("%s %d" % (c, p) for p, c in builds[:3])
     low = r.get("low_minus_T_mib")
-    if low is not None and low < -(512 + STABLE_SPREAD_MIB):
-        return "MemAvailable fell %d MiB below T, more than the hog alone can (512)" % -low
+    if low is not None and low < -(overshoot_mb + STABLE_SPREAD_MIB):
+        return "fell %d MiB below T, more than the hog alone can (%d)" % (-low, overshoot_mb)
     return None
 
 
@@ -548,7 +612,7 @@ class Bench:
             raise BenchError("compiling hog.c failed:\n%s%s" % (p.stdout, p.stderr))
 
     def threshold(self, a0):
-        T = a0 - (self.args.victim_mb + self.args.hog_mb - 512) * MIB
+        T = a0 - (self.args.victim_mb + self.args.hog_mb - self.args.overshoot_mb) * MIB
         floor = max(4 * 1024 * MIB, self.mem_total // 5)
         if T < floor:
             raise BenchError("T = %d MiB would be too close to real memory trouble (floor %d MiB); "
@@ -562,7 +626,7 @@ class Bench:
         return [self.hog, "--mb", str(self.args.hog_mb), "--ready-file", ready]
 
     def begin_run(self, i):
-        """Waits for a quiet machine; returns MemAvailable now, the run's T and its result dict."""
+        """Waits for a quiet machine; returns the available memory now, the run's T and its result dict."""
         wait_quiet(self.mem)
         a0 = self.mem.available()
         T = self.threshold(a0)
@@ -681,8 +745,9 @@ class Bench:
             eo = self.start_earlyoom(T, eo_log)
             m = measure(self.mem, T, victim.pid, self.victim_kib,
                         self.hog_argv(os.path.join(self.tmp, "eo-hog-%d.ready" % i)),
-                        on_event=lambda: PROCS.kill(eo), tag="earlyoom-%d" % i, r=r)
-            r["perturbed"] = perturbation(r, self.args.hog_mb)
+                        on_event=lambda: PROCS.kill(eo), tag="earlyoom-%d" % i, r=r,
+                        cross_on_memavailable=True)
+            r["perturbed"] = perturbation(r, self.args.overshoot_mb)
             PROCS.kill(eo)
             text = read_text(eo_log) or ""
             killed = re.findall(r'sending (SIG\w+) to process (\d+)', text)
@@ -737,7 +802,7 @@ class Bench:
                     on_event=ended.set, tag="floor-%d" % i, r=r, on_cross=cross)
             ended.set()
             th.join(10)
-            r["perturbed"] = perturbation(r, self.args.hog_mb)
+            r["perturbed"] = perturbation(r, self.args.overshoot_mb)
             if r.get("t_cross") is not None and done.get("kill_ns") is not None:
                 r["decide_ms"] = (done["kill_ns"] - r["t_cross"]) / 1e6
                 if r.get("t_release") is not None:
@@ -892,7 +957,7 @@ class Bench:
             measure(self.mem, T, vpid, self.victim_kib,
                     self.hog_argv(os.path.join(d, "hog.ready")),
                     on_event=lambda: None, tag="lifecycled-%d" % i, r=r)
-            r["perturbed"] = perturbation(r, self.args.hog_mb)
+            r["perturbed"] = perturbation(r, self.args.overshoot_mb)
             try:
                 j = self.ctl(sock, "jetsam", "--json")
                 with open(os.path.join(d, "jetsam.json"), "w") as f:
@@ -970,9 +1035,12 @@ class Bench:
             % (os.cpu_count(), self.mem_total // MIB, os.uname().release, self.mem.field("SwapTotal") // MIB,
                self.eo_version or "(not run)"))
         if self.Ts:
-            out("Parameters: victim %d MiB, hog %d MiB, T = A0 - (victim + hog - 512) MiB = %d..%d MiB "
-                "(A0 = MemAvailable before each run), %d runs per tool, idle window %.0f s."
-                % (a.victim_mb, a.hog_mb, min(self.Ts) // MIB, max(self.Ts) // MIB, a.runs, a.idle_s))
+            out("Parameters: victim %d MiB, hog %d MiB, overshoot %d MiB, "
+                "T = A0 - (victim + hog - overshoot) MiB = %d..%d MiB "
+                "(A0 = available memory before each run), %d runs per tool, idle window %.0f s, "
+                "each hog started after a random delay of 0-%.0f ms (seed %d)."
+                % (a.victim_mb, a.hog_mb, a.overshoot_mb, min(self.Ts) // MIB, max(self.Ts) // MIB,
+                   a.runs, a.idle_s, PHASE_S * 1000, a.seed))
         if "earlyoom" in tools:
             out("earlyoom: `earlyoom -M T,T -r 0` (SIGKILL at MemAvailable <= T, adaptive polling "
                 "100-1000 ms, no report); victim oom_score_adj 1000, hog 0.")
@@ -1004,8 +1072,9 @@ class Bench:
                    "-" if idle is None else "%.4f %%" % idle["cpu_pct"],
                    "-" if idle is None else "%.2f" % idle["wakeups_per_s"]))
         out("")
-        out("Percentiles are nearest-rank; with n <= 100 the p99 is the max. Reaction: first monitor sample with "
-            "MemAvailable < T to the first with MemAvailable >= (lowest since) + victim/2.")
+        out("Percentiles are nearest-rank; with n <= 100 the p99 is the max. Reaction: first monitor sample "
+            "below T by the tool's own measure (earlyoom: MemAvailable; lifecycled and floor: available = "
+            "MemAvailable + per-CPU free pages) to the first with available >= (lowest since) + victim/2.")
         if gaps_all:
             gaps_all.sort()
             out("Monitor sampling after the crossing: median interval %.2f ms, p99 %.2f ms, max %.2f ms "
@@ -1019,7 +1088,7 @@ class Bench:
             if idle is None:
                 continue
             out("Idle %s: %.2f ms CPU (schedstat; %.2f s by utime+stime ticks) and %d context switches in "
-                "%.1f s, MemAvailable %d MiB above T."
+                "%.1f s, available memory %d MiB above T."
                 % (tool, (idle["cpu_s"] or 0) * 1000, idle["tick_cpu_s"], idle["ctx"], idle["window_s"],
                    idle["headroom_mib"]))
         for n in self.notes:
@@ -1029,13 +1098,16 @@ class Bench:
         out("")
         out("Discarded runs were disturbed by something else (a build, memory use) and were repeated; "
             "they are not in the table above. Victim exit: when its pidfd reported the exit. "
-            "Lowest - T: how far below T MemAvailable went (the hog alone reaches at most -512).")
+            "Lowest - T: how far below T the tool's measure went (the hog alone reaches at most -%d). "
+            "Per-CPU: the free pages in per-CPU lists at the crossing, which MemAvailable leaves out."
+            % self.args.overshoot_mb)
         out("")
         out("Decide: the kill decision after the crossing (lifecycled: from its event stream; floor: the "
             "harness's own kill); free: from the decision to the memory being back.")
         out("")
-        out("| tool | run | T MiB | reaction ms | decide ms | free ms | victim exit ms | lowest - T MiB | valid | note |")
-        out("|---|---|---|---|---|---|---|---|---|---|")
+        out("| tool | run | T MiB | reaction ms | decide ms | free ms | victim exit ms | lowest - T MiB "
+            "| per-CPU MiB | valid | note |")
+        out("|---|---|---|---|---|---|---|---|---|---|---|")
         for tool in tools:
             res = self.results.get(tool)
             if not res:
@@ -1044,10 +1116,10 @@ class Bench:
                 g = lambda k, fmt="%.1f": "-" if r.get(k) is None else fmt % r[k]
                 valid = "discarded" if r.get("perturbed") else ("yes" if r.get("valid") else "NO")
                 note = "; ".join(x for x in (r.get("perturbed"), r.get("note")) if x)
-                out("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |"
+                out("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |"
                     % (tool, r["run"], g("T_mib", "%.0f"), g("reaction_ms"), g("decide_ms"), g("free_ms"),
-                       g("victim_exit_ms"),
-                       g("low_minus_T_mib", "%.0f"), valid, note.replace("|", "/")))
+                       g("victim_exit_ms"), g("low_minus_T_mib", "%.0f"), g("percpu_at_cross_mib", "%.0f"),
+                       valid, note.replace("|", "/")))
         out("")
         out("Logs%s: `%s`." % ("".join(x for t, x in (("earlyoom", ", earlyoom output"),
                                                     ("lifecycled", ", `supervisorctl jetsam --json` output"))
@@ -1077,6 +1149,9 @@ def parse_args(argv):
     ap.add_argument("--supervisorctl", default=None, help="default: .build/release/supervisorctl of the repo")
     ap.add_argument("--victim-mb", type=int, default=1024)
     ap.add_argument("--hog-mb", type=int, default=2048)
+    ap.add_argument("--overshoot-mb", type=int, default=512,
+                    help="MiB the hog allocates past T (default 512, at least 64, at most half the victim)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the random delay before each hog (default 1)")
     ap.add_argument("--victim-grace", type=float, default=5.0,
                     help="background_grace of the lifecycled victim, seconds (default 5): must exceed the "
                          "time it takes to become resident")
@@ -1084,7 +1159,7 @@ def parse_args(argv):
                     help="idle CPU window (default 30; 10 with --quick)")
     ap.add_argument("--out", default=None, help="markdown results (default: bench-results/memory.md of the repo)")
     ap.add_argument("--write-config", metavar="DIR",
-                    help="only write the lifecycled config for the current MemAvailable to DIR and exit")
+                    help="only write the lifecycled config for the current available memory to DIR and exit")
     a = ap.parse_args(argv)
     if a.runs is None:
         a.runs = 5 if a.quick else 20
@@ -1097,10 +1172,13 @@ def parse_args(argv):
     a.out = os.path.abspath(a.out or os.path.join(REPO, "bench-results/memory.md"))
     if a.runs < 1:
         ap.error("--runs must be at least 1")
-    if a.victim_mb < 768:
-        ap.error("--victim-mb must be at least 768: after the kill MemAvailable settles at T + victim - 512 MiB")
-    if a.hog_mb < 1024:
-        ap.error("--hog-mb must be at least 1024: it crosses T after hog - 512 MiB")
+    if a.overshoot_mb < 64:
+        ap.error("--overshoot-mb must be at least 64: the hog must still be allocating while the tool reacts")
+    if a.victim_mb < 2 * a.overshoot_mb:
+        ap.error("--victim-mb must be at least twice --overshoot-mb: after the kill the available memory settles "
+                 "at T + victim - overshoot MiB, and a run ends when half the victim is back")
+    if a.hog_mb < a.overshoot_mb + 512:
+        ap.error("--hog-mb must be at least --overshoot-mb + 512: it crosses T after hog - overshoot MiB")
     if a.victim_mb + a.hog_mb > RAM_BUDGET_MIB:
         ap.error("--victim-mb + --hog-mb must stay within %d MiB" % RAM_BUDGET_MIB)
     return a
@@ -1108,6 +1186,7 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
+    PHASE_RNG.seed(args.seed)
     if args.write_config:
         b = Bench(args)
         try:
