@@ -85,7 +85,7 @@ lc_percpu *lc_percpu_open(void)
     z->buf = malloc(z->cap);
     z->fd = open("/proc/zoneinfo", O_RDONLY | O_CLOEXEC);
     if (!z->buf || z->fd < 0 || z->page <= 0) {
-        int e = errno;
+        int e = z->page <= 0 ? EINVAL : errno;
         lc_percpu_close(z);
         errno = e;
         return NULL;
@@ -173,8 +173,8 @@ static int quiet_firing(lc_memwatch *w)
         int64_t percpu = w->percpu ? lc_percpu_free(w->percpu) : -1;
         pthread_mutex_lock(&w->mu);
         if (w->generation != generation) return 1;
-        if (percpu < 0 || a + (uint64_t)percpu <= hand_back_at) return 0;
         w->state.percpu = percpu;
+        if (percpu < 0 || a + (uint64_t)percpu <= hand_back_at) return 0;
         a += (uint64_t)percpu;
     }
     w->state.quiet_samples++;

@@ -31,8 +31,8 @@ final class MemoryMonitor {
     private var lastStall: (total: UInt64, at: Int64)?
     private let meminfo = KernelFile("/proc/meminfo")
     private let perCPU = PerCPUFreePages()
-    /// The per-CPU free pages at the last full sample, bytes.
-    private var lastPerCPU: UInt64 = 0
+    /// MemAvailable and the per-CPU free pages (nil: not read) of `reading`.
+    private var readingParts: (memAvailable: UInt64, perCPU: UInt64?)?
     private let pressure = KernelFile("/proc/pressure/memory")
     /// While the PSI trigger is armed and quiet, the stall is below
     /// `stall_warning` by the kernel's own account: the pressure file is
@@ -79,10 +79,15 @@ final class MemoryMonitor {
             // MemAvailable leaves out the free pages in per-CPU lists,
             // which since Linux 6.7 can hold a killed app's memory for tens
             // of seconds: without them a kill would seem to free nothing,
-            // and the next candidate would die for no reason.
-            lastPerCPU = perCPU?.read() ?? 0
-            m.available = available * 1024 + lastPerCPU
-            m.total = total * 1024
+            // and the next candidate would die for no reason. They are read
+            // only where they could change the level: the kernel prints
+            // /proc/zoneinfo holding each zone's lock, which the allocator
+            // wants too, the more so the more CPUs.
+            let memAvailable = available * 1024, total = total * 1024
+            let lists = memAvailable <= perCPUPoint(total: total) ? perCPU?.read() : nil
+            readingParts = (memAvailable, lists)
+            m.available = memAvailable + (lists ?? 0)
+            m.total = total
         }
         if triggered { readPressureUntil = now + 4_000_000_000 }
         let quiet = trigger != nil && now > readPressureUntil && gauge.level == .normal
@@ -132,14 +137,23 @@ final class MemoryMonitor {
         return MemorySample(level: level, simulated: true, footprints: footprints, measurements: reading)
     }
 
-    /// The latest measurements: the last full sample's, with the available
-    /// memory from a later quiet sample of `watch` (with the per-CPU free
-    /// pages of the full sample when the quiet one did not read them).
+    /// MemAvailable at or below which the per-CPU free pages could change
+    /// the level: the higher available-memory threshold plus the
+    /// hysteresis, bytes (0: no such threshold, never).
+    func perCPUPoint(total: UInt64) -> UInt64 {
+        let t = gauge.thresholds
+        guard let percent = [t.availableWarning, t.availableCritical].compactMap({ $0 }).max() else { return 0 }
+        return UInt64((Double(total) * (percent + t.hysteresis) / 100).rounded(.up))
+    }
+
+    /// The latest measurements, for `status`: the last full sample's, with
+    /// MemAvailable from a later quiet sample of `watch`; the per-CPU free
+    /// pages read now when neither read them (far from every threshold).
     func latest(_ watch: MemoryWatch.State) -> MemoryMeasurements {
         var m = reading
-        if let available = watch.available, let at = watch.at, at > readingAt {
-            m.available = available + (watch.perCPU ?? lastPerCPU)
-        }
+        var parts = readingParts
+        if let available = watch.available, let at = watch.at, at > readingAt { parts = (available, watch.perCPU) }
+        if let parts { m.available = parts.memAvailable + (parts.perCPU ?? perCPU?.read() ?? 0) }
         return m
     }
 
@@ -162,7 +176,7 @@ final class MemoryMonitor {
     /// is measured against. Nil whenever a full sample must run: the level
     /// (measured or injected) is not normal, a budget or a per-app limit
     /// needs footprints, the pressure file must be read (a stall threshold
-    /// is set and no PSI trigger is armed and quiet), or no MemAvailable
+    /// is set and no PSI trigger is armed and quiet), or no available-memory
     /// threshold is set.
     func quietPoint(after sample: MemorySample, coreLevel: MemoryLevel, limited: Bool,
                     now: Int64) -> (handBackAt: UInt64, total: UInt64, critical: UInt64)? {

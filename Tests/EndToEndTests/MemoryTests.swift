@@ -176,10 +176,13 @@ func availableMemory() throws -> UInt64 {
     /// critical level at once and the other suspended app lives.
     @Test func aKillWhoseMemoryHidesInPerCPUListsIsEnoughAlone() throws {
         let available = try availableMemory()
+        let meminfo = try #require(KernelFile("/proc/meminfo"))
+        #expect(meminfo.refresh())
+        let total = try #require(meminfo.integer(after: "MemTotal:")) * 1024
         // s1 + s2 + front = 1536 MiB: critical 192 MiB before the front app
         // is resident; one kill (384 MiB) leaves 192 MiB over it, more than
-        // the hysteresis (0.25 % of MemTotal, 60 MiB here), the apps' own
-        // few MiB each and the small apps of other suites running meanwhile.
+        // the hysteresis (64 MiB, as a share of MemTotal), the apps' own few
+        // MiB each and the small apps of other suites running meanwhile.
         let critical = available - (1344 << 20)
         let s = scratch()
         let d = try DaemonUnderTest(apps: [
@@ -188,7 +191,7 @@ func availableMemory() throws -> UInt64 {
             [memory]
             available_warning = "off"
             available_critical = "\(critical >> 10)K"
-            hysteresis = 0.25
+            hysteresis = \(Double(64 << 20) * 100 / Double(total))
             """)
         let f = try d.follow()
         try suspend(d, f, "s1")
