@@ -33,8 +33,8 @@ The workload, identical for both tools:
                 + VICTIM/2, i.e. the victim's memory came back;
     reaction  = t_release - t_cross. The victim must have exited and the hog
     must still be alive, else the run is invalid;
-  * the hog starts after a random delay (0-1 s, seeded: --seed) once the
-    tool is ready, the same for every tool. Without it the hog started right
+  * the hog starts after a random delay (0-1 s, one seeded stream: --seed)
+    once the tool is ready. Without it the hog started right
     after earlyoom, whose polling times are set by the memory it sees: its
     poll fell at the same point of the hog's climb run after run, and the
     runs alternated between ~7 ms and ~60-100 ms (phase-locked, not a sample
@@ -536,6 +536,7 @@ def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross
                 t_victim_exit = time.monotonic_ns()
         hog_alive = hog.poll() is None
         r["low_minus_T_mib"] = (low - T) / MIB if low is not None else None
+        r["low_avail_minus_T_mib"] = (low_avail - T) / MIB if low_avail is not None else None
         r["gaps_ns"] = gaps
         r["victim_exited"] = t_victim_exit is not None
         r["hog_alive"] = hog_alive
@@ -565,12 +566,15 @@ def perturbation(r, overshoot_mb):
     """Why a finished run cannot be trusted although the tool did its job, or None.
 
     The check before a run makes sure no build runs and memory is steady; this
-    catches what started during it. Alone, the hog takes the memory at most
-    overshoot MiB below T (it crosses T after hog - overshoot of its hog MiB)."""
+    catches what started during it. Alone, the hog takes the available
+    memory at most overshoot MiB below T (it crosses T after hog - overshoot
+    of its hog MiB). Checked on the available memory for every tool: on
+    MemAvailable, which earlyoom's crossing uses, the per-CPU lists' content
+    at the start of a run would add to it."""
     builds = comm_pids(BUILD_COMMS)
     if builds:
         return "a Swift build started during the run (%s)" % ", ".join("%s %d" % (c, p) for p, c in builds[:3])
-    low = r.get("low_minus_T_mib")
+    low = r.get("low_avail_minus_T_mib")
     if low is not None and low < -(overshoot_mb + STABLE_SPREAD_MIB):
         return "fell %d MiB below T, more than the hog alone can (%d)" % (-low, overshoot_mb)
     return None
@@ -1098,7 +1102,8 @@ class Bench:
         out("")
         out("Discarded runs were disturbed by something else (a build, memory use) and were repeated; "
             "they are not in the table above. Victim exit: when its pidfd reported the exit. "
-            "Lowest - T: how far below T the tool's measure went (the hog alone reaches at most -%d). "
+            "Lowest - T: how far below T the tool's measure went (the hog alone takes the available memory "
+            "at most %d MiB below; earlyoom's MemAvailable also lacks the per-CPU pages). "
             "Per-CPU: the free pages in per-CPU lists at the crossing, which MemAvailable leaves out."
             % self.args.overshoot_mb)
         out("")
