@@ -65,13 +65,9 @@ func rawFloor() throws -> Series {
 // MARK: - Through the daemon
 
 func recorderApp(_ extra: String = "") -> String {
-    "command = [\"example-recorder\", \"--log\", \"/dev/null\"]\n\(extra)\n"
+    recorderCommand("swift", "/dev/null") + "\(extra)\n"
 }
 
-/// Event round trip (the daemon sends an event, the app acknowledges it),
-/// as the daemon measures it. No follower is attached while measuring: the
-/// loop is paced by a FIFO the app writes each event to, and the latencies
-/// are read from the daemon's history afterwards.
 /// The recording app of each client library, writing to `log` (make bench
 /// runs from the repository's root, where `make clib` put the C recorder).
 func recorderCommand(_ client: String, _ log: String) -> String {
@@ -84,6 +80,10 @@ func recorderCommand(_ client: String, _ log: String) -> String {
     return "command = [" + argv.map { "\"\($0)\"" }.joined(separator: ", ") + "]\n"
 }
 
+/// Event round trip (the daemon sends an event, the app acknowledges it),
+/// as the daemon measures it. No follower is attached while measuring: the
+/// loop is paced by a FIFO the app writes each event to, and the latencies
+/// are read from the daemon's history afterwards.
 func roundTrip(client: String = "swift") throws -> Series {
     let dir = FileManager.default.temporaryDirectory.path + "/lifecycled-bench-\(getpid())"
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)

@@ -145,18 +145,11 @@ class Procs:
         self.items.append([name, p, graceful])
         return p
 
-    @staticmethod
-    def alive(p):
-        return p.poll() is None
-
-    def kill(self, p, sig=signal.SIGKILL, timeout=5.0, group=True):
-        """Signal p (its process group while p is not reaped) and reap it."""
+    def kill(self, p, timeout=5.0):
+        """SIGKILL p's process group while p is not reaped, and reap it."""
         if p.poll() is None:
             try:
-                if group:
-                    os.killpg(p.pid, sig)
-                else:
-                    os.kill(p.pid, sig)
+                os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         try:
@@ -231,9 +224,7 @@ class MemInfo:
         return int(b[i + len(key):j].split()[0])
 
     def memavailable(self):
-        b = os.pread(self.fd, 8192, 0)
-        i = b.find(b"MemAvailable:")
-        return int(b[i + 13:b.find(b"\n", i)].split()[0])
+        return self.field("MemAvailable")
 
     def percpu(self):
         parts, off = [], 0
@@ -252,6 +243,12 @@ class MemInfo:
 
     def available(self):
         return self.both()[1]
+
+
+def swift_build():
+    """The Swift build or test run under way ("swift-build 123, ..."), or None."""
+    builds = comm_pids(BUILD_COMMS)
+    return ", ".join("%s %d" % (c, p) for p, c in builds[:3]) if builds else None
 
 
 def read_text(path, default=None):
@@ -330,9 +327,9 @@ def measure_idle(pid, window_s, mem):
     }
     res["cpu_pct"] = 100.0 * (res["cpu_s"] if res["cpu_s"] is not None else res["tick_cpu_s"]) / dt
     res["wakeups_per_s"] = res["ctx"] / dt
-    builds = comm_pids(BUILD_COMMS)
-    if builds:
-        res["perturbed"] = "a Swift build started during the window (%s)" % ", ".join("%s %d" % (c, p) for p, c in builds[:3])
+    build = swift_build()
+    if build:
+        res["perturbed"] = "a Swift build started during the window (%s)" % build
     elif moved > 2 * STABLE_SPREAD_MIB * MIB:
         res["perturbed"] = "available memory moved %d MiB during the window" % (moved // MIB)
     return res
@@ -402,8 +399,8 @@ def wait_quiet(mem):
     deadline = time.monotonic() + QUIET_WAIT_S
     said = None
     while True:
-        builds = comm_pids(BUILD_COMMS)
-        if not builds:
+        build = swift_build()
+        if not build:
             samples = []
             for _ in range(21):
                 samples.append(mem.available())
@@ -415,7 +412,7 @@ def wait_quiet(mem):
                 return
             why = "available memory moved %d MiB within 1 s" % (spread // MIB)
         else:
-            why = "a Swift build is running (%s)" % ", ".join("%s %d" % (c, p) for p, c in builds[:3])
+            why = "a Swift build is running (%s)" % build
         if time.monotonic() > deadline:
             raise BenchError("gave up after %.0f s: %s" % (QUIET_WAIT_S, why))
         if why != said:
@@ -457,8 +454,7 @@ def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross
     side kills earlyoom there. on_cross(), if given, is called at the
     crossing (the floor's killer)."""
     r.update({"valid": False, "note": "", "reaction_ms": None, "victim_exit_ms": None})
-    r["hog_delay_ms"] = PHASE_RNG.uniform(0, PHASE_S) * 1000
-    time.sleep(r["hog_delay_ms"] / 1000)
+    time.sleep(PHASE_RNG.uniform(0, PHASE_S))
     victim_fd = os.pidfd_open(victim_pid)
     hog = None
     hog_fd = None
@@ -491,7 +487,6 @@ def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross
             if t_cross is None:
                 if a < T:
                     t_cross, low, low_avail = t, a, avail
-                    r["cross_gap_ms"] = (t - prev) / 1e6
                     r["percpu_at_cross_mib"] = (avail - memavail) / MIB
                     if on_cross is not None:
                         on_cross()
@@ -504,7 +499,6 @@ def measure(mem, T, victim_pid, victim_kib, hog_argv, on_event, tag, r, on_cross
                 low_avail = min(low_avail, avail)
                 if avail >= low_avail + half:
                     t_release = t
-                    r["avail_at_release_minus_T_mib"] = (avail - T) / MIB
                     break
                 if a < panic:
                     r["note"] = "fell %d MiB below T: something else is using memory; aborted" % ((T - a) // MIB)
@@ -571,9 +565,9 @@ def perturbation(r, overshoot_mb):
     of its hog MiB). Checked on the available memory for every tool: on
     MemAvailable, which earlyoom's crossing uses, the per-CPU lists' content
     at the start of a run would add to it."""
-    builds = comm_pids(BUILD_COMMS)
-    if builds:
-        return "a Swift build started during the run (%s)" % ", ".join("%s %d" % (c, p) for p, c in builds[:3])
+    build = swift_build()
+    if build:
+        return "a Swift build started during the run (%s)" % build
     low = r.get("low_avail_minus_T_mib")
     if low is not None and low < -(overshoot_mb + STABLE_SPREAD_MIB):
         return "fell %d MiB below T, more than the hog alone can (%d)" % (-low, overshoot_mb)
@@ -603,7 +597,6 @@ class Bench:
         self.Ts = []
         self.notes = []
         self.eo_version = None
-        self.eo_flags = None
         self.lc_root = None
 
     # --- shared -----------------------------------------------------------
@@ -636,6 +629,15 @@ class Bench:
         T = self.threshold(a0)
         self.Ts.append(T)
         return a0, T, {"run": i, "T_mib": T / MIB}
+
+    def idle_window(self, tool, pid, T):
+        """Idle cost of the running tool `pid`, 2 s after it started."""
+        time.sleep(2)
+        log("%s idle: measuring %.0f s" % (tool, self.args.idle_s))
+        res = measure_idle(pid, self.args.idle_s, self.mem)
+        res["headroom_mib"] = (self.mem.available() - T) / MIB
+        log("%s idle: %.4f %% CPU, %.2f wake-ups/s" % (tool, res["cpu_pct"], res["wakeups_per_s"]))
+        return res
 
     def after_run(self, a0, victim, hog):
         if hog is not None:
@@ -709,7 +711,6 @@ class Bench:
                              "earlyoom would kill that one" % (victim_pid, scores[:3]))
         if len(scores) > 1 and scores[1][0] >= top[0] - 100:
             raise BenchError("runner-up oom_score too close to the victim's: %s" % scores[:3])
-        return scores[:2]
 
     def start_earlyoom(self, T, log_path):
         eo = PROCS.spawn("earlyoom", self.earlyoom_argv(T), log_path=log_path)
@@ -725,12 +726,7 @@ class Bench:
             victim = self.start_victim_plain(os.path.join(self.tmp, "eo-idle-victim.ready"))
             self.check_victim_is_top(victim.pid)
             eo = self.start_earlyoom(T, os.path.join(self.tmp, "earlyoom-idle.log"))
-            time.sleep(2)
-            log("earlyoom idle: measuring %.0f s" % self.args.idle_s)
-            res = measure_idle(eo.pid, self.args.idle_s, self.mem)
-            res["headroom_mib"] = (self.mem.available() - T) / MIB
-            log("earlyoom idle: %.4f %% CPU, %.2f wake-ups/s" % (res["cpu_pct"], res["wakeups_per_s"]))
-            return res
+            return self.idle_window("earlyoom", eo.pid, T)
         finally:
             if eo is not None:
                 PROCS.kill(eo)
@@ -744,27 +740,23 @@ class Bench:
         eo_log = os.path.join(self.tmp, "earlyoom-%d.log" % i)
         try:
             victim = self.start_victim_plain(os.path.join(self.tmp, "eo-victim-%d.ready" % i))
-            r["A_minus_T_mib"] = (self.mem.available() - T) / MIB
             self.check_victim_is_top(victim.pid)
             eo = self.start_earlyoom(T, eo_log)
-            m = measure(self.mem, T, victim.pid, self.victim_kib,
-                        self.hog_argv(os.path.join(self.tmp, "eo-hog-%d.ready" % i)),
-                        on_event=lambda: PROCS.kill(eo), tag="earlyoom-%d" % i, r=r,
-                        cross_on_memavailable=True)
+            measure(self.mem, T, victim.pid, self.victim_kib,
+                    self.hog_argv(os.path.join(self.tmp, "eo-hog-%d.ready" % i)),
+                    on_event=lambda: PROCS.kill(eo), tag="earlyoom-%d" % i, r=r,
+                    cross_on_memavailable=True)
             r["perturbed"] = perturbation(r, self.args.overshoot_mb)
             PROCS.kill(eo)
             text = read_text(eo_log) or ""
             killed = re.findall(r'sending (SIG\w+) to process (\d+)', text)
-            r["earlyoom_kills"] = killed
-            if m["valid"]:
+            if r["valid"]:
                 if [k for k in killed if int(k[1]) != victim.pid]:
                     r["valid"] = False
                     r["note"] = "INVALID: earlyoom also signalled %s" % killed
                 elif not killed:
                     r["valid"] = False
                     r["note"] = "INVALID: the victim exited but earlyoom's log shows no kill"
-            vstatus = PROCS.kill(victim, timeout=5)
-            r["victim_status"] = vstatus
             return r
         finally:
             if eo is not None:
@@ -798,7 +790,6 @@ class Bench:
         try:
             victim = self.start_victim_plain(os.path.join(self.tmp, "floor-victim-%d.ready" % i))
             pidfd = os.pidfd_open(victim.pid)
-            r["A_minus_T_mib"] = (self.mem.available() - T) / MIB
             th = threading.Thread(target=killer, daemon=True)
             th.start()
             measure(self.mem, T, victim.pid, self.victim_kib,
@@ -813,7 +804,6 @@ class Bench:
                     r["free_ms"] = (r["t_release"] - done["kill_ns"]) / 1e6
             if not done.get("mrelease", True):
                 r["note"] = "; ".join(x for x in (r.get("note"), "process_mrelease failed") if x)
-            r["victim_status"] = PROCS.kill(victim, timeout=5)
             return r
         finally:
             ended.set()
@@ -937,13 +927,8 @@ class Bench:
         d = os.path.join(self.tmp, "lifecycled-idle")
         lc = None
         try:
-            lc, sock, vpid = self.start_lifecycled(d, T)
-            time.sleep(2)
-            log("lifecycled idle: measuring %.0f s" % self.args.idle_s)
-            res = measure_idle(lc.pid, self.args.idle_s, self.mem)
-            res["headroom_mib"] = (self.mem.available() - T) / MIB
-            log("lifecycled idle: %.4f %% CPU, %.2f wake-ups/s" % (res["cpu_pct"], res["wakeups_per_s"]))
-            return res
+            lc, _, _ = self.start_lifecycled(d, T)
+            return self.idle_window("lifecycled", lc.pid, T)
         finally:
             if lc is not None:
                 n = self.stop_lifecycled(lc, d)
@@ -957,7 +942,6 @@ class Bench:
         lc = None
         try:
             lc, sock, vpid = self.start_lifecycled(d, T)
-            r["A_minus_T_mib"] = (self.mem.available() - T) / MIB
             measure(self.mem, T, vpid, self.victim_kib,
                     self.hog_argv(os.path.join(d, "hog.ready")),
                     on_event=lambda: None, tag="lifecycled-%d" % i, r=r)
@@ -1019,7 +1003,6 @@ class Bench:
                 log("%s run %d/%d: discarded (%s); again" % (tool, i, self.args.runs, r["perturbed"]))
                 if len(res["discarded"]) > max(5, self.args.runs):
                     raise BenchError("too many disturbed runs: the machine is not quiet enough")
-            r["slot"] = i
             res["runs"].append(r)
             if r.get("valid"):
                 log("%s run %d/%d: reaction %.1f ms (victim exit %.1f ms after the crossing)"

@@ -56,21 +56,32 @@ struct lc_percpu {
     int64_t page;
 };
 
+// The unsigned integer at *p after any spaces, into *out (0 without
+// digits); advances *p. The number of digits, or -1 on overflow.
+static int number(const char **p, const char *end, int64_t *out)
+{
+    const char *q = *p;
+    while (q < end && *q == ' ') q++;
+    int64_t v = 0;
+    int digits = 0;
+    for (; q < end && *q >= '0' && *q <= '9'; q++, digits++) {
+        if (v > (INT64_MAX - 9) / 10) return -1;
+        v = v * 10 + (*q - '0');
+    }
+    *p = q;
+    *out = v;
+    return digits;
+}
+
 int64_t lc_zoneinfo_percpu_pages(const char *buf, long length)
 {
     static const char key[] = "count:";
     if (length < 0) return -1;
     const char *p = buf, *end = buf + length;
-    int64_t sum = 0;
+    int64_t sum = 0, v;
     while ((p = memmem(p, (size_t)(end - p), key, sizeof key - 1)) != NULL) {
         p += sizeof key - 1;
-        while (p < end && *p == ' ') p++;
-        int64_t v = 0;
-        while (p < end && *p >= '0' && *p <= '9') {
-            if (v > (INT64_MAX - 9) / 10) return -1;
-            v = v * 10 + (*p++ - '0');
-        }
-        if (sum > INT64_MAX - v) return -1;
+        if (number(&p, end, &v) < 0 || sum > INT64_MAX - v) return -1;
         sum += v;
     }
     return sum;
@@ -126,22 +137,14 @@ int64_t lc_percpu_free(lc_percpu *z)
     return pages < 0 || pages > INT64_MAX / z->page ? -1 : pages * z->page;
 }
 
-int64_t lc_meminfo_value(const char *buf, long length, const char *key)
+int64_t lc_integer_after(const char *buf, long length, const char *key, long key_length)
 {
-    size_t k = strlen(key);
-    if (length <= 0 || k == 0) return -1;
-    const char *p = memmem(buf, (size_t)length, key, k);
+    if (length <= 0 || key_length <= 0) return -1;
+    const char *p = memmem(buf, (size_t)length, key, (size_t)key_length);
     if (!p) return -1;
-    const char *end = buf + length;
-    p += k;
-    while (p < end && *p == ' ') p++;
-    if (p == end || *p < '0' || *p > '9') return -1;
-    int64_t v = 0;
-    while (p < end && *p >= '0' && *p <= '9') {
-        if (v > (INT64_MAX - 9) / 10) return -1;
-        v = v * 10 + (*p++ - '0');
-    }
-    return v;
+    p += key_length;
+    int64_t v;
+    return number(&p, buf + length, &v) > 0 ? v : -1;
 }
 
 // A quiet firing, with mu held on entry and exit (released for the read).
@@ -152,8 +155,8 @@ static int quiet_firing(lc_memwatch *w)
     pthread_mutex_unlock(&w->mu);
     char buf[8192];
     ssize_t n = pread(w->meminfo, buf, sizeof buf, 0);
-    int64_t total = n > 0 ? lc_meminfo_value(buf, n, "MemTotal:") : -1;
-    int64_t available = n > 0 ? lc_meminfo_value(buf, n, "MemAvailable:") : -1;
+    int64_t total = lc_integer_after(buf, n, "MemTotal:", 9);
+    int64_t available = lc_integer_after(buf, n, "MemAvailable:", 13);
     int64_t now = monotonic_ns();
     pthread_mutex_lock(&w->mu);
     if (w->generation != generation) return 1;   // re-armed meanwhile: look again

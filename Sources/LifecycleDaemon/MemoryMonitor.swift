@@ -10,9 +10,9 @@ import Logging
 /// When to look again is the earlyoom idea made sharper: the time the
 /// smallest headroom left (to the critical available memory, to the budget, to a
 /// per-app limit) would take to fill at `fill_rate`, between `min_interval`
-/// and `interval`. Far from trouble that is one read of a few small files a
-/// second; near it, every 20 ms. A PSI trigger wakes the daemon at once when
-/// tasks start stalling, whatever the interval.
+/// and `interval`: far from trouble one sample every 2 s by default, near it
+/// every 5 ms. A PSI trigger wakes the daemon at once when tasks start
+/// stalling, whatever the interval.
 ///
 /// Most samples ask one question: is the available memory still far above
 /// the point where the level could change? Those are answered in C by
@@ -40,6 +40,8 @@ final class MemoryMonitor {
     private var readPressureUntil: Int64 = 0
     /// Available memory below which the level is critical, bytes.
     private let criticalAvailable: UInt64?
+    /// The higher available-memory threshold, percent of MemTotal.
+    private let highestAvailable: Double?
 
     init(config: MemoryConfig, cgroups: Cgroups?, logger: Logger) {
         self.config = config
@@ -47,6 +49,7 @@ final class MemoryMonitor {
         let total = meminfo.flatMap { $0.refresh() ? $0.integer(after: "MemTotal:") : nil }.map { $0 * 1024 }
         gauge = MemoryGauge(thresholds: config.thresholds(total: total))
         criticalAvailable = gauge.thresholds.availableCritical.flatMap { p in total.map { UInt64(Double($0) * p / 100) } }
+        highestAvailable = [gauge.thresholds.availableWarning, gauge.thresholds.availableCritical].compactMap { $0 }.max()
         guard config.monitor else {
             triggerDescription = "monitoring off"
             return
@@ -141,9 +144,8 @@ final class MemoryMonitor {
     /// the level: the higher available-memory threshold plus the
     /// hysteresis, bytes (0: no such threshold, never).
     func perCPUPoint(total: UInt64) -> UInt64 {
-        let t = gauge.thresholds
-        guard let percent = [t.availableWarning, t.availableCritical].compactMap({ $0 }).max() else { return 0 }
-        return UInt64((Double(total) * (percent + t.hysteresis) / 100).rounded(.up))
+        guard let percent = highestAvailable else { return 0 }
+        return UInt64((Double(total) * (percent + gauge.thresholds.hysteresis) / 100).rounded(.up))
     }
 
     /// The latest measurements, for `status`: the last full sample's, with
@@ -184,7 +186,7 @@ final class MemoryMonitor {
         guard config.monitor, sample.level == .normal, !sample.simulated, coreLevel == .normal,
               gauge.level == .normal, !limited, config.budget == nil,
               let total = sample.measurements.total, let critical = criticalAvailable,
-              let percent = [t.availableWarning, t.availableCritical].compactMap({ $0 }).max() else { return nil }
+              let percent = highestAvailable else { return nil }
         let stallMatters = t.stallWarning != nil || t.stallCritical != nil
         guard !stallMatters || (trigger != nil && now > readPressureUntil) else { return nil }
         return (UInt64((Double(total) * percent / 100).rounded(.up)), total, critical)

@@ -1,4 +1,5 @@
 @preconcurrency import Glibc
+import CMemoryWatch
 import SystemPackage
 
 /// Memory facts from the kernel: cgroup memory files and, without cgroups,
@@ -84,17 +85,15 @@ public enum MemoryProbe {
 /// file): opened once, read with pread(2) into one buffer and scanned as
 /// bytes, so that a sample allocates nothing and opens nothing.
 public final class KernelFile {
-    public let path: String
     private let fd: Int32
     private var buffer: [UInt8]
     private var length = 0
 
-    public init?(_ path: String, capacity: Int = 8192) {
+    public init?(_ path: String) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
-        self.path = path
         self.fd = fd
-        buffer = [UInt8](repeating: 0, count: capacity)
+        buffer = [UInt8](repeating: 0, count: 8192)
     }
 
     deinit { close(fd) }
@@ -107,30 +106,14 @@ public final class KernelFile {
     }
 
     /// The first unsigned integer after the first occurrence of `key`
-    /// ("MemAvailable:", "total="), skipping spaces.
+    /// ("MemAvailable:", "total="), skipping spaces (`lc_integer_after`).
     public func integer(after key: StaticString) -> UInt64? {
-        let k = UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount)
-        return buffer.withUnsafeBufferPointer { b -> UInt64? in
-            guard length >= k.count else { return nil }
-            var i = 0
-            outer: while i + k.count <= length {
-                for j in 0..<k.count where b[i + j] != k[j] {
-                    i += 1
-                    continue outer
-                }
-                var p = i + k.count
-                while p < length, b[p] == 0x20 { p += 1 }
-                var value: UInt64 = 0
-                var digits = 0
-                while p < length, b[p] >= 0x30, b[p] <= 0x39 {
-                    value = value &* 10 &+ UInt64(b[p] - 0x30)
-                    p += 1
-                    digits += 1
-                }
-                return digits > 0 ? value : nil
+        let v = buffer.withUnsafeBytes { b in
+            key.utf8Start.withMemoryRebound(to: CChar.self, capacity: key.utf8CodeUnitCount) {
+                lc_integer_after(b.baseAddress, length, $0, key.utf8CodeUnitCount)
             }
-            return nil
         }
+        return v < 0 ? nil : UInt64(v)
     }
 }
 

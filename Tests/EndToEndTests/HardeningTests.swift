@@ -43,10 +43,7 @@ import Testing
         #expect(end.detail?.contains(expected) == true, "\(mode): \(end.detail ?? "")")
 
         // The other app and the daemon carry on.
-        try d.command(ControlRequest(.interruptionBegin))
-        try f.acknowledged("good", "willResignActive")
-        try d.command(ControlRequest(.interruptionEnd))
-        try f.acknowledged("good", "didBecomeActive")
+        try interruptAndResume(d, f, "good")
         #expect(try d.status("good").state == "active")
         #expect(try d.stop() == 0)
     }

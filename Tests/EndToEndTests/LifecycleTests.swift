@@ -38,6 +38,15 @@ func recorder(_ log: String, _ extra: String = "", client: Client = .swift, argu
     "command = [\(client.command(log, arguments).map { "\"\($0)\"" }.joined(separator: ", "))]\n\(extra)\n"
 }
 
+/// An interruption begins and ends: `app`, active, acknowledges
+/// willResignActive, then didBecomeActive.
+func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) throws {
+    try d.command(ControlRequest(.interruptionBegin))
+    try f.acknowledged(app, "willResignActive")
+    try d.command(ControlRequest(.interruptionEnd))
+    try f.acknowledged(app, "didBecomeActive")
+}
+
 /// Every event order of LIFECYCLE.md, observed by a real app through a real
 /// daemon. The recorder writes each event before acknowledging it, so once
 /// the daemon reports the acknowledgement, the line is in the file.
@@ -74,10 +83,7 @@ func recorder(_ log: String, _ extra: String = "", client: Client = .swift, argu
         try d.command(ControlRequest(.activate, app: "a"))
         try f.acknowledged("a", "didBecomeActive")
 
-        try d.command(ControlRequest(.interruptionBegin))
-        try f.acknowledged("a", "willResignActive")
-        try d.command(ControlRequest(.interruptionEnd))
-        try f.acknowledged("a", "didBecomeActive")
+        try interruptAndResume(d, f, "a")
         #expect(lines(a).suffix(2) == ["willResignActive", "didBecomeActive"])
 
         // Interrupted, then sent home: only didEnterBackground.

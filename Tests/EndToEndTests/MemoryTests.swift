@@ -7,7 +7,7 @@ import Testing
 
 /// A recorder that holds `mb` MiB of touched memory from its start.
 func hog(_ log: String, mb: Int, _ extra: String = "") -> String {
-    "command = [\"example-recorder\", \"--log\", \"\(log)\", \"--allocate-mb\", \"\(mb)\"]\n\(extra)\n"
+    recorder(log, extra, arguments: ["--allocate-mb", "\(mb)"])
 }
 
 /// The available memory as the daemon counts it: MemAvailable plus the free
@@ -112,8 +112,8 @@ func availableMemory() throws -> UInt64 {
         let s = scratch()
         let d = try DaemonUnderTest(apps: [
             "polite": hog(s + "/polite", mb: 1, "[memory]\nlast_notice = true"),
-            "stuck": recorder(s + "/stuck", "[memory]\nlast_notice = true\nband = \"low\"")
-                .replacingOccurrences(of: "\"]", with: "\", \"--hang\", \"willBeKilledForMemory\"]"),
+            "stuck": recorder(s + "/stuck", "[memory]\nlast_notice = true\nband = \"low\"",
+                              arguments: ["--hang", "willBeKilledForMemory"]),
         ])
         let f = try d.follow()
         try suspend(d, f, "stuck")

@@ -157,10 +157,7 @@ func notifying(_ command: [String], launch: Double) -> String {
         try d.command(ControlRequest(.activate, app: "good"))
         try f.acknowledged("good", "didBecomeActive")
         for _ in 0..<20 {
-            try d.command(ControlRequest(.interruptionBegin))
-            try f.acknowledged("good", "willResignActive")
-            try d.command(ControlRequest(.interruptionEnd))
-            try f.acknowledged("good", "didBecomeActive")
+            try interruptAndResume(d, f, "good")
         }
         #expect(try d.status("spammer").statusLine == "spam")
         #expect(try d.stop() == 0)

@@ -11,6 +11,20 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
     return path
 }
 
+/// The error loading an app manifest with `text` gives (it names the file), or nil.
+func appError(_ text: String, _ name: String = "app.toml") -> ConfigError? {
+    let path = write(text, name)
+    do { _ = try ConfigLoader.loadApp(path: path); return nil } catch {
+        #expect(error.file == path)
+        return error
+    }
+}
+
+/// The error loading a daemon config with `text` gives, or nil.
+func daemonError(_ text: String) -> ConfigError? {
+    do { _ = try ConfigLoader.loadDaemon(path: write(text, "d.toml")); return nil } catch { return error }
+}
+
 @Suite struct ManifestTests {
     @Test func fullManifest() throws {
         let m = try ConfigLoader.loadApp(path: write("""
@@ -56,16 +70,8 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
         #expect(m.policy.delivery == .library)
     }
 
-    func error(_ text: String, _ name: String = "app.toml") -> ConfigError? {
-        let path = write(text, name)
-        do { _ = try ConfigLoader.loadApp(path: path); return nil } catch {
-            #expect(error.file == path)
-            return error
-        }
-    }
-
     @Test func unknownKeyNamesFileLineAndKey() {
-        let e = error("command = [\"x\"]\n\n[timeouts]\nlaunch = 1\nlunch = 2\n")
+        let e = appError("command = [\"x\"]\n\n[timeouts]\nlaunch = 1\nlunch = 2\n")
         #expect(e?.line == 5)
         #expect(e?.key == "timeouts.lunch")
         #expect(e?.message == "unknown key")
@@ -73,19 +79,19 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
     }
 
     @Test func badValues() {
-        #expect(error("command = \"x\"\n")?.message == "expected an array of strings, got string")
-        #expect(error("command = [\"x\"]\ndelivery = \"smoke\"\n")?.line == 2)
-        #expect(error("command = [\"x\"]\nbackground_modes = [\"teleport\"]\n")?.message.hasPrefix("unknown background mode \"teleport\"") == true)
-        #expect(error("command = [\"x\"]\n[timeouts]\nevent = -1\n")?.key == "timeouts.event")
-        #expect(error("command = [\"x\"]\n[signals]\nwillTerminate = \"SIGNOPE\"\n")?.message == "unknown signal \"SIGNOPE\"")
-        #expect(error("command = [\"x\"]\nenvironment = { A = 1 }\n")?.key == "environment.A")
-        #expect(error("command = [\"x\"]\nenvironment = { A = 1 }\n")?.line == 2)
-        #expect(error("delivery = \"library\"\n")?.message == "missing: every app needs a command")
-        #expect(error("command = [\"x\"]\n", "bad name!.toml")?.message.contains("may only use letters") == true)
+        #expect(appError("command = \"x\"\n")?.message == "expected an array of strings, got string")
+        #expect(appError("command = [\"x\"]\ndelivery = \"smoke\"\n")?.line == 2)
+        #expect(appError("command = [\"x\"]\nbackground_modes = [\"teleport\"]\n")?.message.hasPrefix("unknown background mode \"teleport\"") == true)
+        #expect(appError("command = [\"x\"]\n[timeouts]\nevent = -1\n")?.key == "timeouts.event")
+        #expect(appError("command = [\"x\"]\n[signals]\nwillTerminate = \"SIGNOPE\"\n")?.message == "unknown signal \"SIGNOPE\"")
+        #expect(appError("command = [\"x\"]\nenvironment = { A = 1 }\n")?.key == "environment.A")
+        #expect(appError("command = [\"x\"]\nenvironment = { A = 1 }\n")?.line == 2)
+        #expect(appError("delivery = \"library\"\n")?.message == "missing: every app needs a command")
+        #expect(appError("command = [\"x\"]\n", "bad name!.toml")?.message.contains("may only use letters") == true)
     }
 
     @Test func syntaxErrorsPointAtTheirLine() {
-        let e = error("command = [\"x\"]\n\nthis is = = not toml\n")
+        let e = appError("command = [\"x\"]\n\nthis is = = not toml\n")
         #expect(e?.line == 3)
         #expect(e?.message.hasPrefix("TOML syntax") == true)
     }
@@ -108,9 +114,7 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
     }
 
     @Test func daemonErrors() {
-        func e(_ text: String) -> ConfigError? {
-            do { _ = try ConfigLoader.loadDaemon(path: write(text, "d.toml")); return nil } catch { return error }
-        }
+        let e = daemonError
         #expect(e("foreground_slots = 0\n")?.message == "0 is out of range 1...64")
         #expect(e("control_socket_mode = \"999\"\n")?.key == "control_socket_mode")
         #expect(e("cgroup_root = \"relative\"\n")?.message.contains("absolute") == true)
@@ -129,10 +133,6 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
 @Suite struct MemoryConfigTests {
     func daemon(_ text: String) throws(ConfigError) -> DaemonConfig {
         try ConfigLoader.loadDaemon(path: write(text, "d.toml"))
-    }
-
-    func error(_ text: String) -> ConfigError? {
-        do { _ = try daemon(text); return nil } catch { return error }
     }
 
     @Test func everyKey() throws {
@@ -183,14 +183,14 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
     }
 
     @Test func errorsNameFileLineAndKey() {
-        let e = error("log_level = \"info\"\n[memory]\nbudget = \"lots\"\n")
+        let e = daemonError("log_level = \"info\"\n[memory]\nbudget = \"lots\"\n")
         #expect(e?.line == 3 && e?.key == "memory.budget")
         #expect(e?.message.contains("expected a size like") == true)
-        #expect(error("[memory]\nstall_warning = 120\n")?.message == "120.0 % is out of range 0...100")
-        #expect(error("[memory]\nbudget_warning = 95\nbudget_critical = 90\n")?.key == "memory.budget_warning")
-        #expect(error("[memory]\navailable_warning = 5\n")?.message.contains("must not be below available_critical") == true)
-        #expect(error("[memory]\ninterval = 0.001\n")?.key == "memory.min_interval")
-        #expect(error("[memory]\nwobble = 1\n")?.description.hasSuffix("d.toml:2: memory.wobble: unknown key") == true)
+        #expect(daemonError("[memory]\nstall_warning = 120\n")?.message == "120.0 % is out of range 0...100")
+        #expect(daemonError("[memory]\nbudget_warning = 95\nbudget_critical = 90\n")?.key == "memory.budget_warning")
+        #expect(daemonError("[memory]\navailable_warning = 5\n")?.message.contains("must not be below available_critical") == true)
+        #expect(daemonError("[memory]\ninterval = 0.001\n")?.key == "memory.min_interval")
+        #expect(daemonError("[memory]\nwobble = 1\n")?.description.hasSuffix("d.toml:2: memory.wobble: unknown key") == true)
     }
 
     @Test func appMemory() throws {
@@ -215,9 +215,7 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
     }
 
     @Test func appMemoryErrors() {
-        func e(_ text: String) -> ConfigError? {
-            do { _ = try ConfigLoader.loadApp(path: write("command = [\"x\"]\n[memory]\n" + text)); return nil } catch { return error }
-        }
+        func e(_ text: String) -> ConfigError? { appError("command = [\"x\"]\n[memory]\n" + text) }
         #expect(e("band = \"vip\"\n")?.key == "memory.band")
         #expect(e("band = \"vip\"\n")?.line == 3)
         #expect(e("limit = 0\n")?.message == "must be more than 0 bytes")
@@ -229,14 +227,6 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
 /// The config parser fed broken files: every error names the file and, where
 /// there is one, the right line; nothing crashes.
 @Suite struct BrokenConfigTests {
-    func appError(_ text: String) -> ConfigError? {
-        let path = write(text)
-        do { _ = try ConfigLoader.loadApp(path: path); return nil } catch {
-            #expect(error.file == path)
-            return error
-        }
-    }
-
     @Test func syntaxErrorsOnTheirLine() {
         let cases: [(String, Int)] = [
             ("command = [\"x\"]\n\n\nname = \"unterminated\n", 4),
@@ -258,7 +248,8 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
         let binary = String(decoding: (0..<512).map { UInt8(($0 * 37 + 11) % 256) }, as: UTF8.self)
         #expect(appError(binary) != nil)
         #expect(appError("")?.message == "missing: every app needs a command")
-        #expect(appError("\u{FEFF}command = [\"x\"]\n") == nil || appError("\u{FEFF}command = [\"x\"]\n")?.line == 1)
+        let bom = appError("\u{FEFF}command = [\"x\"]\n")
+        #expect(bom == nil || bom?.line == 1)
         let path = FileManager.default.temporaryDirectory.path + "/cfg-missing-\(UUID().uuidString.prefix(8))/app.toml"
         do { _ = try ConfigLoader.loadApp(path: path); Issue.record("a missing file loaded") } catch {
             #expect(error.message.hasPrefix("cannot read"))
@@ -280,9 +271,7 @@ func write(_ text: String, _ name: String = "app.toml") -> String {
     }
 
     @Test func brokenDaemonFilesStopTheDaemonWithTheLine() {
-        func e(_ text: String) -> ConfigError? {
-            do { _ = try ConfigLoader.loadDaemon(path: write(text, "d.toml")); return nil } catch { return error }
-        }
+        let e = daemonError
         #expect(e("log_level = \"info\"\n[memory\n")?.line == 2)
         #expect(e("foreground_slots = \"two\"\n")?.message == "expected an integer, got string")
         #expect(e("\n\n[memory]\n\nbudget = -5\n")?.line == 5)

@@ -174,7 +174,7 @@ import Testing
 
     @Test func meminfoValues() {
         func value(_ text: String, _ key: String) -> Int64 {
-            Array(text.utf8CString).withUnsafeBufferPointer { lc_meminfo_value($0.baseAddress, text.utf8.count, key) }
+            Array(text.utf8CString).withUnsafeBufferPointer { lc_integer_after($0.baseAddress, text.utf8.count, key, key.utf8.count) }
         }
         let text = "MemTotal:       24562064 kB\nMemFree:  1 kB\nMemAvailable:   23000000 kB\n"
         #expect(value(text, "MemTotal:") == 24_562_064)

@@ -75,15 +75,23 @@ struct lifecycle_app {
     uint8_t wait_buffer[LC_WIRE_MAX_MESSAGE]; /* what a task request reads meanwhile */
 };
 
-#define API __attribute__((visibility("default")))
+#define API LIFECYCLE_API
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+#define PROTOCOL STRINGIFY(LIFECYCLE_PROTOCOL_VERSION)
 
 /* MARK: - Errors */
+
+static void vnote(lifecycle_app *app, const char *format, va_list ap) __attribute__((format(printf, 2, 0)));
+static void vnote(lifecycle_app *app, const char *format, va_list ap) {
+    vsnprintf(app->message, sizeof app->message, format, ap);
+}
 
 static void note(lifecycle_app *app, const char *format, ...) __attribute__((format(printf, 2, 3)));
 static void note(lifecycle_app *app, const char *format, ...) {
     va_list ap;
     va_start(ap, format);
-    vsnprintf(app->message, sizeof app->message, format, ap);
+    vnote(app, format, ap);
     va_end(ap);
 }
 
@@ -93,7 +101,7 @@ static int channel_error(lifecycle_app *app, int err, const char *format, ...) {
     if (!app->error) {
         va_list ap;
         va_start(ap, format);
-        vsnprintf(app->message, sizeof app->message, format, ap);
+        vnote(app, format, ap);
         va_end(ap);
         app->error = err;
         if (app->fd >= 0) close(app->fd);
@@ -169,7 +177,7 @@ API lifecycle_app *lifecycle_connect(const lifecycle_callbacks *callbacks, size_
     }
     if (fd > INT_MAX) { errno = EBADF; return NULL; }
     const char *proto = getenv(LIFECYCLE_PROTOCOL_ENV);
-    if (proto && *proto && strcmp(proto, "1") != 0) { errno = EPROTONOSUPPORT; return NULL; }
+    if (proto && *proto && strcmp(proto, PROTOCOL) != 0) { errno = EPROTONOSUPPORT; return NULL; }
     lifecycle_app *app = lifecycle_connect_fd((int)fd, callbacks, callbacks_size, userdata);
     if (!app) return NULL;
     int flags = fcntl((int)fd, F_GETFD);
@@ -761,7 +769,7 @@ API const char *lifecycle_strerror(int errnum) {
     case EBADF: return "$" LIFECYCLE_FD_ENV " does not name an open file descriptor";
     case ENOTSOCK: return "$" LIFECYCLE_FD_ENV " does not name a socket";
     case EPROTOTYPE: return "$" LIFECYCLE_FD_ENV " does not name a SOCK_SEQPACKET socket";
-    case EPROTONOSUPPORT: return "lifecycled speaks a protocol version ($" LIFECYCLE_PROTOCOL_ENV ") this library does not (it speaks 1)";
+    case EPROTONOSUPPORT: return "lifecycled speaks a protocol version ($" LIFECYCLE_PROTOCOL_ENV ") this library does not (it speaks " PROTOCOL ")";
     case EINVAL: return "invalid argument (or no such acknowledgement token)";
     case EBUSY: return "not allowed from inside a lifecycle callback";
     case ENOTCONN: return "standalone: not connected to lifecycled";

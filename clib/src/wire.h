@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lifecycle.h"
+
 #if defined(__GNUC__)
 #define LIFECYCLE_INTERNAL __attribute__((visibility("hidden")))
 #else
@@ -23,9 +25,9 @@
 #endif
 
 enum {
-    LC_WIRE_VERSION = 1,
-    LC_WIRE_MAX_MESSAGE = 4096,
-    LC_WIRE_MAX_TASK_NAME = 256,
+    LC_WIRE_VERSION = LIFECYCLE_PROTOCOL_VERSION,
+    LC_WIRE_MAX_MESSAGE = LIFECYCLE_MAX_MESSAGE,
+    LC_WIRE_MAX_TASK_NAME = LIFECYCLE_MAX_TASK_NAME,
     LC_WIRE_HEADER = 8,
     LC_WIRE_ERROR_MAX = 160, /* longest error text, terminator included */
 };

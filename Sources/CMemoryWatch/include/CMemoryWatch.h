@@ -82,9 +82,11 @@ int64_t lc_percpu_free(lc_percpu *z);
 /// Exposed for the tests.
 int64_t lc_zoneinfo_percpu_pages(const char *buf, long length);
 
-/// The first unsigned integer after `key` in `buf` (spaces skipped), as
-/// /proc/meminfo lays it out; -1 when absent. Exposed for the tests.
-int64_t lc_meminfo_value(const char *buf, long length, const char *key);
+/// The first unsigned integer after the first `key` (`key_length` bytes, no
+/// NUL needed) in `buf`, spaces skipped, as /proc/meminfo and the pressure
+/// files lay it out; -1 when absent, without digits, or too big. The one
+/// parser of those files: Swift's KernelFile calls it too.
+int64_t lc_integer_after(const char *buf, long length, const char *key, long key_length);
 
 #ifdef __cplusplus
 }
