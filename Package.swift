@@ -2,6 +2,8 @@
 //
 // The layout of the package is the architecture (see docs/architecture.md):
 //
+//   LifecycleModel     the vocabulary, defined once: states, events and their wire codes, modes,
+//                      termination codes, memory levels and bands, launch-option keys
 //   LifecycleCore      pure state machine: inputs in, effects out, no clock, no syscalls
 //   LifecycleWire      the app-channel wire format, shared by the daemon and every client
 //   LifecycleControl   the control-socket protocol (JSON lines) and a client for it
@@ -33,12 +35,10 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
     ],
     targets: [
-        .target(name: "LifecycleCore", swiftSettings: strict),
-        .target(name: "LifecycleWire", swiftSettings: strict),
-        .target(name: "LifecycleControl", dependencies: [
-            .product(name: "SystemPackage", package: "swift-system"),
-            "CLifecycleShim",
-        ], swiftSettings: strict),
+        .target(name: "LifecycleModel", swiftSettings: strict),
+        .target(name: "LifecycleCore", dependencies: ["LifecycleModel"], swiftSettings: strict),
+        .target(name: "LifecycleWire", dependencies: ["LifecycleModel"], swiftSettings: strict),
+        .target(name: "LifecycleControl", dependencies: ["LifecycleModel"], swiftSettings: strict),
         .target(name: "CLifecycleShim"),
         .systemLibrary(
             name: "CSystemd", pkgConfig: "libsystemd",
@@ -54,9 +54,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "TOMLKit", package: "TOMLKit"),
         ], swiftSettings: strict),
-        .target(name: "LifecycleClient", dependencies: [
-            "LifecycleWire", "CLifecycleShim",
-        ], swiftSettings: strict),
+        .target(name: "LifecycleClient", dependencies: ["LifecycleWire"], swiftSettings: strict),
         .executableTarget(name: "lifecycled", dependencies: [
             "LifecycleDaemon",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

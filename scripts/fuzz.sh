@@ -15,8 +15,8 @@ build() {   # name, sources...
     swiftc -sanitize=fuzzer,address -parse-as-library -O "$@" -o "$out/$name" 2>&1 \
         | { grep -v -e '^warning: ' -e 'ld: warning' || true; }
 }
-build app-channel Sources/LifecycleWire/Wire.swift Fuzz/app_channel.swift
-build control-request Sources/LifecycleControl/ControlProtocol.swift Fuzz/control_request.swift
+build app-channel Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/app_channel.swift
+build control-request Sources/LifecycleModel/*.swift Sources/LifecycleControl/ControlProtocol.swift Fuzz/control_request.swift
 
 status=0
 for target in app-channel control-request; do

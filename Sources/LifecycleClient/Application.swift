@@ -24,14 +24,14 @@ public struct LaunchOptions: Sendable, Equatable {
         for kv in event.options { all[kv.key] = kv.value }
         self.all = all
         launchedInBackground = event.launchedInBackground
-        previousTerminationReason = all["previous.reason"]
-        previousTerminationDescription = all["previous.description"]
-        previousTerminationTime = all["previous.time"].flatMap(Double.init)
+        previousTerminationReason = all[LaunchOptionKey.previousReason.rawValue]
+        previousTerminationDescription = all[LaunchOptionKey.previousDescription.rawValue]
+        previousTerminationTime = all[LaunchOptionKey.previousTime.rawValue].flatMap(Double.init)
     }
 
     init(standalone: Void) {
         launchedInBackground = false
-        all = ["launch.mode": "foreground"]
+        all = [LaunchOptionKey.launchMode.rawValue: LaunchMode.foreground.rawValue]
     }
 }
 

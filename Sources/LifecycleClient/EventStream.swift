@@ -62,7 +62,7 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
                 unacknowledged = e.sequence
                 if e.event == .willTerminate { ended = true }
                 let launch = e.event == .willFinishLaunching || e.event == .didFinishLaunching
-                return LifecycleEventInfo(name: e.event.name, sequence: e.sequence, deadline: e.deadline,
+                return LifecycleEventInfo(name: e.event.rawValue, sequence: e.sequence, deadline: e.deadline,
                                           budgetEnd: e.budgetEnd, launchOptions: launch ? LaunchOptions(e) : nil)
             }
         }

@@ -1,6 +1,5 @@
 import Foundation
 @preconcurrency import Glibc
-import CLifecycleShim
 
 /// A blocking client of the control socket, for supervisorctl and tests.
 public final class ControlClient {

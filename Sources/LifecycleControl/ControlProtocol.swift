@@ -1,4 +1,9 @@
 import Foundation
+// The fuzzers compile this module's files together with LifecycleModel's
+// into one module, where there is nothing to import.
+#if canImport(LifecycleModel)
+@_exported import LifecycleModel
+#endif
 
 // The control socket's protocol: one JSON object per line, each way.
 // A request names a command; the daemon answers with one response line,
@@ -107,8 +112,7 @@ public struct DaemonStatus: Codable, Sendable {
 
 /// What the daemon knows of memory right now.
 public struct MemoryStatus: Codable, Sendable {
-    /// normal, warning or critical.
-    public var level: String
+    public var level: MemoryLevel
     /// The level was injected with `supervisorctl pressure`.
     public var simulated: Bool
     /// How app footprints are measured: cgroup v2, cgroup v1 or /proc PSS.
@@ -121,7 +125,7 @@ public struct MemoryStatus: Codable, Sendable {
     public var quiet: Bool?
     public var quietSamples: UInt64?
 
-    public init(level: String, simulated: Bool, accounting: String, trigger: String, reading: MemoryReading,
+    public init(level: MemoryLevel, simulated: Bool, accounting: String, trigger: String, reading: MemoryReading,
                 quiet: Bool? = nil, quietSamples: UInt64? = nil) {
         self.level = level
         self.simulated = simulated
@@ -159,10 +163,10 @@ public struct MemoryReading: Codable, Sendable, Equatable {
 public struct KillRecord: Codable, Sendable, Equatable {
     public struct Candidate: Codable, Sendable, Equatable {
         public var app: String
-        public var state: String
-        public var band: String
+        public var state: LifecycleState
+        public var band: MemoryBand
         public var footprint: UInt64?
-        public init(app: String, state: String, band: String, footprint: UInt64?) {
+        public init(app: String, state: LifecycleState, band: MemoryBand, footprint: UInt64?) {
             self.app = app
             self.state = state
             self.band = band
@@ -175,14 +179,14 @@ public struct KillRecord: Codable, Sendable, Equatable {
     public var app: String
     public var pid: Int32?
     /// memory-pressure or per-app-limit.
-    public var reason: String
+    public var reason: TerminationCode
     public var footprint: UInt64?
     public var limit: UInt64?
     /// The app's state and band when it was chosen.
-    public var state: String
-    public var band: String
+    public var state: LifecycleState
+    public var band: MemoryBand
     /// The memory level, whether it was simulated, and the measurements behind it.
-    public var level: String
+    public var level: MemoryLevel
     public var simulated: Bool
     public var reading: MemoryReading
     /// Every app that could have been chosen, in kill order.
@@ -190,8 +194,8 @@ public struct KillRecord: Codable, Sendable, Equatable {
     /// Thawed and told willBeKilledForMemory first.
     public var lastNotice: Bool
 
-    public init(time: Double, app: String, pid: Int32?, reason: String, footprint: UInt64?, limit: UInt64?,
-                state: String, band: String, level: String, simulated: Bool, reading: MemoryReading,
+    public init(time: Double, app: String, pid: Int32?, reason: TerminationCode, footprint: UInt64?, limit: UInt64?,
+                state: LifecycleState, band: MemoryBand, level: MemoryLevel, simulated: Bool, reading: MemoryReading,
                 candidates: [Candidate], lastNotice: Bool) {
         self.time = time
         self.app = app
@@ -211,27 +215,27 @@ public struct KillRecord: Codable, Sendable, Equatable {
 
 public struct AppStatus: Codable, Sendable {
     public var name: String
-    public var state: String
+    public var state: LifecycleState
     public var pid: Int32?
     /// Seconds since the app entered its state.
     public var secondsInState: Double
-    public var delivery: String
+    public var delivery: Delivery
     public var backgroundTasks: [TaskStatus]
     /// Seconds of background-task budget left, while it runs.
     public var backgroundTimeRemaining: Double?
     /// The event sent and not yet acknowledged.
-    public var awaiting: String?
+    public var awaiting: LifecycleEvent?
     public var lastTermination: TerminationInfo?
     /// Memory: the last measured footprint (bytes), the priority band, the limit.
     public var footprint: UInt64?
-    public var band: String?
+    public var band: MemoryBand?
     public var memoryLimit: UInt64?
     /// What a plain program last said with STATUS= on its NOTIFY_SOCKET.
     public var statusLine: String?
 
-    public init(name: String, state: String, pid: Int32?, secondsInState: Double, delivery: String,
-                backgroundTasks: [TaskStatus], backgroundTimeRemaining: Double?, awaiting: String?,
-                lastTermination: TerminationInfo?, footprint: UInt64? = nil, band: String? = nil,
+    public init(name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,
+                backgroundTasks: [TaskStatus], backgroundTimeRemaining: Double?, awaiting: LifecycleEvent?,
+                lastTermination: TerminationInfo?, footprint: UInt64? = nil, band: MemoryBand? = nil,
                 memoryLimit: UInt64? = nil, statusLine: String? = nil) {
         self.statusLine = statusLine
         self.footprint = footprint
@@ -257,13 +261,13 @@ public struct TaskStatus: Codable, Sendable {
 
 public struct TerminationInfo: Codable, Sendable, Equatable {
     /// A stable code: exited, signaled, launch-watchdog, stopped-by-user, ...
-    public var reason: String
+    public var reason: TerminationCode
     public var description: String
     /// Wall-clock time, seconds since the epoch.
     public var time: Double
     public var pid: Int32?
 
-    public init(reason: String, description: String, time: Double, pid: Int32?) {
+    public init(reason: TerminationCode, description: String, time: Double, pid: Int32?) {
         self.reason = reason
         self.description = description
         self.time = time
@@ -296,7 +300,7 @@ public struct EventRecord: Codable, Sendable, Equatable {
     public var pid: Int32?
     public var from: String?
     public var to: String?
-    public var event: String?
+    public var event: LifecycleEvent?
     public var sequence: UInt32?
     /// For `acknowledged`: how long the app took, in microseconds. For
     /// `frozen`: from the freeze decision to the kernel's confirmation.
@@ -307,7 +311,7 @@ public struct EventRecord: Codable, Sendable, Equatable {
     public var kill: KillRecord?
 
     public init(time: Double, monotonic: Int64, app: String, kind: Kind, pid: Int32? = nil,
-                from: String? = nil, to: String? = nil, event: String? = nil, sequence: UInt32? = nil,
+                from: String? = nil, to: String? = nil, event: LifecycleEvent? = nil, sequence: UInt32? = nil,
                 latencyMicroseconds: Double? = nil, reason: String? = nil, detail: String? = nil,
                 kill: KillRecord? = nil) {
         self.kill = kill

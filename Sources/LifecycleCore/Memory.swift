@@ -1,24 +1,6 @@
-// Memory pressure, the pure part: levels, the gauge that turns measurements
-// into a level (with hysteresis), the per-app memory policy, and the kill
-// records. The shell measures; the gauge and the supervisor decide.
-
-/// How short memory is. Ordered: normal < warning < critical.
-public enum MemoryLevel: String, Sendable, CaseIterable, Codable, Comparable, DeclarationOrdered {
-    case normal, warning, critical
-}
-
-/// An app's priority band under memory pressure: lower bands are killed first.
-public enum MemoryBand: String, Sendable, CaseIterable, Codable, Comparable, DeclarationOrdered {
-    case low, normal, high
-}
-
-/// Enums ordered as their cases are declared.
-public protocol DeclarationOrdered: CaseIterable, Comparable {}
-
-extension DeclarationOrdered {
-    var rank: Int { Self.allCases.firstIndex(of: self).map { Self.allCases.distance(from: Self.allCases.startIndex, to: $0) } ?? 0 }
-    public static func < (a: Self, b: Self) -> Bool { a.rank < b.rank }
-}
+// Memory pressure, the data: the per-app memory policy, what the shell
+// measured, the thresholds, and the kill records. The rules that use them
+// are in MemoryPolicy.swift.
 
 /// What an app's manifest says about memory.
 public struct MemoryPolicy: Sendable, Equatable {
@@ -89,48 +71,20 @@ public struct MemoryThresholds: Sendable, Equatable {
     public init() {}
 }
 
-/// Turns measurements into a level. Pure: the same measurements in the
-/// same order give the same levels.
-public struct MemoryGauge: Sendable {
-    public var thresholds: MemoryThresholds
-    public private(set) var level: MemoryLevel = .normal
+/// What the shell measured, for the core: every footprint it read and the
+/// measurements the level is computed from.
+public struct MemoryReport: Sendable, Equatable {
+    /// Bytes per running app; apps not listed keep their last known value.
+    public var footprints: [AppID: UInt64]
+    public var measurements: MemoryMeasurements
 
-    public init(thresholds: MemoryThresholds) { self.thresholds = thresholds }
-
-    /// The level these measurements justify, given the current one.
-    public mutating func update(_ m: MemoryMeasurements) -> MemoryLevel {
-        let t = thresholds
-        // The level the signals reach with no hysteresis: entering.
-        let entered = Self.level(m, t, margin: 0)
-        if entered >= level {
-            level = entered
-            return level
-        }
-        // Falling: only as far as the signals are clear by the margin.
-        level = max(entered, Self.level(m, t, margin: t.hysteresis))
-        return level
-    }
-
-    /// The highest level any signal reaches, each threshold moved by
-    /// `margin` towards safety.
-    static func level(_ m: MemoryMeasurements, _ t: MemoryThresholds, margin: Double) -> MemoryLevel {
-        func low(_ value: Double?, _ threshold: Double?) -> Bool {       // lower is worse
-            guard let value, let threshold else { return false }
-            return value < threshold + margin
-        }
-        func high(_ value: Double?, _ threshold: Double?) -> Bool {      // higher is worse
-            guard let value, let threshold else { return false }
-            return value >= threshold - margin
-        }
-        let a = m.availablePercent, s = m.stallPercent, b = m.budgetPercent
-        if low(a, t.availableCritical) || high(s, t.stallCritical) || high(b, t.budgetCritical) { return .critical }
-        if low(a, t.availableWarning) || high(s, t.stallWarning) || high(b, t.budgetWarning) { return .warning }
-        return .normal
+    public init(footprints: [AppID: UInt64] = [:], measurements: MemoryMeasurements = MemoryMeasurements()) {
+        self.footprints = footprints
+        self.measurements = measurements
     }
 }
 
-/// One measurement handed to the core: the level, every footprint known,
-/// and what led to the level (kept in kill records).
+/// A measurement with the level the core gave it: what kill records cite.
 public struct MemorySample: Sendable, Equatable {
     public var level: MemoryLevel
     /// Injected with `supervisorctl pressure`, not measured.
@@ -153,6 +107,14 @@ public struct MemoryKill: Sendable, Equatable, Codable {
     public enum Cause: String, Sendable, Codable {
         case memoryPressure = "memory-pressure"
         case perAppLimit = "per-app-limit"
+
+        /// The termination code this cause gives.
+        public var code: TerminationCode {
+            switch self {
+            case .memoryPressure: .memoryPressure
+            case .perAppLimit: .perAppLimit
+            }
+        }
     }
 
     public struct Candidate: Sendable, Equatable, Codable {

@@ -1,47 +1,8 @@
-/// The name of an app, as given by its manifest's file name.
-public typealias AppID = String
-
-/// The five states of LIFECYCLE.md.
-public enum LifecycleState: String, Sendable, CaseIterable, Codable {
-    case notRunning = "not-running"
-    case inactive
-    case active
-    case background
-    case suspended
-}
-
-/// A lifecycle event, spelled as LIFECYCLE.md spells it.
-public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
-    case willFinishLaunching
-    case didFinishLaunching
-    case didBecomeActive
-    case willResignActive
-    case didEnterBackground
-    case willEnterForeground
-    case willTerminate
-    /// Memory runs short (running apps only). Not a transition.
-    case didReceiveMemoryWarning
-    /// The app is about to be killed for memory (only apps whose manifest
-    /// asks for a last notice). Not in the reference: see docs/architecture.md.
-    case willBeKilledForMemory
-
-    /// Events that move an app between states (the rest only inform it).
-    public var isTransition: Bool { self != .didReceiveMemoryWarning && self != .willBeKilledForMemory }
-}
-
-/// Whether an app was launched for the user (into the foreground) or not.
-public enum LaunchMode: String, Sendable, Codable {
-    case foreground
-    case background
-}
-
-/// How an app hears of its transitions.
-public enum Delivery: String, Sendable, Codable {
-    /// It links the client library: events as messages, each acknowledged.
-    case library
-    /// It knows nothing of us: signals from its manifest, no acknowledgements.
-    case signals
-}
+// The fuzzers compile this module's files together with LifecycleModel's
+// into one module, where there is nothing to import.
+#if canImport(LifecycleModel)
+@_exported import LifecycleModel
+#endif
 
 /// Everything the core needs to know about one app. Parsed from its manifest.
 public struct AppPolicy: Sendable, Equatable {
@@ -60,8 +21,9 @@ public struct AppPolicy: Sendable, Equatable {
     public var expirationWarning: Duration = .seconds(5)
     /// Plain programs only: how long they run in the background before being frozen.
     public var backgroundGrace: Duration = .seconds(5)
-    /// A continuous background mode (audio, location, voip) keeps it running.
-    public var continuousBackground: Bool = false
+    /// Declared background modes; a continuous one (audio, location, voip)
+    /// keeps the app running in the background.
+    public var backgroundModes: BackgroundModes = []
     /// Terminated instead of suspended.
     public var exitsOnSuspend: Bool = false
     /// Band, limit and last notice under memory pressure.
@@ -71,6 +33,9 @@ public struct AppPolicy: Sendable, Equatable {
     public var awaitsReadiness = false
 
     public init() {}
+
+    /// A continuous background mode keeps it running instead of suspended.
+    public var continuousBackground: Bool { backgroundModes.isContinuous }
 }
 
 /// Why a run of an app ended. Every termination has exactly one.
@@ -105,22 +70,22 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
     case memoryLimit(footprint: UInt64, limit: UInt64)
 
     /// A short stable identifier, used in logs, journal fields and JSON.
-    public var code: String {
+    public var code: TerminationCode {
         switch self {
-        case .exited: "exited"
-        case .signaled: "signaled"
-        case .launchFailed: "launch-failed"
-        case .launchWatchdog: "launch-watchdog"
-        case .eventWatchdog: "event-watchdog"
-        case .backgroundWatchdog: "background-watchdog"
-        case .backgroundTaskExpired: "background-task-expired"
-        case .stoppedByUser: "stopped-by-user"
-        case .killedByUser: "killed-by-user"
-        case .exitedOnSuspend: "exits-on-suspend"
-        case .shutdown: "shutdown"
-        case .protocolViolation: "protocol-violation"
-        case .memoryPressure: "memory-pressure"
-        case .memoryLimit: "per-app-limit"
+        case .exited: .exited
+        case .signaled: .signaled
+        case .launchFailed: .launchFailed
+        case .launchWatchdog: .launchWatchdog
+        case .eventWatchdog: .eventWatchdog
+        case .backgroundWatchdog: .backgroundWatchdog
+        case .backgroundTaskExpired: .backgroundTaskExpired
+        case .stoppedByUser: .stoppedByUser
+        case .killedByUser: .killedByUser
+        case .exitedOnSuspend: .exitsOnSuspend
+        case .shutdown: .shutdown
+        case .protocolViolation: .protocolViolation
+        case .memoryPressure: .memoryPressure
+        case .memoryLimit: .perAppLimit
         }
     }
 
@@ -158,17 +123,3 @@ public enum ExitStatus: Sendable, Equatable {
 
 /// One background task as the core tracks it.
 public typealias TaskID = UInt32
-
-/// Bytes for people: "512 B", "3.2 MiB", "1.5 GiB".
-public func formatBytes(_ bytes: UInt64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-    var value = Double(bytes)
-    var unit = 0
-    while value >= 1024 && unit < units.count - 1 {
-        value /= 1024
-        unit += 1
-    }
-    if unit == 0 { return "\(bytes) B" }
-    let rounded = (value * 10).rounded() / 10
-    return rounded == rounded.rounded() ? "\(Int(rounded)) \(units[unit])" : "\(rounded) \(units[unit])"
-}

@@ -36,3 +36,13 @@ extension Duration {
         return ns &+ atto / 1_000_000_000
     }
 }
+
+extension Instant: Codable {
+    public init(from decoder: any Decoder) throws {
+        nanoseconds = try decoder.singleValueContainer().decode(Int64.self)
+    }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(nanoseconds)
+    }
+}

@@ -105,15 +105,12 @@ public struct AppManifest: Sendable {
     public var environment: [String: String] = [:]
     public var workingDirectory: String?
     public var policy = AppPolicy()
-    public var backgroundModes: [String] = []
     /// Signals for plain programs, by event; absent = none.
     public var signals: [LifecycleEvent: Int32] = [.willTerminate: SIGTERM]
     public var autostart: LaunchMode? = nil
 }
 
 public enum ConfigLoader {
-    public static let continuousModes: Set<String> = ["audio", "location", "voip"]
-
     /// Loads the daemon file and every manifest of its apps directory. A bad
     /// manifest is reported in `problems` and skipped; a bad daemon file throws.
     public static func load(path: String) throws(ConfigError) -> (DaemonConfig, [AppManifest], problems: [ConfigError]) {
@@ -253,11 +250,13 @@ public enum ConfigLoader {
                 guard let delivery = Delivery(rawValue: d) else { throw doc.error(key, "expected \"library\" or \"signals\", got \"\(d)\"") }
                 m.policy.delivery = delivery
             case "background_modes":
-                m.backgroundModes = try doc.strings(value, key)
-                for mode in m.backgroundModes where !continuousModes.contains(mode) {
-                    throw doc.error(key, "unknown background mode \"\(mode)\" (known: \(continuousModes.sorted().joined(separator: ", ")))")
+                for name in try doc.strings(value, key) {
+                    guard let mode = BackgroundModes(name: name) else {
+                        let known = BackgroundModes.named.map(\.name).joined(separator: ", ")
+                        throw doc.error(key, "unknown background mode \"\(name)\" (known: \(known))")
+                    }
+                    m.policy.backgroundModes.insert(mode)
                 }
-                m.policy.continuousBackground = !m.backgroundModes.isEmpty
             case "exits_on_suspend": m.policy.exitsOnSuspend = try doc.bool(value, key)
             case "readiness":
                 let r = try doc.string(value, key)

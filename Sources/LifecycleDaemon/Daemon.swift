@@ -97,8 +97,8 @@ public final class Daemon {
             logger.error("skipping app manifest: \(p)", metadata: ["file": "\(p.file)"])
         }
         manifests = Dictionary(uniqueKeysWithValues: apps.map { ($0.name, $0) })
-        supervisor = Supervisor(foregroundSlots: config.foregroundSlots,
-                                apps: manifests.mapValues(\.policy))
+        supervisor = Supervisor(foregroundSlots: config.foregroundSlots, apps: manifests.mapValues(\.policy),
+                                memory: config.memory.thresholds(total: MemoryMonitor.memTotal()))
         counts[.notRunning] = manifests.count
         loop = try EventLoop()
 
@@ -277,8 +277,8 @@ public final class Daemon {
                 }
             default: break
             }
-            logger.notice("killing \(id): \(reason)", metadata: ["app": "\(id)", "app-pid": "\(run.pid)", "reason": "\(reason.code)"])
-            record(id, .killed, reason: reason.code, detail: reason.description)
+            logger.notice("killing \(id): \(reason)", metadata: ["app": "\(id)", "app-pid": "\(run.pid)", "reason": "\(reason.code.rawValue)"])
+            record(id, .killed, reason: reason.code.rawValue, detail: reason.description)
         case .transition(let id, let from, let to):
             counts[from, default: 0] -= 1
             counts[to, default: 0] += 1
@@ -289,10 +289,10 @@ public final class Daemon {
             record(id, .transition, from: from.rawValue, to: to.rawValue)
         case .terminated(let id, let rec):
             let pid = runs[id]?.pid
-            var meta: Logger.Metadata = ["app": "\(id)", "reason": "\(rec.reason.code)"]
+            var meta: Logger.Metadata = ["app": "\(id)", "reason": "\(rec.reason.code.rawValue)"]
             if let pid { meta["app-pid"] = "\(pid)" }
             logger.notice("\(id) ended: \(rec.reason)", metadata: meta)
-            record(id, .terminated, reason: rec.reason.code, detail: rec.reason.description)
+            record(id, .terminated, reason: rec.reason.code.rawValue, detail: rec.reason.description)
             terminations[id] = TerminationInfo(reason: rec.reason.code, description: rec.reason.description,
                                                time: wallTime(rec.at), pid: pid ?? lastPID[id])
         case .refused: break
@@ -396,15 +396,15 @@ public final class Daemon {
         if m.policy.delivery == .library {
             var options: [KeyValue] = []
             if d.event == .willFinishLaunching || d.event == .didFinishLaunching {
-                options.append(KeyValue("launch.mode", d.mode.rawValue))
+                options.append(KeyValue(LaunchOptionKey.launchMode.rawValue, d.mode.rawValue))
                 if let p = d.previous {
-                    options.append(KeyValue("previous.reason", p.reason.code))
-                    options.append(KeyValue("previous.description", p.reason.description))
-                    options.append(KeyValue("previous.time", String(wallTime(p.at))))
+                    options.append(KeyValue(LaunchOptionKey.previousReason.rawValue, p.reason.code.rawValue))
+                    options.append(KeyValue(LaunchOptionKey.previousDescription.rawValue, p.reason.description))
+                    options.append(KeyValue(LaunchOptionKey.previousTime.rawValue, String(wallTime(p.at))))
                 }
             }
             let message = EventMessage(
-                sequence: d.sequence, event: WireEvent(name: d.event.rawValue)!,
+                sequence: d.sequence, event: d.event,
                 launchedInBackground: d.mode == .background, deadline: d.deadline?.nanoseconds,
                 budgetEnd: d.budgetEnd?.nanoseconds, options: options)
             run.sent[d.sequence] = (d.event, Posix.monotonicNanoseconds())
@@ -412,11 +412,11 @@ public final class Daemon {
                 logger.warning("\(id): cannot deliver \(d.event.rawValue) (channel full or closed); its deadline still applies",
                                metadata: ["app": "\(id)"])
             }
-            record(id, .delivered, event: d.event.rawValue, sequence: d.sequence)
+            record(id, .delivered, event: d.event, sequence: d.sequence)
         } else {
             let signal = m.signals[d.event]
             if let signal { _ = lc_pidfd_send_signal(run.pidfd, signal) }
-            record(id, .delivered, event: d.event.rawValue, sequence: d.sequence,
+            record(id, .delivered, event: d.event, sequence: d.sequence,
                    detail: signal.map { "signal \(Posix.signalName($0))" } ?? "no signal mapped")
         }
     }
@@ -464,7 +464,7 @@ public final class Daemon {
                     case .acknowledge(let seq):
                         if let sent = run.sent.removeValue(forKey: seq) {
                             let latency = Double(Posix.monotonicNanoseconds() - sent.at) / 1000
-                            record(id, .acknowledged, event: sent.event.rawValue, sequence: seq, latency: latency)
+                            record(id, .acknowledged, event: sent.event, sequence: seq, latency: latency)
                         }
                         submit(.acknowledged(id, generation: run.generation, sequence: seq))
                     case .beginBackgroundTask(let request, let name):
@@ -571,8 +571,8 @@ public final class Daemon {
             _ = lc_reap(st.pid, &reaped)
             guard let id = byPID.removeValue(forKey: st.pid), let run = runs[id], run.pid == st.pid else { continue }
             var status: ExitStatus = st.exited != 0 ? .exited(st.value) : .signaled(st.value)
-            if status == .signaled(SIGKILL), limits[id] != nil, run.group.memory == .cgroupV2, run.group.oomKilled() {
-                status = .outOfMemory     // the kernel enforced memory.max
+            if status == .signaled(SIGKILL), run.group.oomKilled() {
+                status = .outOfMemory     // the kernel's OOM killer, in its cgroup: the core says why
             }
             runs[id] = nil
             tearDown(id, run)
@@ -619,7 +619,7 @@ public final class Daemon {
     }
 
     func record(_ id: AppID, _ kind: EventRecord.Kind, from: String? = nil, to: String? = nil,
-                event: String? = nil, sequence: UInt32? = nil, latency: Double? = nil,
+                event: LifecycleEvent? = nil, sequence: UInt32? = nil, latency: Double? = nil,
                 reason: String? = nil, detail: String? = nil, kill: KillRecord? = nil) {
         guard config.eventHistory > 0 || control.hasFollowers else { return }
         let at = decidedAt ?? now()
@@ -694,10 +694,10 @@ public final class Daemon {
             guard let level = request.level.flatMap(MemoryLevel.init(rawValue:)) else {
                 return .failure(.badRequest, "'pressure' needs a level: normal, warning or critical (got \(request.level.map { "'\($0)'" } ?? "none"))")
             }
-            let sample = memory.simulated(level, groups: runs.mapValues(\.group))
+            let report = memory.simulated(groups: runs.mapValues(\.group))
             memoryWatch.loud()     // the next sample, in Swift, ends the simulation as before
-            noteLevelChange(to: sample)
-            return outcome(submit(.memory(sample)))
+            noteLevelChange(to: level, simulated: true, report.measurements)
+            return outcome(submit(.simulateMemoryLevel(level, report)))
         case .home: return outcome(submit(.home))
         case .lock: return outcome(submit(.lock))
         case .unlock: return outcome(submit(.unlock))
@@ -707,7 +707,7 @@ public final class Daemon {
     }
 
     func outcome(_ effects: [Effect]) -> ControlResponse {
-        for case .refused(let why) in effects { return .failure(.refused, why) }
+        for case .refused(let why) in effects { return .failure(.refused, why.description) }
         return ControlResponse(ok: true)
     }
 
@@ -716,13 +716,13 @@ public final class Daemon {
         let apps = (names ?? manifests.keys.sorted()).map { id -> AppStatus in
             let s = supervisor.snapshot(id)!
             return AppStatus(
-                name: id, state: s.state.rawValue, pid: runs[id]?.pid,
+                name: id, state: s.state, pid: runs[id]?.pid,
                 secondsInState: s.state == .notRunning && s.since == .zero ? 0 : Double((now - s.since).nanoseconds) / 1e9,
-                delivery: manifests[id]!.policy.delivery.rawValue,
+                delivery: manifests[id]!.policy.delivery,
                 backgroundTasks: s.tasks.map { TaskStatus(id: $0.id, name: $0.name) },
                 backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
-                awaiting: s.awaiting?.rawValue, lastTermination: terminations[id],
-                footprint: runs[id]?.group.memoryFootprint(), band: s.band.rawValue, memoryLimit: limits[id],
+                awaiting: s.awaiting, lastTermination: terminations[id],
+                footprint: runs[id]?.group.memoryFootprint(), band: s.band, memoryLimit: limits[id],
                 statusLine: runs[id]?.statusLine)
         }
         let watch = memoryWatch.state
@@ -731,7 +731,7 @@ public final class Daemon {
             locked: supervisor.locked, interruptions: supervisor.interruptions, confinement: confinement,
             shuttingDown: supervisor.shuttingDown,
             memory: MemoryStatus(
-                level: supervisor.memoryLevel.rawValue, simulated: supervisor.memorySimulated,
+                level: supervisor.memoryLevel, simulated: supervisor.memorySimulated,
                 accounting: (cgroups?.memory ?? .processPSS).rawValue, trigger: memory.triggerDescription,
                 reading: MemoryReading(memory.latest(watch)), quiet: watch.quiet, quietSamples: watch.quietSamples))
         return StatusReport(daemon: daemon, apps: apps)
@@ -764,27 +764,24 @@ extension Daemon {
     func sampleMemory(triggered: Bool = false) {
         guard config.memory.monitor else { return }
         let now = Posix.monotonicNanoseconds()
-        let sample = memory.sample(groups: { self.runs.mapValues(\.group) }, limited: limits, now: now,
-                                   triggered: triggered)
-        // Nothing the core could act on (normal, as before, no app over its
-        // limit): skip it, so that quiet samples cost no status update.
-        let overLimit = sample.footprints.contains { id, f in limits[id].map { f > $0 } ?? false }
-        if sample.level != .normal || supervisor.memoryLevel != .normal || overLimit {
-            noteLevelChange(to: sample)
-            submit(.memory(sample))
-        }
-        memory.schedule(memoryWatch, after: sample, coreLevel: supervisor.memoryLevel, limits: limits, now: now)
+        let report = memory.sample(groups: { self.runs.mapValues(\.group) }, limited: limits, now: now,
+                                   triggered: triggered, measuredLevel: supervisor.gauge.level,
+                                   preview: { self.supervisor.memoryLevel(previewing: $0) })
+        noteLevelChange(to: supervisor.memoryLevel(previewing: report.measurements), simulated: false, report.measurements)
+        submit(.memory(report))
+        memory.schedule(memoryWatch, after: report, measuredLevel: supervisor.gauge.level,
+                        coreLevel: supervisor.memoryLevel, limits: limits, now: now)
     }
 
     /// Records a change of level before the core acts on it, so the event
     /// stream shows the level first, then what it caused.
-    func noteLevelChange(to sample: MemorySample) {
-        let before = supervisor.memoryLevel, level = sample.level
+    func noteLevelChange(to level: MemoryLevel, simulated: Bool, _ measurements: MemoryMeasurements) {
+        let before = supervisor.memoryLevel
         guard level != before else { return }
-        let detail = (sample.simulated ? "simulated; " : "") + MemoryReading(sample.measurements).summary
+        let detail = (simulated ? "simulated; " : "") + MemoryReading(measurements).summary
         logger.notice("memory level \(before.rawValue) -> \(level.rawValue): \(detail)",
                       metadata: ["from-level": "\(before.rawValue)", "to-level": "\(level.rawValue)",
-                                 "simulated": "\(sample.simulated)"])
+                                 "simulated": "\(simulated)"])
         record(EventRecord.daemonWide, .memoryLevel, from: before.rawValue, to: level.rawValue, detail: detail)
     }
 
@@ -793,11 +790,11 @@ extension Daemon {
         let pid = runs[k.app]?.pid
         let reading = MemoryReading(k.measurements)
         let r = KillRecord(
-            time: wallTime(decidedAt ?? now()), app: k.app, pid: pid, reason: k.cause.rawValue,
-            footprint: k.footprint, limit: k.limit, state: k.state.rawValue, band: k.band.rawValue,
-            level: k.level.rawValue, simulated: k.simulated, reading: reading,
+            time: wallTime(decidedAt ?? now()), app: k.app, pid: pid, reason: k.cause.code,
+            footprint: k.footprint, limit: k.limit, state: k.state, band: k.band,
+            level: k.level, simulated: k.simulated, reading: reading,
             candidates: k.candidates.map {
-                KillRecord.Candidate(app: $0.app, state: $0.state.rawValue, band: $0.band.rawValue, footprint: $0.footprint)
+                KillRecord.Candidate(app: $0.app, state: $0.state, band: $0.band, footprint: $0.footprint)
             },
             lastNotice: k.lastNotice)
         killLog.append(r, logger: logger)

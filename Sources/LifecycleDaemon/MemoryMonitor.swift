@@ -4,8 +4,9 @@ import Logging
 
 /// Measures memory for the core: the available memory (MemAvailable and the
 /// free pages in per-CPU lists, which it leaves out), the PSI stall since the last
-/// sample, the apps' total against the budget, per-app footprints; turns
-/// them into a level with the gauge; and says when to look again.
+/// sample, the apps' total against the budget, per-app footprints; and
+/// says when to look again. It decides nothing about apps: the core turns
+/// the report into a level (the level it asks about below is the core's).
 ///
 /// When to look again is the earlyoom idea made sharper: the time the
 /// smallest headroom left (to the critical available memory, to the budget, to a
@@ -21,7 +22,8 @@ import Logging
 final class MemoryMonitor {
     let config: MemoryConfig
     let cgroups: Cgroups?
-    private(set) var gauge: MemoryGauge
+    /// The thresholds the core's gauge uses, for choosing what to read and when.
+    let thresholds: MemoryThresholds
     private(set) var reading = MemoryMeasurements()
     /// When `reading` was taken (CLOCK_MONOTONIC ns).
     private var readingAt: Int64 = 0
@@ -43,13 +45,18 @@ final class MemoryMonitor {
     /// The higher available-memory threshold, percent of MemTotal.
     private let highestAvailable: Double?
 
+    /// MemTotal, bytes (nil without /proc/meminfo).
+    static func memTotal() -> UInt64? {
+        KernelFile("/proc/meminfo").flatMap { $0.refresh() ? $0.integer(after: "MemTotal:") : nil }.map { $0 * 1024 }
+    }
+
     init(config: MemoryConfig, cgroups: Cgroups?, logger: Logger) {
         self.config = config
         self.cgroups = cgroups
         let total = meminfo.flatMap { $0.refresh() ? $0.integer(after: "MemTotal:") : nil }.map { $0 * 1024 }
-        gauge = MemoryGauge(thresholds: config.thresholds(total: total))
-        criticalAvailable = gauge.thresholds.availableCritical.flatMap { p in total.map { UInt64(Double($0) * p / 100) } }
-        highestAvailable = [gauge.thresholds.availableWarning, gauge.thresholds.availableCritical].compactMap { $0 }.max()
+        thresholds = config.thresholds(total: total)
+        criticalAvailable = thresholds.availableCritical.flatMap { p in total.map { UInt64(Double($0) * p / 100) } }
+        highestAvailable = [thresholds.availableWarning, thresholds.availableCritical].compactMap { $0 }.max()
         guard config.monitor else {
             triggerDescription = "monitoring off"
             return
@@ -73,9 +80,12 @@ final class MemoryMonitor {
     /// every running app when memory is short (kill records name them all).
     /// `groups` is asked for only when a footprint is needed: a quiet sample
     /// reads one or two small files and allocates nothing else.
-    /// `triggered`: woken by the PSI trigger.
+    /// `triggered`: woken by the PSI trigger. `measuredLevel` is the core's
+    /// measured level before this sample, `preview` the level the core would
+    /// give these measurements.
     func sample(groups allGroups: () -> [AppID: AppGroup], limited: [AppID: UInt64], now: Int64,
-                triggered: Bool = false) -> MemorySample {
+                triggered: Bool = false, measuredLevel: MemoryLevel = .normal,
+                preview: (MemoryMeasurements) -> MemoryLevel = { _ in .normal }) -> MemoryReport {
         var m = MemoryMeasurements()
         if let meminfo, meminfo.refresh(),
            let total = meminfo.integer(after: "MemTotal:"), let available = meminfo.integer(after: "MemAvailable:") {
@@ -93,7 +103,7 @@ final class MemoryMonitor {
             m.total = total
         }
         if triggered { readPressureUntil = now + 4_000_000_000 }
-        let quiet = trigger != nil && now > readPressureUntil && gauge.level == .normal
+        let quiet = trigger != nil && now > readPressureUntil && measuredLevel == .normal
         if quiet {
             lastStall = nil        // a stall measured later starts afresh
         } else if let pressure, pressure.refresh(), let stall = pressure.integer(after: "total=") {   // "some" comes first
@@ -105,7 +115,7 @@ final class MemoryMonitor {
             lastStall = (stall, now)
         }
         var footprints: [AppID: UInt64] = [:]
-        let all = gauge.level != .normal
+        let all = measuredLevel != .normal
         let groups = all || !limited.isEmpty || config.budget != nil ? allGroups() : [:]
         for (id, group) in groups where all || limited[id] != nil {
             if let f = group.memoryFootprint() { footprints[id] = f }
@@ -123,21 +133,20 @@ final class MemoryMonitor {
         }
         reading = m
         readingAt = now
-        let level = gauge.update(m)
         // Just became short: the kill record needs every footprint.
-        if level != .normal && !all {
+        if !all && preview(m) != .normal {
             for (id, group) in allGroups() where footprints[id] == nil {
                 if let f = group.memoryFootprint() { footprints[id] = f }
             }
         }
-        return MemorySample(level: level, footprints: footprints, measurements: m)
+        return MemoryReport(footprints: footprints, measurements: m)
     }
 
     /// A level injected by `supervisorctl pressure`, with fresh footprints.
-    func simulated(_ level: MemoryLevel, groups: [AppID: AppGroup]) -> MemorySample {
+    func simulated(groups: [AppID: AppGroup]) -> MemoryReport {
         var footprints: [AppID: UInt64] = [:]
         for (id, group) in groups { if let f = group.memoryFootprint() { footprints[id] = f } }
-        return MemorySample(level: level, simulated: true, footprints: footprints, measurements: reading)
+        return MemoryReport(footprints: footprints, measurements: reading)
     }
 
     /// MemAvailable at or below which the per-CPU free pages could change
@@ -145,7 +154,7 @@ final class MemoryMonitor {
     /// hysteresis, bytes (0: no such threshold, never).
     func perCPUPoint(total: UInt64) -> UInt64 {
         guard let percent = highestAvailable else { return 0 }
-        return UInt64((Double(total) * (percent + gauge.thresholds.hysteresis) / 100).rounded(.up))
+        return UInt64((Double(total) * (percent + thresholds.hysteresis) / 100).rounded(.up))
     }
 
     /// The latest measurements, for `status`: the last full sample's, with
@@ -161,9 +170,10 @@ final class MemoryMonitor {
 
     /// Arms `watch` for the next sample after `sample`, and lets its next
     /// firings be quiet when `quietPoint` allows.
-    func schedule(_ watch: MemoryWatch, after sample: MemorySample, coreLevel: MemoryLevel,
+    func schedule(_ watch: MemoryWatch, after sample: MemoryReport, measuredLevel: MemoryLevel, coreLevel: MemoryLevel,
                   limits: [AppID: UInt64], now: Int64) {
-        if let q = quietPoint(after: sample, coreLevel: coreLevel, limited: !limits.isEmpty, now: now) {
+        if let q = quietPoint(after: sample, measuredLevel: measuredLevel, coreLevel: coreLevel,
+                              limited: !limits.isEmpty, now: now) {
             watch.quiet(handBackAt: q.handBackAt, total: q.total, critical: q.critical, fillRate: config.fillRate,
                         shortest: config.minInterval.nanoseconds, longest: config.interval.nanoseconds)
         } else {
@@ -180,11 +190,10 @@ final class MemoryMonitor {
     /// needs footprints, the pressure file must be read (a stall threshold
     /// is set and no PSI trigger is armed and quiet), or no available-memory
     /// threshold is set.
-    func quietPoint(after sample: MemorySample, coreLevel: MemoryLevel, limited: Bool,
+    func quietPoint(after sample: MemoryReport, measuredLevel: MemoryLevel, coreLevel: MemoryLevel, limited: Bool,
                     now: Int64) -> (handBackAt: UInt64, total: UInt64, critical: UInt64)? {
-        let t = gauge.thresholds
-        guard config.monitor, sample.level == .normal, !sample.simulated, coreLevel == .normal,
-              gauge.level == .normal, !limited, config.budget == nil,
+        let t = thresholds
+        guard config.monitor, measuredLevel == .normal, coreLevel == .normal, !limited, config.budget == nil,
               let total = sample.measurements.total, let critical = criticalAvailable,
               let percent = highestAvailable else { return nil }
         let stallMatters = t.stallWarning != nil || t.stallCritical != nil
@@ -193,7 +202,7 @@ final class MemoryMonitor {
     }
 
     /// Nanoseconds until the next sample.
-    func interval(after sample: MemorySample, limits: [AppID: UInt64]) -> Int64 {
+    func interval(after sample: MemoryReport, limits: [AppID: UInt64]) -> Int64 {
         var headroom: [UInt64] = []
         let m = sample.measurements
         if let available = m.available, let critical = criticalAvailable {

@@ -214,7 +214,7 @@ public final class Follower {
 
     @discardableResult
     public func acknowledged(_ app: String, _ event: String) throws -> EventRecord {
-        try wait("\(app) acknowledging \(event)") { $0.app == app && $0.kind == .acknowledged && $0.event == event }
+        try wait("\(app) acknowledging \(event)") { $0.app == app && $0.kind == .acknowledged && $0.event?.rawValue == event }
     }
 
     @discardableResult
@@ -223,7 +223,7 @@ public final class Follower {
     }
 
     func describe(_ e: EventRecord) -> String {
-        "\(e.app) \(e.kind.rawValue) \(e.to ?? e.event ?? e.reason ?? "")"
+        "\(e.app) \(e.kind.rawValue) \(e.to ?? e.event?.rawValue ?? e.reason ?? "")"
     }
 }
 

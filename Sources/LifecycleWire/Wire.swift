@@ -1,3 +1,9 @@
+// The fuzzers compile this module's files together with LifecycleModel's
+// into one module, where there is nothing to import.
+#if canImport(LifecycleModel)
+@_exported import LifecycleModel
+#endif
+
 // The app channel's wire format: the one definition, used by the daemon, the
 // Swift client and (through its golden vectors) every other client.
 //
@@ -29,33 +35,10 @@ public enum Wire {
     public static let protocolEnvironmentKey = "LIFECYCLE_PROTOCOL"
 }
 
-/// Lifecycle events on the wire, spelled as LIFECYCLE.md spells them.
-public enum WireEvent: UInt8, Sendable, CaseIterable, Equatable {
-    case willFinishLaunching = 1
-    case didFinishLaunching = 2
-    case didBecomeActive = 3
-    case willResignActive = 4
-    case didEnterBackground = 5
-    case willEnterForeground = 6
-    case willTerminate = 7
-    /// Memory runs short. Acknowledged like every event.
-    case didReceiveMemoryWarning = 8
-    /// The app is about to be killed for memory (its manifest asked for a
-    /// last notice); the kill follows the acknowledgement or the deadline.
-    case willBeKilledForMemory = 9
-
-    public var name: String { String(describing: self) }
-
-    public init?(name: String) {
-        guard let e = Self.allCases.first(where: { $0.name == name }) else { return nil }
-        self = e
-    }
-}
-
 /// One lifecycle event, as the daemon sends it.
 public struct EventMessage: Sendable, Equatable {
     public var sequence: UInt32
-    public var event: WireEvent
+    public var event: LifecycleEvent
     /// 0 = launched into the foreground, 1 = into the background.
     public var launchedInBackground: Bool
     /// When the app must have acknowledged it (monotonic ns).
@@ -65,7 +48,7 @@ public struct EventMessage: Sendable, Equatable {
     /// Launch options (launch events only): ordered key/value pairs.
     public var options: [KeyValue]
 
-    public init(sequence: UInt32, event: WireEvent, launchedInBackground: Bool = false,
+    public init(sequence: UInt32, event: LifecycleEvent, launchedInBackground: Bool = false,
                 deadline: Int64?, budgetEnd: Int64?, options: [KeyValue] = []) {
         self.sequence = sequence
         self.event = event
@@ -130,7 +113,8 @@ struct Writer {
     mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
     mutating func i64(_ v: Int64?) { withUnsafeBytes(of: (v ?? -1).littleEndian) { bytes += $0 } }
     mutating func string(_ s: String) {
-        let utf8 = Array(s.utf8.prefix(Int(UInt16.max)))
+        let fitting = s.utf8.count <= Int(UInt16.max) ? s : DaemonMessage.shortened(s, by: s.utf8.count - Int(UInt16.max))
+        let utf8 = Array(fitting.utf8)
         u16(UInt16(utf8.count))
         bytes += utf8
     }
@@ -194,25 +178,63 @@ extension DaemonMessage {
     public func encoded() -> [UInt8] {
         switch self {
         case .event(let m):
-            var w = Writer(type: .event, id: m.sequence)
-            w.u8(m.event.rawValue)
-            w.u8(m.launchedInBackground ? 1 : 0)
-            w.u16(UInt16(min(m.options.count, Int(UInt16.max))))
-            w.i64(m.deadline)
-            w.i64(m.budgetEnd)
-            for kv in m.options { w.string(kv.key); w.string(kv.value) }
-            return w.bytes
+            // Every client rejects a datagram over maxMessageSize, so the
+            // encoder never makes one: the longest option value (a long
+            // launch-failure description, say) is cut short, marked with
+            // an ellipsis, until the event fits; options that still do not
+            // fit are left out, last first.
+            var options = m.options
+            var bytes = Self.encodeEvent(m, options)
+            while bytes.count > Wire.maxMessageSize, !options.isEmpty {
+                let excess = bytes.count - Wire.maxMessageSize
+                let i = options.indices.max { options[$0].value.utf8.count < options[$1].value.utf8.count }!
+                if options[i].value.utf8.count > excess + Self.ellipsis.utf8.count {
+                    options[i].value = Self.shortened(options[i].value, by: excess + Self.ellipsis.utf8.count)
+                        + Self.ellipsis
+                } else {
+                    options.removeLast()
+                }
+                bytes = Self.encodeEvent(m, options)
+            }
+            return bytes
         case .backgroundTaskReply(let request, let task, let budgetEnd):
             var w = Writer(type: .backgroundTaskReply, id: request)
             w.u32(task ?? 0)
             w.i64(budgetEnd)
             return w.bytes
         case .backgroundTasksExpiring(let tasks):
+            // At most as many as fit (the core allows 64 open tasks; 1,021 fit).
+            let fitting = tasks.prefix((Wire.maxMessageSize - 10) / 4)
             var w = Writer(type: .backgroundTasksExpiring, id: 0)
-            w.u16(UInt16(min(tasks.count, Int(UInt16.max))))
-            for t in tasks { w.u32(t) }
+            w.u16(UInt16(fitting.count))
+            for t in fitting { w.u32(t) }
             return w.bytes
         }
+    }
+
+    static let ellipsis = "\u{2026}"
+
+    static func encodeEvent(_ m: EventMessage, _ options: [KeyValue]) -> [UInt8] {
+        var w = Writer(type: .event, id: m.sequence)
+        w.u8(m.event.wireCode)
+        w.u8(m.launchedInBackground ? 1 : 0)
+        w.u16(UInt16(min(options.count, Int(UInt16.max))))
+        w.i64(m.deadline)
+        w.i64(m.budgetEnd)
+        for kv in options.prefix(Int(UInt16.max)) { w.string(kv.key); w.string(kv.value) }
+        return w.bytes
+    }
+
+    /// `s` less at least `bytes` UTF-8 bytes from its end, cut between
+    /// characters so that what is left is still valid UTF-8.
+    static func shortened(_ s: String, by bytes: Int) -> String {
+        var out = Substring(s)
+        var removed = 0
+        while removed < bytes, let last = out.last {
+            removed += String(last).utf8.count
+            out.removeLast()
+        }
+        return String(out)
     }
 
     public static func decode(_ bytes: [UInt8]) throws(WireError) -> DaemonMessage {
@@ -222,7 +244,7 @@ extension DaemonMessage {
         switch type {
         case .event:
             let raw = try r.u8("event")
-            guard let event = WireEvent(rawValue: raw) else { throw WireError("unknown event \(raw)") }
+            guard let event = LifecycleEvent(wireCode: raw) else { throw WireError("unknown event \(raw)") }
             let mode = try r.u8("launch mode")
             guard mode <= 1 else { throw WireError("unknown launch mode \(mode)") }
             let count = try r.u16("option count")

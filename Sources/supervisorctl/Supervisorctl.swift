@@ -94,9 +94,9 @@ enum StatusTable {
             if let left = a.backgroundTimeRemaining, !a.backgroundTasks.isEmpty { tasks += " (\(duration(left)) left)" }
             var memory = a.footprint.map(bytes) ?? "-"
             if let limit = a.memoryLimit { memory += " / \(bytes(limit))" }
-            rows.append([a.name, a.state, a.pid.map(String.init) ?? "-",
-                         a.state == "not-running" && a.lastTermination == nil ? "-" : duration(a.secondsInState),
-                         tasks, memory, a.band ?? "-", a.statusLine.map { "\"\($0)\"" } ?? "-",
+            rows.append([a.name, a.state.rawValue, a.pid.map(String.init) ?? "-",
+                         a.state == .notRunning && a.lastTermination == nil ? "-" : duration(a.secondsInState),
+                         tasks, memory, a.band?.rawValue ?? "-", a.statusLine.map { "\"\($0)\"" } ?? "-",
                          a.lastTermination?.description ?? "-"])
         }
         let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
@@ -111,7 +111,7 @@ enum StatusTable {
         if d.shuttingDown { footer += ", shutting down" }
         out.append(footer)
         if let m = d.memory {
-            var line = "memory: \(m.level)\(m.simulated ? " (simulated)" : "")"
+            var line = "memory: \(m.level.rawValue)\(m.simulated ? " (simulated)" : "")"
             if let a = m.reading.available, let t = m.reading.total {
                 line += ", available \(bytes(a)) of \(bytes(t)) (\(String(format: "%.0f", Double(a) * 100 / Double(max(t, 1)))) %)"
             }
@@ -126,14 +126,7 @@ enum StatusTable {
         return out.joined(separator: "\n")
     }
 
-    /// Bytes in powers of 1024: "512K", "3.2M", "1.5G".
-    static func bytes(_ n: UInt64) -> String {
-        let units = ["B", "K", "M", "G", "T"]
-        var v = Double(n), u = 0
-        while v >= 1024 && u < units.count - 1 { v /= 1024; u += 1 }
-        if u == 0 { return "\(n)B" }
-        return v < 10 ? String(format: "%.1f%@", v, units[u]) : String(format: "%.0f%@", v, units[u])
-    }
+    static func bytes(_ n: UInt64) -> String { formatBytesCompact(n) }
 
     static func duration(_ s: Double) -> String {
         if s < 60 { return String(format: "%.1fs", s) }
@@ -246,8 +239,8 @@ struct Events: ParsableCommand {
         var s = "\(formatter.string(from: Date(timeIntervalSince1970: r.time)))  \(r.app)  "
         switch r.kind {
         case .transition: s += "\(r.from ?? "?") -> \(r.to ?? "?")"
-        case .delivered: s += "delivered \(r.event ?? "?")" + (r.sequence.map { " #\($0)" } ?? "")
-        case .acknowledged: s += "acknowledged \(r.event ?? "?") in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
+        case .delivered: s += "delivered \(r.event?.rawValue ?? "?")" + (r.sequence.map { " #\($0)" } ?? "")
+        case .acknowledged: s += "acknowledged \(r.event?.rawValue ?? "?") in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
         case .frozen: s += "frozen in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
         case .memoryLevel: s += "memory \(r.from ?? "?") -> \(r.to ?? "?")"
         case .jetsam: s += "jetsam"
@@ -290,8 +283,8 @@ struct Jetsam: ParsableCommand {
             let others = k.candidates.filter { $0.app != k.app }.prefix(3).map(\.app)
             rows.append([
                 Events.formatter.string(from: Date(timeIntervalSince1970: k.time)), k.app, k.pid.map(String.init) ?? "-",
-                k.reason + (k.lastNotice ? " (noticed)" : ""), footprint, k.state, k.band,
-                k.level + (k.simulated ? " (simulated)" : ""), reading.isEmpty ? "-" : reading.joined(separator: ", "),
+                k.reason.rawValue + (k.lastNotice ? " (noticed)" : ""), footprint, k.state.rawValue, k.band.rawValue,
+                k.level.rawValue + (k.simulated ? " (simulated)" : ""), reading.isEmpty ? "-" : reading.joined(separator: ", "),
                 others.isEmpty ? "-" : others.joined(separator: ", "),
             ])
         }

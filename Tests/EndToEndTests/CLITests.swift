@@ -23,7 +23,7 @@ import Testing
         #expect(jcode == 0)
         let report = try JSONDecoder().decode(StatusReport.self, from: Data(json.utf8))
         #expect(report.apps.count == 1)
-        #expect(report.apps[0].name == "a" && report.apps[0].state == "active" && report.apps[0].pid != nil)
+        #expect(report.apps[0].name == "a" && report.apps[0].state == .active && report.apps[0].pid != nil)
         #expect(try d.stop() == 0)
     }
 
@@ -56,7 +56,7 @@ import Testing
         #expect(out.contains("a  acknowledged didBecomeActive in"))
         let (_, json, _) = try d.ctl(["events", "--json"])
         let records = try json.split(separator: "\n").map { try JSONDecoder().decode(EventRecord.self, from: Data($0.utf8)) }
-        let ack = try #require(records.first { $0.kind == .acknowledged && $0.event == "didBecomeActive" })
+        let ack = try #require(records.first { $0.kind == .acknowledged && $0.event == .didBecomeActive })
         #expect((ack.latencyMicroseconds ?? -1) >= 0)
         #expect(try d.stop() == 0)
     }
@@ -70,7 +70,7 @@ import Testing
         let change = try d.ctl(["activate", "a"], user: "nobody")
         #expect(change.0 == 3)
         #expect(change.2.contains("permission denied"))
-        #expect(try d.status("a").state == "not-running")
+        #expect(try d.status("a").state == .notRunning)
         #expect(try d.stop() == 0)
     }
 
@@ -82,7 +82,7 @@ import Testing
                     binary("supervisorctl"), "activate", "a", "--socket", d.socket]
         let (code, _, err) = try run(argv)
         #expect(code == 0, "a member of the control group was refused: \(err)")
-        #expect(try d.status("a").state != "not-running")
+        #expect(try d.status("a").state != .notRunning)
         #expect(try d.stop() == 0)
     }
 

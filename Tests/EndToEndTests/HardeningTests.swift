@@ -44,7 +44,7 @@ import Testing
 
         // The other app and the daemon carry on.
         try interruptAndResume(d, f, "good")
-        #expect(try d.status("good").state == "active")
+        #expect(try d.status("good").state == .active)
         #expect(try d.stop() == 0)
     }
 

@@ -59,7 +59,7 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         try d.command(ControlRequest(.activate, app: "a"))
         try f.acknowledged("a", "didBecomeActive")
         #expect(lines(log) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive"])
-        #expect(try d.status("a").state == "active")
+        #expect(try d.status("a").state == .active)
 
         try d.command(ControlRequest(.home))
         try f.state("a", "suspended")
@@ -127,7 +127,7 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         // A continuous background mode keeps b running; stopped there it gets willTerminate.
         try d.command(ControlRequest(.launch, app: "b", background: true))
         try f.acknowledged("b", "didEnterBackground")
-        #expect(try d.status("b").state == "background")
+        #expect(try d.status("b").state == .background)
         try d.command(ControlRequest(.stop, app: "b"))
         try f.terminated("b")
         #expect(lines(b) == ["willFinishLaunching", "didFinishLaunching", "didEnterBackground", "willTerminate"])
@@ -142,7 +142,7 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         try f.acknowledged("a", "didBecomeActive")
         try d.command(ControlRequest(.kill, app: "a"))
         #expect(try f.terminated("a").reason == "killed-by-user")
-        #expect(try d.status("a").lastTermination?.reason == "killed-by-user")
+        #expect(try d.status("a").lastTermination?.reason == .killedByUser)
         try d.command(ControlRequest(.activate, app: "a"))
         try f.acknowledged("a", "didBecomeActive")
         #expect(lines(a).contains("# previous: killed-by-user"))
@@ -160,13 +160,13 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         try d.command(ControlRequest(.activate, app: "h"))
         try f.acknowledged("h", "didBecomeActive")
         try d.command(ControlRequest(.home))
-        let sent = try f.wait("didEnterBackground delivered") { $0.kind == .delivered && $0.event == "didEnterBackground" }
+        let sent = try f.wait("didEnterBackground delivered") { $0.kind == .delivered && $0.event == .didEnterBackground }
         let killed = try f.wait("the kill") { $0.kind == .killed }
         #expect(killed.reason == "background-watchdog")
         let waited = Double(killed.monotonic - sent.monotonic) / 1e9
         #expect(waited >= 0.5, "killed before its deadline (\(waited) s)")
         #expect(try f.terminated("h").reason == "background-watchdog")
-        #expect(try d.status("h").state == "not-running")
+        #expect(try d.status("h").state == .notRunning)
         #expect(try d.stop() == 0)
     }
 
@@ -206,7 +206,7 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         try d.command(ControlRequest(.home))
         try f.acknowledged("w", "didEnterBackground")
         let st = try d.status("w")
-        #expect(st.state == "background")
+        #expect(st.state == .background)
         #expect(st.backgroundTasks.map(\.name) == ["finish-work"])
         #expect((st.backgroundTimeRemaining ?? 0) > 20)
         try f.state("w", "suspended")

@@ -55,19 +55,19 @@ func availableMemory() throws -> UInt64 {
         #expect([first.app, second.app] == ["low", "s1"])
 
         let k = try #require(first.kill)
-        #expect(k.reason == "memory-pressure" && k.state == "suspended" && k.band == "low" && !k.simulated)
-        #expect(k.level == "critical")
+        #expect(k.reason == .memoryPressure && k.state == .suspended && k.band == .low && !k.simulated)
+        #expect(k.level == .critical)
         #expect(try #require(k.footprint) >= 64 << 20)
         #expect(try #require(k.reading.appsTotal) > 240 << 20)
         #expect(k.reading.budget == 240 << 20)
         #expect(k.candidates.map(\.app) == ["low", "s1", "s2", "front"])
 
         try f.acknowledged("front", "didBecomeActive")
-        #expect(try d.status("s2").state == "suspended")
-        #expect(try d.status("front").state == "active")
+        #expect(try d.status("s2").state == .suspended)
+        #expect(try d.status("front").state == .active)
         let jetsam = try d.command(ControlRequest(.jetsam)).kills ?? []
         #expect(jetsam.map(\.app) == ["low", "s1"])
-        #expect(try d.status("low").lastTermination?.reason == "memory-pressure")
+        #expect(try d.status("low").lastTermination?.reason == .memoryPressure)
 
         // Its next launch is told why and when its previous run ended.
         let again = try d.follow(["low"])
@@ -90,7 +90,7 @@ func availableMemory() throws -> UInt64 {
         try f.acknowledged("front", "didReceiveMemoryWarning")
         #expect(lines(s + "/front").contains("didReceiveMemoryWarning"))
         #expect(!lines(s + "/sleeper").contains("didReceiveMemoryWarning"))
-        #expect(try d.status("sleeper").state == "suspended")
+        #expect(try d.status("sleeper").state == .suspended)
         #expect((try d.command(ControlRequest(.jetsam)).kills ?? []).isEmpty, "a warning kills nothing")
         #expect(try d.stop() == 0)
     }
@@ -103,7 +103,7 @@ func availableMemory() throws -> UInt64 {
         let kill = try f.wait("the limit kill") { $0.kind == .jetsam }
         #expect(try f.terminated("greedy").reason == "per-app-limit")
         let k = try #require(kill.kill)
-        #expect(k.reason == "per-app-limit" && k.limit == 32 << 20 && k.level == "normal")
+        #expect(k.reason == .perAppLimit && k.limit == 32 << 20 && k.level == .normal)
         #expect(try #require(k.footprint) > 32 << 20)
         #expect(try d.stop() == 0)
     }
@@ -121,7 +121,7 @@ func availableMemory() throws -> UInt64 {
 
         // The stuck one (low band) goes first: told, no answer, killed at 250 ms.
         try d.command(ControlRequest(.pressure, level: "critical"))
-        let told = try f.wait("the notice") { $0.app == "stuck" && $0.kind == .delivered && $0.event == "willBeKilledForMemory" }
+        let told = try f.wait("the notice") { $0.app == "stuck" && $0.kind == .delivered && $0.event == .willBeKilledForMemory }
         let killed = try f.wait("the kill") { $0.app == "stuck" && $0.kind == .killed }
         #expect(Double(killed.monotonic - told.monotonic) / 1e6 >= 249)
         #expect(lines(s + "/stuck").last == "willBeKilledForMemory")
@@ -202,8 +202,8 @@ func availableMemory() throws -> UInt64 {
         try f.wait("the level back to normal") { $0.kind == .memoryLevel && $0.to == "normal" }
         #expect((try d.command(ControlRequest(.jetsam)).kills ?? []).map(\.app) == ["s1"])
         try f.acknowledged("front", "didBecomeActive")
-        #expect(try d.status("s2").state == "suspended")
-        #expect(try d.status("front").state == "active")
+        #expect(try d.status("s2").state == .suspended)
+        #expect(try d.status("front").state == .active)
         #expect(try d.stop() == 0)
     }
 

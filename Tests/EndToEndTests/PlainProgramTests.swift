@@ -110,7 +110,7 @@ func notifying(_ command: [String], launch: Double) -> String {
         try d.command(ControlRequest(.activate, app: "svc"))
         try f.wait("STATUS=warming-up") { $0.kind == .notified && $0.detail == "STATUS=warming-up" }
         let waiting = try d.status("svc")
-        #expect(waiting.state == "inactive", "launched, not ready: not active")
+        #expect(waiting.state == .inactive, "launched, not ready: not active")
         #expect(waiting.statusLine == "warming-up")
 
         let fd = open(gate, O_WRONLY)

@@ -108,7 +108,7 @@ func measure(seconds: Double) {
         try f.state("stubborn", "active")
         try waitForLine(s + "/log", "started")
         try d.command(ControlRequest(.stop, app: "stubborn"))
-        let term = try f.wait("SIGTERM") { $0.kind == .delivered && $0.event == "willTerminate" }
+        let term = try f.wait("SIGTERM") { $0.kind == .delivered && $0.event == .willTerminate }
         #expect(term.detail == "signal Terminated")
         let killed = try f.wait("SIGKILL") { $0.kind == .killed }
         #expect(Double(killed.monotonic - term.monotonic) / 1e9 >= 0.3)

@@ -9,10 +9,24 @@ extension Harness {
         if supervisor.snapshot(id)!.state == .background { advance(.seconds(5)) }   // plain: grace
     }
 
+    /// Reports measurements that give `level` under the default thresholds
+    /// (or injects it, `simulated`), with these footprints.
     @discardableResult
     mutating func memory(_ level: MemoryLevel, simulated: Bool = false, _ footprints: [AppID: UInt64] = [:]) -> [Effect] {
-        send(.memory(MemorySample(level: level, simulated: simulated, footprints: footprints,
-                                  measurements: MemoryMeasurements(available: 1 << 30, total: 1 << 34))))
+        let report = MemoryReport(footprints: footprints, measurements: Harness.measurements(simulated ? .critical : level))
+        return send(simulated ? .simulateMemoryLevel(level, report) : .memory(report))
+    }
+
+    /// Available memory of 16 GiB that the default thresholds (warning
+    /// below 20 %, critical below 10 %) read as `level`.
+    static func measurements(_ level: MemoryLevel) -> MemoryMeasurements {
+        let total: UInt64 = 1 << 34
+        let available: UInt64 = switch level {
+        case .critical: 1 << 30                 // 6.25 %
+        case .warning: total / 100 * 15
+        case .normal: total / 2
+        }
+        return MemoryMeasurements(available: available, total: total)
     }
 
     func memoryKills(in effects: [Effect]) -> [MemoryKill] {
@@ -175,7 +189,7 @@ extension AppPolicy {
         let first = launch.compactMap { if case .deliver("a", let d) = $0 { d } else { nil } }.first!
         #expect(first.event == .willFinishLaunching)
         #expect(first.previous?.reason == .memoryPressure(footprint: 64 << 20, simulated: false))
-        #expect(first.previous?.reason.code == "memory-pressure")
+        #expect(first.previous?.reason.code == .memoryPressure)
     }
 }
 
@@ -192,7 +206,7 @@ extension AppPolicy {
         #expect(k.count == 1, "b has no limit")
         #expect(k.first?.cause == .perAppLimit && k.first?.limit == 100 << 20)
         #expect(h.reapKilled("a").contains(.remeasure) == false)
-        #expect(h.supervisor.snapshot("a")!.last?.reason.code == "per-app-limit")
+        #expect(h.supervisor.snapshot("a")!.last?.reason.code == .perAppLimit)
     }
 }
 

@@ -49,7 +49,7 @@ import Testing
     @Test func warningsWaitForReadiness() {
         var h = Harness(["p": notifying])
         h.send(.activate("p"))
-        #expect(Harness.events("p", in: h.send(.memory(MemorySample(level: .warning)))) == [])
+        #expect(Harness.events("p", in: h.send(.memory(MemoryReport(measurements: Harness.measurements(.warning))))) == [])
         #expect(Harness.events("p", in: h.send(.ready("p", generation: 1))) == [.didReceiveMemoryWarning])
     }
 }

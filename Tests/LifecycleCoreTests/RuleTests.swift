@@ -77,7 +77,7 @@ import Testing
         #expect(h.eventsUntilQuiet("a", after: h.send(.interruptionBegan)) == [])
         #expect(h.eventsUntilQuiet("a", after: h.send(.interruptionEnded)) == [])
         #expect(h.eventsUntilQuiet("a", after: h.send(.interruptionEnded)) == [.didBecomeActive])
-        #expect(h.send(.interruptionEnded) == [.refused("no interruption is in progress")])
+        #expect(h.send(.interruptionEnded) == [.refused(.noInterruption)])
     }
 
     @Test func lockAndUnlock() {
@@ -92,7 +92,7 @@ import Testing
     @Test func activatingWhileLockedIsRefused() {
         var h = Harness(apps: ["a"])
         h.send(.lock)
-        #expect(h.send(.activate("a")) == [.refused("the screen is locked")])
+        #expect(h.send(.activate("a")) == [.refused(.screenLocked)])
         #expect(h.send(.launch("a", .background)).first == .spawn("a", generation: 1, mode: .background))
     }
 
@@ -300,7 +300,7 @@ import Testing
 @Suite struct BackgroundModeTests {
     @Test func continuousModePreventsSuspension() {
         var policy = AppPolicy()
-        policy.continuousBackground = true
+        policy.backgroundModes = [.audio]
         var h = Harness(["a": policy])
         h.launchActive("a")
         h.eventsUntilQuiet("a", after: h.send(.home))
@@ -318,6 +318,20 @@ import Testing
         #expect(!h.log.contains(.freeze("a")))
         h.exit("a")
         #expect(h.supervisor.snapshot("a")!.last?.reason == .exitedOnSuspend(killedAfterDeadline: false))
+    }
+
+    /// Found by the invariant "only apps that are not stopping hold a slot":
+    /// locked, an exits-on-suspend app in front is terminated, and must give
+    /// its slot up as a user quit does, not hold it while it ends.
+    @Test func exitsOnSuspendUnderTheLockGivesItsSlotUp() {
+        var policy = AppPolicy()
+        policy.exitsOnSuspend = true
+        var h = Harness(["a": policy])
+        h.launchActive("a")
+        #expect(h.eventsUntilQuiet("a", after: h.send(.lock)) == [.willResignActive, .didEnterBackground, .willTerminate])
+        #expect(h.supervisor.foreground.isEmpty)
+        h.exit("a")
+        #expect(h.state("a") == .notRunning)
     }
 }
 
@@ -396,12 +410,12 @@ import Testing
 
     @Test func refusals() {
         var h = Harness(apps: ["a"])
-        #expect(h.send(.activate("nope")) == [.refused("unknown app 'nope'")])
-        #expect(h.send(.stop("a")) == [.refused("'a' is not running")])
-        #expect(h.send(.kill("a")) == [.refused("'a' is not running")])
-        #expect(h.send(.unlock) == [.refused("not locked")])
+        #expect(h.send(.activate("nope")) == [.refused(.unknownApp("nope"))])
+        #expect(h.send(.stop("a")) == [.refused(.notRunning("a"))])
+        #expect(h.send(.kill("a")) == [.refused(.notRunning("a"))])
+        #expect(h.send(.unlock) == [.refused(.notLocked)])
         h.launchActive("a")
-        #expect(h.send(.launch("a", .background)) == [.refused("'a' is already running (active)")])
+        #expect(h.send(.launch("a", .background)) == [.refused(.alreadyRunning("a", .active))])
     }
 
     @Test func killByUser() {
@@ -420,7 +434,7 @@ import Testing
         let effects = h.send(.shutdown)
         #expect(effects.contains(.kill("c", .shutdown(killedAfterDeadline: false))))
         #expect(h.eventsUntilQuiet("a", after: effects) == [.willResignActive, .didEnterBackground, .willTerminate])
-        #expect(h.send(.activate("c")) == [.refused("the daemon is shutting down")])
+        #expect(h.send(.activate("c")) == [.refused(.shuttingDown)])
         h.exit("a"); h.exit("b"); h.exit("c", .signaled(9))
         #expect(h.supervisor.allStopped)
         #expect(h.supervisor.snapshot("a")!.last?.reason == .shutdown(killedAfterDeadline: false))
@@ -433,5 +447,26 @@ import Testing
         #expect(h.state("a") == .notRunning)
         #expect(h.supervisor.snapshot("a")!.last?.reason == .launchFailed(message: "No such file or directory"))
         #expect(h.supervisor.nextDeadline() == nil)
+    }
+}
+
+/// Refusals reach people as sentences and scripts as stable codes.
+@Suite struct RefusalTests {
+    @Test func everyRefusalHasASentenceAndAStableCode() {
+        let all: [(Refusal, String, String)] = [
+            (.unknownApp("x"), "unknown-app", "unknown app 'x'"),
+            (.alreadyRunning("x", .suspended), "already-running", "'x' is already running (suspended)"),
+            (.notRunning("x"), "not-running", "'x' is not running"),
+            (.stopping("x"), "stopping", "'x' is stopping"),
+            (.screenLocked, "screen-locked", "the screen is locked"),
+            (.alreadyLocked, "already-locked", "already locked"),
+            (.notLocked, "not-locked", "not locked"),
+            (.noInterruption, "no-interruption", "no interruption is in progress"),
+            (.shuttingDown, "shutting-down", "the daemon is shutting down"),
+        ]
+        for (refusal, code, sentence) in all {
+            #expect(refusal.code == code)
+            #expect(refusal.description == sentence)
+        }
     }
 }

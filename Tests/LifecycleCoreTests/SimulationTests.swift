@@ -44,7 +44,7 @@ struct Simulation {
                 p.delivery = .signals
                 p.awaitsReadiness = Bool.random(using: &rng)
             }
-            p.continuousBackground = Int.random(in: 0..<6, using: &rng) == 0
+            p.backgroundModes = Int.random(in: 0..<6, using: &rng) == 0 ? [.audio] : []
             p.exitsOnSuspend = Int.random(in: 0..<6, using: &rng) == 0
             p.backgroundTaskBudget = .seconds(Int.random(in: 6...30, using: &rng))
             p.memory.band = MemoryBand.allCases.randomElement(using: &rng)!
@@ -109,12 +109,17 @@ struct Simulation {
             return .tick
         case 58..<59: return .shutdown
         case 59..<67:
-            let level: MemoryLevel = random([.normal, .normal, .warning, .critical, .critical])
             var footprints: [AppID: UInt64] = [:]
             for app in ids where sup.snapshot(app)!.state != .notRunning && Bool.random(using: &rng) {
                 footprints[app] = UInt64.random(in: 1...200, using: &rng) << 20
             }
-            return .memory(MemorySample(level: level, simulated: Bool.random(using: &rng), footprints: footprints))
+            // Available memory around both thresholds (warning 20 %, critical
+            // 10 %, 2 points of hysteresis), so levels rise and fall and flap.
+            let percent: UInt64 = random([50, 50, 21, 15, 11, 9, 5])
+            let report = MemoryReport(footprints: footprints,
+                                      measurements: MemoryMeasurements(available: percent << 30, total: 100 << 30))
+            if Bool.random(using: &rng) { return .memory(report) }
+            return .simulateMemoryLevel(random([.normal, .normal, .warning, .critical, .critical]), report)
         default:
             now = now + .milliseconds(Int64.random(in: 1...4000, using: &rng))
             return .tick
@@ -202,15 +207,15 @@ struct Simulation {
         let foregroundApps = ids.filter { [.active].contains(sup.snapshot($0)!.state) }
         if foregroundApps.count > sup.foregroundSlots { fail("\(foregroundApps.count) active apps > \(sup.foregroundSlots) slots") }
         if sup.foreground.count > sup.foregroundSlots { fail("foreground list over its slots") }
-        for t in sup.timers.values where t <= now { fail("a timer due at \(t) did not fire") }
+        if let t = sup.nextDeadline(), t <= now { fail("a timer due at \(t) did not fire") }
         for id in ids {
             let s = sup.snapshot(id)!
             if s.state != lastState[id, default: .notRunning] { fail("\(id): state \(s.state) without a transition") }
             if s.state == .suspended && !frozen.contains(id) { fail("\(id): suspended but not frozen") }
             if s.state != .suspended && frozen.contains(id) && !s.stopping { fail("\(id): frozen but \(s.state)") }
             if let awaiting = s.awaiting, !s.stopping || awaiting != .willTerminate {
-                if sup.timers[TimerKey(id, .ack)] == nil && sup.timers[TimerKey(id, .terminate)] == nil
-                    && sup.timers[TimerKey(id, .notice)] == nil {
+                if sup.timers.deadline(id, .ack) == nil && sup.timers.deadline(id, .terminate) == nil
+                    && sup.timers.deadline(id, .notice) == nil {
                     fail("\(id): awaits \(awaiting) with no deadline")
                 }
             }
@@ -229,8 +234,10 @@ extension Simulation {
     /// background one is left, never a higher band while a lower one is left
     /// in the same state.
     mutating func checkPressureKill(_ k: MemoryKill, after input: Input) {
-        guard case .memory(let sample) = input, sample.level == .critical else {
-            return fail("\(k.app): pressure kill without a critical measurement")
+        switch input {
+        case .memory, .simulateMemoryLevel:
+            if sup.memoryLevel != .critical { return fail("\(k.app): pressure kill while the level is \(sup.memoryLevel)") }
+        default: return fail("\(k.app): pressure kill without a memory report")
         }
         if let victim { fail("\(k.app): killed while \(victim), the previous victim, has not ended") }
         victim = k.app

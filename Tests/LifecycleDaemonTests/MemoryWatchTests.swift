@@ -199,25 +199,22 @@ import Testing
         return MemoryMonitor(config: c, cgroups: nil, logger: Logger(label: "test"))
     }
 
-    func sample(_ m: MemoryMonitor, level: MemoryLevel = .normal, simulated: Bool = false) -> MemorySample {
-        var s = m.sample(groups: { [:] }, limited: [:], now: Posix.monotonicNanoseconds())
-        s.level = level
-        s.simulated = simulated
-        return s
+    func sample(_ m: MemoryMonitor) -> MemoryReport {
+        m.sample(groups: { [:] }, limited: [:], now: Posix.monotonicNanoseconds())
     }
 
     @Test func theHandBackPointIsTheHigherAvailableMemoryThresholdRoundedUp() throws {
         let m = monitor()
         let s = sample(m)
         let total = try #require(s.measurements.total)
-        let q = try #require(m.quietPoint(after: s, coreLevel: .normal, limited: false, now: 1))
+        let q = try #require(m.quietPoint(after: s, measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1))
         #expect(q.total == total)
         #expect(q.handBackAt == UInt64((Double(total) * 20 / 100).rounded(.up)), "the warning threshold, 20 %")
         #expect(q.critical == UInt64(Double(total) * 10 / 100))
         // Just above the point the gauge says normal; at it, the sentinel hands back.
         var above = s.measurements
         above.available = q.handBackAt + 1
-        var gauge = MemoryGauge(thresholds: m.gauge.thresholds)
+        var gauge = MemoryGauge(thresholds: m.thresholds)
         #expect(gauge.update(above) == .normal)
     }
 
@@ -242,19 +239,18 @@ import Testing
     @Test func everythingElseNeedsAFullSample() {
         let m = monitor()
         let s = sample(m)
-        #expect(m.quietPoint(after: sample(m, level: .warning), coreLevel: .normal, limited: false, now: 1) == nil)
-        #expect(m.quietPoint(after: s, coreLevel: .critical, limited: false, now: 1) == nil, "a simulated level in the core")
-        #expect(m.quietPoint(after: sample(m, simulated: true), coreLevel: .normal, limited: false, now: 1) == nil)
-        #expect(m.quietPoint(after: s, coreLevel: .normal, limited: true, now: 1) == nil, "an app with a limit")
+        #expect(m.quietPoint(after: s, measuredLevel: .warning, coreLevel: .warning, limited: false, now: 1) == nil)
+        #expect(m.quietPoint(after: s, measuredLevel: .normal, coreLevel: .critical, limited: false, now: 1) == nil, "a simulated level in the core")
+        #expect(m.quietPoint(after: s, measuredLevel: .normal, coreLevel: .normal, limited: true, now: 1) == nil, "an app with a limit")
         let budget = monitor { $0.budget = 1 << 30 }
-        #expect(budget.quietPoint(after: sample(budget), coreLevel: .normal, limited: false, now: 1) == nil)
+        #expect(budget.quietPoint(after: sample(budget), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1) == nil)
         let stallNoTrigger = monitor { $0.stallCritical = 40 }
-        #expect(stallNoTrigger.quietPoint(after: sample(stallNoTrigger), coreLevel: .normal, limited: false, now: 1) == nil,
+        #expect(stallNoTrigger.quietPoint(after: sample(stallNoTrigger), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1) == nil,
                 "the pressure file must be read at every sample")
         let noCritical = monitor { $0.availableCritical = nil }
-        #expect(noCritical.quietPoint(after: sample(noCritical), coreLevel: .normal, limited: false, now: 1) == nil)
+        #expect(noCritical.quietPoint(after: sample(noCritical), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1) == nil)
         let off = monitor { $0.monitor = false }
-        #expect(off.quietPoint(after: sample(off), coreLevel: .normal, limited: false, now: 1) == nil)
+        #expect(off.quietPoint(after: sample(off), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1) == nil)
     }
 
     @Test func aQuietPSITriggerLetsSamplesBeQuietExceptJustAfterItFired() throws {
@@ -264,12 +260,13 @@ import Testing
         }
         guard m.trigger != nil else { return }   // no PSI on this kernel: covered by the test above
         let now = Posix.monotonicNanoseconds()
-        #expect(m.quietPoint(after: sample(m), coreLevel: .normal, limited: false, now: now) != nil)
+        #expect(m.quietPoint(after: sample(m), measuredLevel: .normal, coreLevel: .normal, limited: false, now: now) != nil)
         _ = m.sample(groups: { [:] }, limited: [:], now: now, triggered: true)
         // For two trigger windows after it fired, the stall is read at every sample.
         let after = m.sample(groups: { [:] }, limited: [:], now: now + ms)
-        try #require(after.level == .normal, "no real memory stall on the test machine")
-        #expect(m.quietPoint(after: after, coreLevel: .normal, limited: false, now: now + ms) == nil)
-        #expect(m.quietPoint(after: after, coreLevel: .normal, limited: false, now: now + 5_000_000_000) != nil)
+        var gauge = MemoryGauge(thresholds: m.thresholds)
+        try #require(gauge.update(after.measurements) == .normal, "no real memory stall on the test machine")
+        #expect(m.quietPoint(after: after, measuredLevel: .normal, coreLevel: .normal, limited: false, now: now + ms) == nil)
+        #expect(m.quietPoint(after: after, measuredLevel: .normal, coreLevel: .normal, limited: false, now: now + 5_000_000_000) != nil)
     }
 }

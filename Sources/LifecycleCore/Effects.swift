@@ -1,38 +1,3 @@
-/// Everything that can happen to the supervisor. Commands come from the user
-/// (supervisorctl); the rest is reported by the daemon shell from the kernel
-/// and the app channels. `generation` names one run of an app, so that a late
-/// report about an earlier run can never touch the current one.
-public enum Input: Sendable, Equatable {
-    // Commands.
-    case launch(AppID, LaunchMode)
-    case activate(AppID)
-    case home
-    case interruptionBegan
-    case interruptionEnded
-    case lock
-    case unlock
-    case stop(AppID)
-    case kill(AppID)
-    case shutdown
-
-    // Reports about processes and channels.
-    case launchFailed(AppID, generation: UInt64, message: String)
-    case exited(AppID, generation: UInt64, ExitStatus)
-    case acknowledged(AppID, generation: UInt64, sequence: UInt32)
-    case beginBackgroundTask(AppID, generation: UInt64, request: UInt32, name: String)
-    case endBackgroundTask(AppID, generation: UInt64, task: TaskID)
-    case protocolViolation(AppID, generation: UInt64, message: String)
-    /// A plain program said READY=1 on its notification socket.
-    case ready(AppID, generation: UInt64)
-
-    /// A memory measurement (or a simulated level): warnings, per-app
-    /// limits and, at critical, one kill.
-    case memory(MemorySample)
-
-    /// Time has passed: fire every timer that is due.
-    case tick
-}
-
 /// What the shell must do. Effects are data: the core decides, the shell acts.
 public enum Effect: Sendable, Equatable {
     /// Start a new process for the app (in a fresh cgroup). Report `.exited`
@@ -55,13 +20,56 @@ public enum Effect: Sendable, Equatable {
     /// A run ended; the record says why.
     case terminated(AppID, TerminationRecord)
     /// A command was refused; nothing else happened.
-    case refused(String)
+    case refused(Refusal)
     /// The app is killed for memory: the record of why, emitted right after its
     /// `.kill` (the shell signals and frees first), or with the last notice.
     case memoryKill(MemoryKill)
     /// The victim of a pressure kill is gone: measure again now, and report
     /// with `.memory`, so the next kill (if any) is decided on fresh numbers.
     case remeasure
+}
+
+/// Why a command was refused: a stable code for scripts and transports,
+/// and a sentence for people.
+public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
+    case unknownApp(AppID)
+    case alreadyRunning(AppID, LifecycleState)
+    case notRunning(AppID)
+    case stopping(AppID)
+    case screenLocked
+    case alreadyLocked
+    case notLocked
+    case noInterruption
+    case shuttingDown
+
+    /// Stable, like TerminationCode: never renamed.
+    public var code: String {
+        switch self {
+        case .unknownApp: "unknown-app"
+        case .alreadyRunning: "already-running"
+        case .notRunning: "not-running"
+        case .stopping: "stopping"
+        case .screenLocked: "screen-locked"
+        case .alreadyLocked: "already-locked"
+        case .notLocked: "not-locked"
+        case .noInterruption: "no-interruption"
+        case .shuttingDown: "shutting-down"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .unknownApp(let id): "unknown app '\(id)'"
+        case .alreadyRunning(let id, let state): "'\(id)' is already running (\(state.rawValue))"
+        case .notRunning(let id): "'\(id)' is not running"
+        case .stopping(let id): "'\(id)' is stopping"
+        case .screenLocked: "the screen is locked"
+        case .alreadyLocked: "already locked"
+        case .notLocked: "not locked"
+        case .noInterruption: "no interruption is in progress"
+        case .shuttingDown: "the daemon is shutting down"
+        }
+    }
 }
 
 /// One event on its way to an app.
@@ -87,15 +95,5 @@ public struct TerminationRecord: Sendable, Equatable, Codable {
         self.reason = reason
         self.generation = generation
         self.at = at
-    }
-}
-
-extension Instant: Codable {
-    public init(from decoder: any Decoder) throws {
-        nanoseconds = try decoder.singleValueContainer().decode(Int64.self)
-    }
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.singleValueContainer()
-        try c.encode(nanoseconds)
     }
 }

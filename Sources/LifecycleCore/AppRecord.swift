@@ -1,0 +1,76 @@
+// What the core knows of one app: its policy, where it has been told it is
+// (Phase), what it owes (an acknowledgement), what it holds (background
+// tasks), and how it is ending (a stop, a kill, a last notice).
+
+enum Told: Equatable, Sendable {
+    /// Launch events done; not yet told it is active or in the background.
+    case launched
+    case inactive
+    case active
+    case background
+}
+
+enum Phase: Equatable, Sendable {
+    case notRunning
+    case launching(step: Int)
+    /// A plain program started, not yet READY=1 (sd_notify readiness).
+    case awaitingReady
+    case running(Told)
+    case suspended
+    /// willTerminate sent (or SIGTERM); waiting for the exit.
+    case terminating
+}
+
+enum StopCause: Sendable {
+    case user, shutdown, exitsOnSuspend
+
+    func reason(killedAfterDeadline k: Bool) -> TerminationReason {
+        switch self {
+        case .user: .stoppedByUser(killedAfterDeadline: k)
+        case .shutdown: .shutdown(killedAfterDeadline: k)
+        case .exitsOnSuspend: .exitedOnSuspend(killedAfterDeadline: k)
+        }
+    }
+}
+
+struct Awaiting: Equatable, Sendable {
+    var event: LifecycleEvent
+    var sequence: UInt32
+}
+
+struct AppRecord: Sendable {
+    var policy: AppPolicy
+    var phase: Phase = .notRunning
+    var state: LifecycleState = .notRunning
+    var since: Instant = .zero
+    var generation: UInt64 = 0
+    var launchMode: LaunchMode = .foreground
+    var sequence: UInt32 = 0
+    var awaiting: Awaiting?
+    var tasks: [TaskID: String] = [:]
+    var nextTask: TaskID = 1
+    var expired: Set<TaskID> = []
+    var budgetEnd: Instant?
+    var graceEnd: Instant?
+    var stop: StopCause?
+    var killing: TerminationReason?
+    var last: TerminationRecord?
+    /// didReceiveMemoryWarning is owed, once the app is idle.
+    var warningPending = false
+    /// When it was last active (or launched): least recently used dies first.
+    var lastUsed: Instant = .zero
+    /// Told willBeKilledForMemory; killed with this reason at ack or deadline.
+    var lastNotice: TerminationReason?
+}
+
+extension AppPolicy {
+    func timeout(for event: LifecycleEvent) -> Duration {
+        switch event {
+        case .willFinishLaunching, .didFinishLaunching: launchTimeout
+        case .didEnterBackground: backgroundTimeout
+        case .willTerminate: terminateTimeout
+        case .willBeKilledForMemory: memory.lastNoticeTimeout
+        default: eventTimeout
+        }
+    }
+}

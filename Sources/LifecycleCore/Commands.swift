@@ -1,0 +1,99 @@
+// What users ask (supervisorctl, or any other front): each command either
+// changes the facts the planner works from, or is refused with a reason.
+
+extension Supervisor {
+    mutating func refuse(_ why: Refusal) { effects.append(.refused(why)) }
+
+    mutating func unlessShuttingDown(_ body: (inout Supervisor) -> Void) {
+        if shuttingDown { return refuse(.shuttingDown) }
+        body(&self)
+    }
+
+    mutating func command(_ id: AppID, _ body: (inout Supervisor) -> Void) {
+        guard apps[id] != nil else { return refuse(.unknownApp(id)) }
+        unlessShuttingDown(body)
+    }
+
+    mutating func launch(_ id: AppID, _ mode: LaunchMode) {
+        let app = apps[id]!
+        guard app.phase == .notRunning else { return refuse(.alreadyRunning(id, app.state)) }
+        if mode == .foreground && front.locked { return refuse(.screenLocked) }
+        if mode == .foreground { takeForegroundSlot(id) }
+        effects.append(.spawn(id, generation: app.generation + 1, mode: mode))
+        let now = now
+        update(id) {
+            $0.generation += 1
+            $0.phase = $0.policy.delivery == .library ? .launching(step: 0)
+                : $0.policy.awaitsReadiness ? .awaitingReady : .running(.launched)
+            $0.launchMode = mode
+            $0.lastUsed = now
+        }
+        if apps[id]!.phase == .awaitingReady { timers.arm(id, .ready, at: now + apps[id]!.policy.launchTimeout) }
+        advance(id)
+    }
+
+    mutating func activate(_ id: AppID) {
+        let app = apps[id]!
+        if front.locked { return refuse(.screenLocked) }
+        if app.phase == .notRunning { return launch(id, .foreground) }
+        if app.stop != nil || app.killing != nil { return refuse(.stopping(id)) }
+        takeForegroundSlot(id)
+        advance(id)
+    }
+
+    /// Puts `id` in the most recent foreground slot, sending the least
+    /// recently activated app to the background when the slots are full.
+    mutating func takeForegroundSlot(_ id: AppID) {
+        let evicted = front.take(id)
+        sync(id)
+        for other in evicted {
+            sync(other)
+            advance(other)
+        }
+    }
+
+    mutating func goHome() {
+        for id in front.clear() { sync(id); advance(id) }
+    }
+
+    mutating func beginInterruption() {
+        if front.beginInterruption() { advanceForeground() }
+    }
+
+    mutating func endInterruption() {
+        guard let last = front.endInterruption() else { return refuse(.noInterruption) }
+        if last { advanceForeground() }
+    }
+
+    mutating func setLocked(_ value: Bool) {
+        guard front.setLocked(value) else { return refuse(value ? .alreadyLocked : .notLocked) }
+        advanceForeground()
+    }
+
+    private mutating func advanceForeground() {
+        for id in front.apps { sync(id); advance(id) }
+    }
+
+    mutating func stop(_ id: AppID, cause: StopCause) {
+        guard apps[id]!.phase != .notRunning else { return refuse(.notRunning(id)) }
+        if apps[id]!.stop == nil { update(id) { $0.stop = cause } }
+        front.remove(id)
+        sync(id)
+        advance(id)
+    }
+
+    mutating func userKill(_ id: AppID) {
+        guard apps[id]!.phase != .notRunning else { return refuse(.notRunning(id)) }
+        kill(id, .killedByUser)
+    }
+
+    mutating func shutdown() {
+        shuttingDown = true
+        for id in appIDs where apps[id]!.phase != .notRunning {
+            if apps[id]!.stop == nil { update(id) { $0.stop = .shutdown } }
+            front.remove(id)
+            sync(id)
+            advance(id)
+        }
+    }
+}

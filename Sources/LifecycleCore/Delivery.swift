@@ -1,0 +1,64 @@
+// Delivery: one event at a time. Sending an event moves the app's told
+// position, arms the deadline of its acknowledgement (library apps) and the
+// timers the new position needs (budget, grace, terminate, notice).
+
+extension Supervisor {
+    /// Sends one event and moves the app's told position accordingly.
+    mutating func deliver(_ id: AppID, _ event: LifecycleEvent, silent: Bool = false) {
+        var app = apps[id]!
+        app.sequence &+= 1
+        switch event {
+        case .willFinishLaunching: app.phase = .launching(step: 1)
+        case .didFinishLaunching: app.phase = .launching(step: 2)
+        case .willResignActive: app.phase = .running(.inactive)
+        case .didBecomeActive: app.phase = .running(.active)
+        case .willEnterForeground:
+            app.phase = .running(.inactive)
+            app.budgetEnd = nil
+            app.expired = []
+            app.graceEnd = nil
+        case .didEnterBackground:
+            app.phase = .running(.background)
+            app.budgetEnd = app.policy.continuousBackground ? nil : now + app.policy.backgroundTaskBudget
+            if app.policy.delivery == .signals { app.graceEnd = now + app.policy.backgroundGrace }
+        case .willTerminate: app.phase = .terminating
+        case .didReceiveMemoryWarning: app.warningPending = false
+        case .willBeKilledForMemory: break
+        }
+        let library = app.policy.delivery == .library
+        var deadline: Instant? = nil
+        if library {
+            deadline = now + app.policy.timeout(for: event)
+            if event == .didEnterBackground, !app.tasks.isEmpty, let end = app.budgetEnd {
+                deadline = max(deadline!, end)
+            }
+            app.awaiting = Awaiting(event: event, sequence: app.sequence)
+        }
+        let delivered = Delivered(
+            event: event, sequence: app.sequence, deadline: deadline,
+            budgetEnd: app.phase == .running(.background) ? app.budgetEnd : nil,
+            mode: app.launchMode, previous: event.isLaunchEvent ? app.last : nil)
+        apps[id] = app
+        if !silent { effects.append(.deliver(id, delivered)) }
+        sync(id)
+
+        switch event {
+        case .willEnterForeground:
+            timers.cancel(id, .expiration, .budget, .grace)
+        case .didEnterBackground:
+            armBudget(id)
+            if let grace = app.graceEnd { timers.arm(id, .grace, at: grace) }
+        case .willTerminate:
+            timers.arm(id, .terminate, at: now + app.policy.terminateTimeout)
+            timers.cancel(id, .expiration, .budget, .grace)
+            return  // its acknowledgement is not awaited by a timer: the exit is
+        case .willBeKilledForMemory:
+            // Acknowledged or not, the kill comes at the deadline (plain
+            // programs cannot acknowledge).
+            timers.arm(id, .notice, at: now + app.policy.memory.lastNoticeTimeout)
+            return
+        default: break
+        }
+        if let deadline { timers.arm(id, .ack, at: deadline) }
+    }
+}

@@ -1,0 +1,41 @@
+/// Everything that can happen to the supervisor. Commands come from the user
+/// (supervisorctl); the rest is reported by the daemon shell from the kernel
+/// and the app channels. `generation` names one run of an app, so that a late
+/// report about an earlier run can never touch the current one.
+public enum Input: Sendable, Equatable {
+    // Commands.
+    case launch(AppID, LaunchMode)
+    case activate(AppID)
+    case home
+    case interruptionBegan
+    case interruptionEnded
+    case lock
+    case unlock
+    case stop(AppID)
+    case kill(AppID)
+    case shutdown
+
+    // Reports about processes and channels.
+    case launchFailed(AppID, generation: UInt64, message: String)
+    /// How the process ended, as the kernel reports it; `.outOfMemory`
+    /// whenever the kernel's OOM killer killed it in its cgroup (the core
+    /// decides whether that was the manifest's limit).
+    case exited(AppID, generation: UInt64, ExitStatus)
+    case acknowledged(AppID, generation: UInt64, sequence: UInt32)
+    case beginBackgroundTask(AppID, generation: UInt64, request: UInt32, name: String)
+    case endBackgroundTask(AppID, generation: UInt64, task: TaskID)
+    case protocolViolation(AppID, generation: UInt64, message: String)
+    /// A plain program said READY=1 on its notification socket.
+    case ready(AppID, generation: UInt64)
+
+    /// What the shell measured of memory: the core turns it into a level
+    /// (with hysteresis), warns, enforces per-app limits and, at critical,
+    /// kills one app.
+    case memory(MemoryReport)
+    /// A level injected by `supervisorctl pressure`, with the latest
+    /// measurements for the record; the next `.memory` report takes over.
+    case simulateMemoryLevel(MemoryLevel, MemoryReport)
+
+    /// Time has passed: fire every timer that is due.
+    case tick
+}

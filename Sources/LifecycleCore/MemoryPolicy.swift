@@ -1,0 +1,161 @@
+// Memory pressure, the rules: the measured level with its hysteresis,
+// warnings to running apps, per-app limits, and at critical one victim at a
+// time, chosen by state, band and recency, each decided on fresh numbers.
+// The shell measures and reports facts; every decision is made here.
+
+extension Supervisor {
+    /// The level `measurements` would give now, without changing anything:
+    /// the shell asks, to know whether to read every footprint before it
+    /// reports (a kill record names them all).
+    public func memoryLevel(previewing measurements: MemoryMeasurements) -> MemoryLevel {
+        var g = gauge
+        return g.update(measurements)
+    }
+
+    /// A report of memory: measured (`simulated == nil`: the gauge gives
+    /// the level) or with a level injected for demos and tests.
+    mutating func memory(_ report: MemoryReport, simulated: MemoryLevel?) {
+        let level = simulated ?? gauge.update(report.measurements)
+        let sample = MemorySample(level: level, simulated: simulated != nil, footprints: report.footprints,
+                                  measurements: report.measurements)
+        for (id, bytes) in sample.footprints where apps[id].map(isAlive) == true { footprints[id] = bytes }
+        let previous = memoryLevel
+        lastSample = sample
+        memoryLevel = sample.level
+        memorySimulated = sample.simulated
+        // An app over its own limit is killed whatever the level.
+        for id in appIDs {
+            let app = apps[id]!
+            guard let limit = app.policy.memory.limit, let bytes = footprints[id], bytes > limit,
+                  killable(app) else { continue }
+            // The record after the kill: the shell signals first, then writes.
+            let record = killRecord(id, .perAppLimit, sample, candidates: [id], notice: false)
+            kill(id, .memoryLimit(footprint: bytes, limit: limit))
+            effects.append(.memoryKill(record))
+        }
+        if sample.level > previous { warnRunningApps() }
+        if sample.level == .critical && pressureVictim == nil { killForPressure(sample) }
+    }
+
+    func isAlive(_ app: AppRecord) -> Bool { app.phase != .notRunning }
+
+    /// Alive and not already on its way to a kill.
+    func killable(_ app: AppRecord) -> Bool {
+        isAlive(app) && app.killing == nil && app.lastNotice == nil
+    }
+
+    /// didReceiveMemoryWarning to every running app (suspended apps are not
+    /// told); delivered as soon as each app is idle.
+    mutating func warnRunningApps() {
+        for id in appIDs {
+            let app = apps[id]!
+            switch app.phase {
+            case .launching, .awaitingReady, .running: break
+            case .notRunning, .suspended, .terminating: continue
+            }
+            guard killable(app), app.stop == nil else { continue }
+            update(id) { $0.warningPending = true }
+            advance(id)
+        }
+    }
+
+    /// The kill order: suspended apps, then background apps, then the
+    /// foreground last; within each, the lowest band first, then the least
+    /// recently used.
+    public func memoryKillOrder() -> [AppID] {
+        func tier(_ state: LifecycleState) -> Int {
+            switch state {
+            case .suspended: 0
+            case .background: 1
+            case .inactive, .active, .notRunning: 2
+            }
+        }
+        return appIDs.filter { killable(apps[$0]!) }.sorted { a, b in
+            let x = apps[a]!, y = apps[b]!
+            return (tier(x.state), x.policy.memory.band.rank, x.lastUsed.nanoseconds, a)
+                < (tier(y.state), y.policy.memory.band.rank, y.lastUsed.nanoseconds, b)
+        }
+    }
+
+    mutating func killForPressure(_ sample: MemorySample) {
+        let order = memoryKillOrder()
+        guard let victim = order.first else { return }
+        let app = apps[victim]!
+        // A busy app (owing an acknowledgement) cannot be told anything more.
+        let notice = app.policy.memory.lastNotice && app.awaiting == nil
+        let record = killRecord(victim, .memoryPressure, sample, candidates: order, notice: notice)
+        pressureVictim = victim
+        let reason = TerminationReason.memoryPressure(footprint: footprints[victim], simulated: sample.simulated)
+        guard notice else {
+            // The record after the kill: the shell signals and frees first, then writes.
+            kill(victim, reason)
+            return effects.append(.memoryKill(record))
+        }
+        effects.append(.memoryKill(record))
+        if app.phase == .suspended {
+            effects.append(.thaw(victim))
+            update(victim) { $0.phase = .running(.background) }
+        }
+        update(victim) {
+            $0.lastNotice = reason
+            $0.warningPending = false
+        }
+        timers.cancel(victim, .grace, .expiration, .budget)
+        deliver(victim, .willBeKilledForMemory)
+    }
+
+    func killRecord(_ id: AppID, _ cause: MemoryKill.Cause, _ sample: MemorySample,
+                            candidates: [AppID], notice: Bool) -> MemoryKill {
+        let app = apps[id]!
+        return MemoryKill(
+            app: id, cause: cause, footprint: footprints[id],
+            limit: cause == .perAppLimit ? app.policy.memory.limit : nil,
+            state: app.state, band: app.policy.memory.band, level: sample.level, simulated: sample.simulated,
+            measurements: sample.measurements,
+            candidates: candidates.map {
+                MemoryKill.Candidate(app: $0, state: apps[$0]!.state, band: apps[$0]!.policy.memory.band,
+                                     footprint: footprints[$0])
+            },
+            lastNotice: notice)
+    }
+}
+
+/// Turns measurements into a level. Pure: the same measurements in the
+/// same order give the same levels.
+public struct MemoryGauge: Sendable {
+    public var thresholds: MemoryThresholds
+    public private(set) var level: MemoryLevel = .normal
+
+    public init(thresholds: MemoryThresholds) { self.thresholds = thresholds }
+
+    /// The level these measurements justify, given the current one.
+    public mutating func update(_ m: MemoryMeasurements) -> MemoryLevel {
+        let t = thresholds
+        // The level the signals reach with no hysteresis: entering.
+        let entered = Self.level(m, t, margin: 0)
+        if entered >= level {
+            level = entered
+            return level
+        }
+        // Falling: only as far as the signals are clear by the margin.
+        level = max(entered, Self.level(m, t, margin: t.hysteresis))
+        return level
+    }
+
+    /// The highest level any signal reaches, each threshold moved by
+    /// `margin` towards safety.
+    static func level(_ m: MemoryMeasurements, _ t: MemoryThresholds, margin: Double) -> MemoryLevel {
+        func low(_ value: Double?, _ threshold: Double?) -> Bool {       // lower is worse
+            guard let value, let threshold else { return false }
+            return value < threshold + margin
+        }
+        func high(_ value: Double?, _ threshold: Double?) -> Bool {      // higher is worse
+            guard let value, let threshold else { return false }
+            return value >= threshold - margin
+        }
+        let a = m.availablePercent, s = m.stallPercent, b = m.budgetPercent
+        if low(a, t.availableCritical) || high(s, t.stallCritical) || high(b, t.budgetCritical) { return .critical }
+        if low(a, t.availableWarning) || high(s, t.stallWarning) || high(b, t.budgetWarning) { return .warning }
+        return .normal
+    }
+}

@@ -1,0 +1,100 @@
+// The planner: where each app should be (its target, from the facts), and
+// the next step from where it has been told it is. The table in `step` is
+// checked by the compiler for exhaustiveness: every (told, target) pair has
+// exactly one answer.
+
+extension Supervisor {
+    enum Target: Equatable { case active, inactive, background, suspended, terminated }
+
+    func target(_ id: AppID) -> Target {
+        let app = apps[id]!
+        if app.stop != nil { return .terminated }
+        switch front.placement(id) {
+        case .front?: return .active
+        case .interrupted?: return .inactive
+        case nil: break
+        }
+        if app.policy.continuousBackground || !app.tasks.isEmpty { return .background }
+        if let grace = app.graceEnd, now < grace { return .background }
+        return .suspended
+    }
+
+    /// Moves the app one event (or, for plain programs, as many as it takes)
+    /// towards its target.
+    mutating func advance(_ id: AppID) {
+        while let app = apps[id], app.awaiting == nil, app.killing == nil, app.lastNotice == nil {
+            if app.warningPending, case .running = app.phase {
+                deliver(id, .didReceiveMemoryWarning)
+                continue
+            }
+            let goal = target(id)
+            switch app.phase {
+            case .notRunning, .terminating:
+                return
+            case .awaitingReady:
+                // Nothing to tell it before it is ready, but that it must go.
+                if app.stop != nil { deliver(id, .willTerminate); continue }
+                return
+            case .launching(let step):
+                if app.stop != nil { deliver(id, .willTerminate); continue }
+                switch step {
+                case 0: deliver(id, .willFinishLaunching)
+                case 1: deliver(id, .didFinishLaunching)
+                default: update(id) { $0.phase = .running(.launched) }
+                }
+            case .suspended:
+                switch goal {
+                case .suspended: return
+                case .terminated: kill(id, app.stop!.reason(killedAfterDeadline: false)); return
+                case .active, .inactive, .background:
+                    effects.append(.thaw(id))
+                    update(id) { $0.phase = .running(.background) }
+                }
+            case .running(let told):
+                if !step(id, told: told, goal: goal) { return }
+            }
+        }
+    }
+
+    /// One step from `told` towards `goal`; false when there is nothing to do.
+    private mutating func step(_ id: AppID, told: Told, goal: Target) -> Bool {
+        // A plain program reaches its first position after launch silently,
+        // as it gets no launch events: a signal microseconds after exec would
+        // arrive before it could install a handler, and kill it.
+        let silent = told == .launched && apps[id]!.policy.delivery == .signals
+        switch (told, goal) {
+        case (.active, .active), (.inactive, .inactive), (.background, .background):
+            return false
+        case (.active, _):
+            deliver(id, .willResignActive)
+        case (.inactive, .active), (.launched, .active):
+            // Never more active apps than slots: wait until the app this one
+            // displaced has resigned (it may still owe an acknowledgement).
+            let others = apps.lazy.filter { $0.key != id && $0.value.state == .active }.count
+            if others >= front.slots { return false }
+            deliver(id, .didBecomeActive, silent: silent)
+        case (.launched, .inactive):
+            update(id) { $0.phase = .running(.inactive) }
+        case (.launched, .terminated):
+            deliver(id, .willTerminate)
+        case (.inactive, _), (.launched, _):
+            deliver(id, .didEnterBackground, silent: silent)
+        case (.background, .active), (.background, .inactive):
+            deliver(id, .willEnterForeground)
+        case (.background, .suspended) where apps[id]!.policy.exitsOnSuspend:
+            front.remove(id)      // ending, like a user quit: it gives its slot up (held under the lock)
+            update(id) { $0.stop = .exitsOnSuspend }
+            deliver(id, .willTerminate)
+        case (.background, .suspended):
+            effects.append(.freeze(id))
+            update(id) {
+                $0.phase = .suspended
+                $0.warningPending = false     // running apps only
+            }
+            return false
+        case (.background, .terminated):
+            deliver(id, .willTerminate)
+        }
+        return true
+    }
+}

@@ -1,0 +1,130 @@
+// What the world reports about an app's current run: acknowledgements,
+// background-task requests, readiness, protocol violations, and how its
+// process ended. Reports about an earlier run never reach here (the
+// generation check in Supervisor.apply).
+
+extension Supervisor {
+    mutating func acknowledged(_ id: AppID, _ seq: UInt32) {
+        let app = apps[id]!
+        if app.killing != nil { return }
+        guard let awaiting = app.awaiting, awaiting.sequence == seq else {
+            return kill(id, .protocolViolation(
+                message: "acknowledged event \(seq), which was not awaiting an acknowledgement"))
+        }
+        update(id) { $0.awaiting = nil }
+        timers.cancel(id, .ack)
+        switch awaiting.event {
+        case .willTerminate: break                       // the exit completes it
+        case .willBeKilledForMemory: kill(id, app.lastNotice!)
+        default: advance(id)
+        }
+    }
+
+    mutating func beginTask(_ id: AppID, request: UInt32, name: String) {
+        let app = apps[id]!
+        let inBackground = app.phase == .running(.background)
+        let budgetEnd = inBackground && !app.policy.continuousBackground ? app.budgetEnd : nil
+        let running: Bool
+        switch app.phase {
+        case .launching, .running: running = app.stop == nil && app.killing == nil
+        default: running = false
+        }
+        let exhausted = budgetEnd.map { now >= $0 } ?? false
+        guard running, !exhausted, app.tasks.count < Self.maxBackgroundTasks else {
+            effects.append(.backgroundTaskReply(id, request: request, task: nil, budgetEnd: budgetEnd))
+            return
+        }
+        let task = app.nextTask
+        update(id) {
+            $0.tasks[task] = name
+            $0.nextTask &+= 1
+        }
+        effects.append(.backgroundTaskReply(id, request: request, task: task, budgetEnd: budgetEnd))
+        if inBackground {
+            armBudget(id)
+            // A task begun inside didEnterBackground lifts its 5 s watchdog:
+            // the budget bounds the app from now on.
+            if app.awaiting?.event == .didEnterBackground, let end = budgetEnd {
+                timers.extend(id, .ack, to: end)
+            }
+        }
+    }
+
+    mutating func endTask(_ id: AppID, _ task: TaskID) {
+        guard apps[id]!.tasks[task] != nil else { return }  // like iOS: ending an unknown task is ignored
+        update(id) {
+            $0.tasks[task] = nil
+            $0.expired.remove(task)
+        }
+        if apps[id]!.tasks.isEmpty { timers.cancel(id, .expiration, .budget) }
+        advance(id)
+    }
+
+    /// A plain program said READY=1: its launch is complete.
+    mutating func ready(_ id: AppID) {
+        guard apps[id]!.phase == .awaitingReady else { return }
+        timers.cancel(id, .ready)
+        update(id) { $0.phase = .running(.launched) }
+        advance(id)
+    }
+
+    // MARK: - Process ends
+
+    /// Classifies how the run ended: the reason of a kill or stop in
+    /// progress wins; otherwise the exit status, with the kernel's OOM kill
+    /// counted as the manifest's limit when it sets one.
+    mutating func exited(_ id: AppID, _ status: ExitStatus) {
+        let app = apps[id]!
+        let reason: TerminationReason
+        if let killing = app.killing {
+            reason = killing
+        } else if app.phase == .terminating, let stop = app.stop {
+            reason = stop.reason(killedAfterDeadline: false)
+        } else {
+            switch status {
+            case .exited(let code): reason = .exited(code: code)
+            case .signaled(let signal): reason = .signaled(signal: signal)
+            case .outOfMemory:
+                if let limit = app.policy.memory.limit {
+                    // The kernel enforced the manifest's limit: a kill for memory like ours.
+                    effects.append(.memoryKill(killRecord(id, .perAppLimit, lastSample, candidates: [id], notice: false)))
+                    reason = .memoryLimit(footprint: footprints[id] ?? limit, limit: limit)
+                } else {
+                    reason = .signaled(signal: 9)
+                }
+            }
+        }
+        ended(id, reason: reason)
+    }
+
+    mutating func ended(_ id: AppID, reason: TerminationReason) {
+        let record = TerminationRecord(reason: reason, generation: apps[id]!.generation, at: now)
+        timers.cancelAll(id)
+        front.remove(id)
+        footprints[id] = nil
+        update(id) {
+            var fresh = AppRecord(policy: $0.policy)
+            fresh.generation = $0.generation
+            fresh.state = $0.state          // so that sync() publishes the change
+            fresh.since = $0.since
+            fresh.last = record
+            $0 = fresh
+        }
+        effects.append(.terminated(id, record))
+        if pressureVictim == id {
+            pressureVictim = nil
+            effects.append(.remeasure)
+        }
+    }
+
+    /// SIGKILL the app; the process exit report completes the termination.
+    mutating func kill(_ id: AppID, _ reason: TerminationReason) {
+        guard apps[id]!.killing == nil else { return }
+        timers.cancelAll(id)
+        update(id) {
+            $0.killing = reason
+            $0.awaiting = nil
+        }
+        effects.append(.kill(id, reason))
+    }
+}

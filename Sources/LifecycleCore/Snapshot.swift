@@ -1,0 +1,36 @@
+// What `status` shows of one app: a copy of the core's view, taken on demand.
+
+extension Supervisor {
+    public func snapshot(_ id: AppID) -> AppSnapshot? {
+        guard let app = apps[id] else { return nil }
+        return AppSnapshot(
+            id: id, state: app.state, since: app.since, generation: app.generation,
+            tasks: app.tasks.sorted { $0.key < $1.key }.map { BackgroundTask(id: $0.key, name: $0.value) },
+            budgetEnd: app.phase == .running(.background) ? app.budgetEnd : nil,
+            awaiting: app.awaiting?.event, stopping: app.stop != nil || app.killing != nil || app.lastNotice != nil,
+            last: app.last, footprint: footprints[id], band: app.policy.memory.band)
+    }
+}
+
+/// What `supervisorctl status` shows of one app.
+public struct AppSnapshot: Sendable, Equatable {
+    public var id: AppID
+    public var state: LifecycleState
+    public var since: Instant
+    public var generation: UInt64
+    public var tasks: [BackgroundTask]
+    /// In the background with the budget running: when it ends.
+    public var budgetEnd: Instant?
+    /// The event the app has not acknowledged yet.
+    public var awaiting: LifecycleEvent?
+    public var stopping: Bool
+    public var last: TerminationRecord?
+    /// Last measured footprint, bytes.
+    public var footprint: UInt64?
+    public var band: MemoryBand
+}
+
+public struct BackgroundTask: Sendable, Equatable, Codable {
+    public var id: TaskID
+    public var name: String
+}

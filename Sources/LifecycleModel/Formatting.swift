@@ -1,0 +1,35 @@
+// The one byte formatter, in the two spellings people see: the long one in
+// logs, kill records and termination descriptions, the compact one in
+// supervisorctl's tables.
+
+/// "512 B", "3.2 MiB", "1.5 GiB".
+public func formatBytes(_ bytes: UInt64) -> String {
+    let (value, unit) = scaled(bytes)
+    if unit == 0 { return "\(bytes) B" }
+    let rounded = (value * 10).rounded() / 10
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    return rounded == rounded.rounded() ? "\(Int(rounded)) \(units[unit])" : "\(rounded) \(units[unit])"
+}
+
+/// "512B", "3.2M", "15G": for table columns.
+public func formatBytesCompact(_ bytes: UInt64) -> String {
+    let (value, unit) = scaled(bytes)
+    if unit == 0 { return "\(bytes)B" }
+    let units = ["B", "K", "M", "G", "T"]
+    if value < 10 {
+        let tenths = Int((value * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10)\(units[unit])"
+    }
+    return "\(Int(value.rounded()))\(units[unit])"
+}
+
+/// The value in the largest power of 1024 that keeps it at least 1, and that power.
+private func scaled(_ bytes: UInt64) -> (Double, Int) {
+    var value = Double(bytes)
+    var unit = 0
+    while value >= 1024 && unit < 4 {
+        value /= 1024
+        unit += 1
+    }
+    return (value, unit)
+}
