@@ -42,7 +42,7 @@ func rawFloor() throws -> Series {
     let (mine, theirs) = try UnixSocket.channelPair()
     try Posix.setNonBlocking(mine, false)
     let p = try Spawner.spawn(SpawnRequest(executable: CommandLine.arguments[0], arguments: ["--echo"],
-                                           environment: [:], workingDirectory: nil, group: .processGroup(),
+                                           environment: [:], workingDirectory: nil, group: AppProcessGroup(),
                                            inherit: [(theirs, 3)]))
     close(theirs)
     let message = AppMessage.acknowledge(sequence: 1).encoded()
@@ -151,7 +151,7 @@ func launch() throws -> (supervised: Series, bare: Series) {
         let t0 = now()
         let p = try Spawner.spawn(SpawnRequest(executable: binary("example-recorder"),
                                                arguments: ["--log", "/dev/null", "--exit-when-active"],
-                                               environment: [:], workingDirectory: nil, group: .processGroup(),
+                                               environment: [:], workingDirectory: nil, group: AppProcessGroup(),
                                                inherit: [(devnull, 2)]))
         var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
         poll(&pfd, 1, 10_000)

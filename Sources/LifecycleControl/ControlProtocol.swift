@@ -37,9 +37,6 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case status, launch, activate, home, stop, kill, lock, unlock, events, jetsam, pressure
         case interruptionBegin = "interruption-begin"
         case interruptionEnd = "interruption-end"
-
-        /// Commands that change something need permission; the rest only read.
-        public var changes: Bool { self != .status && self != .events && self != .jetsam }
     }
 }
 
@@ -70,7 +67,16 @@ public struct ControlResponse: Codable, Sendable {
 public struct ControlError: Codable, Sendable, Error, CustomStringConvertible {
     public var code: Code
     public var message: String
+    /// With `refused`: the daemon's stable refusal code (screen-locked,
+    /// not-running, already-running, ...), for scripts.
+    public var refusal: String?
     public var description: String { message }
+
+    public init(code: Code, message: String, refusal: String? = nil) {
+        self.code = code
+        self.message = message
+        self.refusal = refusal
+    }
 
     public enum Code: String, Codable, Sendable {
         case badRequest = "bad-request"

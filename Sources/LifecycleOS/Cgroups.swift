@@ -24,7 +24,7 @@ public enum MemoryAccounting: String, Sendable {
     case processPSS = "/proc PSS"
 }
 
-public final class Cgroups {
+public final class Cgroups: Confinement {
     /// The v2 mount point, e.g. /sys/fs/cgroup or /sys/fs/cgroup/unified.
     public let mount: String
     /// Our subtree, relative to the mount ("/lifecycled", "/system.slice/lifecycled.service").
@@ -37,6 +37,8 @@ public final class Cgroups {
     public private(set) var v1MemoryBase: String?
 
     public var basePath: String { mount + base }
+    public var summary: String { "cgroup-v2 \(basePath)" }
+    public var memoryAccounting: MemoryAccounting { memory }
     public var appsPath: String { basePath + "/apps" }
 
     init(mount: String, base: String, original: String) {
@@ -151,22 +153,22 @@ public final class Cgroups {
 
     /// A fresh cgroup for one launch of an app (never reused: after
     /// cgroup.kill the kernel kills every later CLONE_INTO_CGROUP child).
-    public func makeAppGroup(name: String, generation: UInt64) throws(SystemError) -> AppGroup {
+    public func makeGroup(app name: String, generation: UInt64) throws(SystemError) -> any AppGroup {
         let path = appsPath + "/\(name).\(generation)"
         if mkdir(path, 0o755) != 0 {
             if errno != EEXIST { throw SystemError("mkdir", path, errno: Errno(rawValue: errno)) }
             // Left over from an earlier daemon: clear it out and start afresh.
-            let stale = AppGroup(path: path, directory: -1)
+            let stale = AppCgroup(path: path, directory: -1, memory: .processPSS)
             stale.killAll()
             _ = stale.remove()
             if mkdir(path, 0o755) != 0 { throw SystemError("mkdir", path, errno: Errno(rawValue: errno)) }
         }
         let fd = try Posix.call("open", path) { open(path, O_DIRECTORY | O_RDONLY | O_CLOEXEC) }
-        let group = AppGroup(path: path, directory: fd, memory: memory)
+        let group = AppCgroup(path: path, directory: fd, memory: memory)
         if let v1 = v1MemoryBase {
             let dir = v1 + "/apps/\(name).\(generation)"
             if mkdir(dir, 0o755) != 0 && errno == EEXIST {
-                for pid in AppGroup.pids(dir + "/cgroup.procs") { _ = Glibc.kill(pid, SIGKILL) }
+                for pid in AppCgroup.pids(dir + "/cgroup.procs") { _ = Glibc.kill(pid, SIGKILL) }
                 rmdir(dir)
                 _ = mkdir(dir, 0o755)
             }
@@ -206,54 +208,48 @@ public final class Cgroups {
     }
 }
 
-/// The processes of one run of one app: its cgroup, or (fallback) its
-/// process group.
-public final class AppGroup {
-    /// The cgroup directory, nil in the process-group fallback.
-    public let path: String?
+/// One run of one app in a cgroup of its own: frozen by the cgroup
+/// freezer, killed whole with cgroup.kill, accounted by its memory files.
+public final class AppCgroup: AppGroup {
+    public let path: String
     /// O_DIRECTORY fd of the cgroup, handed to clone3 (CLONE_INTO_CGROUP).
     public private(set) var directory: Int32
-    /// The main process; its process group in the fallback.
     public var pid: Int32 = 0
-    /// How this group's memory is read.
     public let memory: MemoryAccounting
     /// Its cgroup in the v1 memory hierarchy, and that cgroup's cgroup.procs
     /// held open for the child to join before exec (closed after the spawn).
     public internal(set) var v1Memory: String?
     public internal(set) var v1ProcsFD: Int32 = -1
 
-    init(path: String?, directory: Int32, memory: MemoryAccounting = .processPSS) {
+    init(path: String, directory: Int32, memory: MemoryAccounting) {
         self.path = path
         self.directory = directory
         self.memory = memory
     }
 
-    /// The fallback: a process group, which the spawned child leads (setsid).
-    public static func processGroup() -> AppGroup { AppGroup(path: nil, directory: -1) }
-
     deinit {
         closeDirectory()
-        closeSpawnFDs()
+        spawned()
     }
 
-    public func closeDirectory() {
+    public var name: String { path }
+    public var placement: SpawnPlacement { .cgroup(directory: directory, v1Procs: v1ProcsFD) }
+
+    func closeDirectory() {
         if directory >= 0 { close(directory) }
         directory = -1
     }
 
-    /// What only the spawn needed.
-    public func closeSpawnFDs() {
+    public func spawned() {
         if v1ProcsFD >= 0 { close(v1ProcsFD) }
         v1ProcsFD = -1
     }
 
-    /// What the app's processes hold and would give back if killed, bytes.
     public func memoryFootprint() -> UInt64? {
         switch memory {
-        case .cgroupV2: return path.flatMap { MemoryProbe.cgroupFootprint($0, v1: false) }
+        case .cgroupV2: return MemoryProbe.cgroupFootprint(path, v1: false)
         case .cgroupV1: return v1Memory.flatMap { MemoryProbe.cgroupFootprint($0, v1: true) }
         case .processPSS:
-            guard path != nil else { return MemoryProbe.processGroupPSS(pid) }
             let all = pids().compactMap { MemoryProbe.pss(pid: $0) }
             return all.isEmpty ? nil : all.reduce(0, +)
         }
@@ -263,7 +259,7 @@ public final class AppGroup {
     /// reclaims, then OOM-kills inside the group. False where it cannot.
     @discardableResult
     public func setMemoryLimit(_ bytes: UInt64) -> Bool {
-        guard memory == .cgroupV2, let path else { return false }
+        guard memory == .cgroupV2 else { return false }
         return (try? Posix.writeFile(path + "/memory.max", String(bytes))) != nil
     }
 
@@ -272,7 +268,7 @@ public final class AppGroup {
     public func oomKilled() -> Bool {
         let text: String?
         switch memory {
-        case .cgroupV2: text = path.flatMap { try? Posix.readFile($0 + "/memory.events") }
+        case .cgroupV2: text = try? Posix.readFile(path + "/memory.events")
         case .cgroupV1: text = v1Memory.flatMap { try? Posix.readFile($0 + "/memory.oom_control") }
         case .processPSS: text = nil
         }
@@ -282,76 +278,44 @@ public final class AppGroup {
     /// Starts freezing; true when the freeze is already complete. A busy
     /// process can take a scheduler tick or two: poll `isFrozen()` after.
     public func freeze() throws(SystemError) -> Bool {
-        guard let path else {
-            // SIGSTOP is asynchronous: a running process stops at its next
-            // entry into the kernel. Confirm like the freezer: isFrozen().
-            if pid > 0 { _ = Glibc.kill(-pid, SIGSTOP) }
-            return isFrozen()
-        }
         try Posix.writeFile(path + "/cgroup.freeze", "1")
         return isFrozen()
     }
 
-    /// Reads cgroup.events' "frozen" line; the fallback reads /proc/PID/stat.
+    /// Reads cgroup.events' "frozen" line.
     public func isFrozen() -> Bool {
-        guard let path else {
-            guard let stat = try? Posix.readFile("/proc/\(pid)/stat"),
-                  let close = stat.lastIndex(of: ")") else { return false }
-            let state = stat[stat.index(close, offsetBy: 2)]
-            return state == "T" || state == "t"
-        }
         guard let events = try? Posix.readFile(path + "/cgroup.events") else { return false }
         return events.contains("frozen 1")
     }
 
     public func thaw() throws(SystemError) {
-        guard let path else {
-            if pid > 0 { _ = Glibc.kill(-pid, SIGCONT) }
-            return
-        }
         try Posix.writeFile(path + "/cgroup.freeze", "0")
     }
 
     /// SIGKILLs every process: cgroup.kill (Linux 5.14+), else each pid of
-    /// cgroup.procs; the fallback kills the process group. Works on frozen
-    /// processes without thawing them.
+    /// cgroup.procs. Works on frozen processes without thawing them.
     public func killAll() {
-        guard let path else {
-            if pid > 0 { _ = Glibc.kill(-pid, SIGKILL); _ = Glibc.kill(pid, SIGKILL) }
-            return
-        }
         if (try? Posix.writeFile(path + "/cgroup.kill", "1")) != nil { return }
         for pid in pids() { _ = Glibc.kill(pid, SIGKILL) }
     }
 
-    public func pids() -> [Int32] {
-        guard let path else { return [] }
-        return Self.pids(path + "/cgroup.procs")
-    }
+    public func pids() -> [Int32] { Self.pids(path + "/cgroup.procs") }
 
     static func pids(_ procsFile: String) -> [Int32] {
         guard let text = try? Posix.readFile(procsFile) else { return [] }
         return text.split(separator: "\n").compactMap { Int32($0) }
     }
 
-    /// True when `pid` is one of the group's processes.
-    public func contains(_ pid: Int32) -> Bool {
-        guard path != nil else { return MemoryProbe.processGroup(of: pid) == self.pid }
-        return pids().contains(pid)
-    }
+    public func contains(_ pid: Int32) -> Bool { pids().contains(pid) }
 
-    /// True while any process is in the cgroup.
     public var populated: Bool {
-        guard let path else { return pid > 0 && Glibc.kill(-pid, 0) == 0 }
         guard let events = try? Posix.readFile(path + "/cgroup.events") else { return false }
         return events.contains("populated 1")
     }
 
-    /// Removes the cgroup; false while processes remain.
     public func remove() -> Bool {
         closeDirectory()
-        closeSpawnFDs()
-        guard let path else { return true }
+        spawned()
         if let v1 = v1Memory {
             for pid in Self.pids(v1 + "/cgroup.procs") { _ = Glibc.kill(pid, SIGKILL) }
             if rmdir(v1) != 0 && errno != ENOENT { return false }
@@ -360,15 +324,7 @@ public final class AppGroup {
         return rmdir(path) == 0 || errno == ENOENT
     }
 
-    /// CPU time used by every process of the group, in microseconds.
     public func cpuMicroseconds() -> UInt64? {
-        guard let path else {
-            guard let stat = try? Posix.readFile("/proc/\(pid)/stat"),
-                  let close = stat.lastIndex(of: ")") else { return nil }
-            let f = stat[stat.index(after: close)...].split(separator: " ")
-            guard f.count > 13, let u = UInt64(f[11]), let s = UInt64(f[12]) else { return nil }
-            return (u + s) * 1_000_000 / UInt64(sysconf(Int32(_SC_CLK_TCK)))
-        }
         guard let text = try? Posix.readFile(path + "/cpu.stat") else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("usage_usec ") {
             return UInt64(line.dropFirst("usage_usec ".count))

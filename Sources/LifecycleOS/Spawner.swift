@@ -13,11 +13,11 @@ public struct SpawnRequest {
     public var arguments: [String]
     public var environment: [String: String]
     public var workingDirectory: String?
-    public var group: AppGroup
+    public var group: any AppGroup
     public var inherit: [(source: Int32, target: Int32)]
 
     public init(executable: String, argv0: String? = nil, arguments: [String], environment: [String: String],
-                workingDirectory: String?, group: AppGroup, inherit: [(source: Int32, target: Int32)] = []) {
+                workingDirectory: String?, group: any AppGroup, inherit: [(source: Int32, target: Int32)] = []) {
         self.executable = executable
         self.argv0 = argv0
         self.arguments = arguments
@@ -56,6 +56,10 @@ public enum Spawner {
         var envpC: [UnsafeMutablePointer<CChar>?] = envp + [nil]
         var map: [Int32] = request.inherit.flatMap { [$0.source, $0.target] }
         var pidfd: Int32 = -1, step: Int32 = 0, atomic: Int32 = 0
+        let (cgroupFD, v1ProcsFD): (Int32, Int32) = switch request.group.placement {
+        case .cgroup(let directory, let v1Procs): (directory, v1Procs)
+        case .processGroup: (-1, -1)
+        }
         let pid: pid_t = request.executable.withCString { path in
             (request.workingDirectory ?? "").withCString { cwd in
                 argvC.withUnsafeMutableBufferPointer { a in
@@ -64,7 +68,7 @@ public enum Spawner {
                             var req = lc_spawn_request(
                                 path: path, argv: a.baseAddress, envp: e.baseAddress,
                                 cwd: request.workingDirectory == nil ? nil : cwd,
-                                cgroup_fd: request.group.directory, v1_procs_fd: request.group.v1ProcsFD,
+                                cgroup_fd: cgroupFD, v1_procs_fd: v1ProcsFD,
                                 fd_map: m.baseAddress, fd_map_count: Int32(request.inherit.count))
                             return lc_spawn(&req, &pidfd, &step, &atomic)
                         }
@@ -72,7 +76,7 @@ public enum Spawner {
                 }
             }
         }
-        request.group.closeSpawnFDs()
+        request.group.spawned()
         guard pid > 0 else {
             let names = [1: "clone3", 2: "join memory cgroup", 3: "set up file descriptors",
                          4: "reset signals", 5: "setsid", 6: "chdir", 7: "execve"]

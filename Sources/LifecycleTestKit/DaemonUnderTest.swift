@@ -62,7 +62,7 @@ public final class DaemonUnderTest {
         let p = try Spawner.spawn(SpawnRequest(
             executable: binary("lifecycled"),
             arguments: ["--config", dir + "/lifecycled.toml", "--control-socket", socket, "--cgroup-root", self.cgroupRoot],
-            environment: env, workingDirectory: dir, group: .processGroup(),
+            environment: env, workingDirectory: dir, group: AppProcessGroup(),
             inherit: [(log, 1), (log, 2)]))
         pid = p.pid
         pidfd = p.pidfd
@@ -303,7 +303,7 @@ public func run(_ argv: [String], environment: [String: String]? = nil) throws -
     let p = try Spawner.spawn(SpawnRequest(
         executable: argv[0], arguments: Array(argv.dropFirst()),
         environment: environment ?? ProcessInfo.processInfo.environment, workingDirectory: nil,
-        group: .processGroup(), inherit: [(out, 1), (err, 2)]))
+        group: AppProcessGroup(), inherit: [(out, 1), (err, 2)]))
     var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
     guard poll(&pfd, 1, 60_000) == 1 else { kill(p.pid, SIGKILL); throw TestFailure("\(argv[0]) did not finish") }
     var st = lc_child_status()

@@ -110,7 +110,7 @@ import Testing
         let err = open(s + "/stderr", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         let p = try Spawner.spawn(SpawnRequest(
             executable: executable, arguments: Array(argv.dropFirst()), environment: env, workingDirectory: nil,
-            group: .processGroup(), inherit: [(appEnd, 3), (err, 2)]))
+            group: AppProcessGroup(), inherit: [(appEnd, 3), (err, 2)]))
         close(appEnd)
         close(err)
         var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)

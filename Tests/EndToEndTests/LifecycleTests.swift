@@ -262,7 +262,7 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         var env = ProcessInfo.processInfo.environment
         env["LIFECYCLE_FD"] = nil
         let p = try Spawner.spawn(SpawnRequest(executable: binary("example-recorder"), arguments: ["--log", log],
-                                               environment: env, workingDirectory: s, group: .processGroup(),
+                                               environment: env, workingDirectory: s, group: AppProcessGroup(),
                                                inherit: [(err, 2)]))
         close(err)
         try waitForLine(log, "didBecomeActive")

@@ -233,7 +233,7 @@ func zombies(of parent: Int32) -> [Int32] {
         let p = try Spawner.spawn(SpawnRequest(
             executable: "/usr/bin/systemd-socket-activate",
             arguments: ["-l", sock, binary("lifecycled"), "--config", s + "/d.toml", "--cgroup-root", "/lifecycled-sa-\(getpid())"],
-            environment: env, workingDirectory: s, group: .processGroup(), inherit: [(log, 1), (log, 2)]))
+            environment: env, workingDirectory: s, group: AppProcessGroup(), inherit: [(log, 1), (log, 2)]))
         defer {
             kill(p.pid, SIGKILL)
             var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)

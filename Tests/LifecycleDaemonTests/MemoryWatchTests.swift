@@ -196,7 +196,7 @@ import Testing
         c.stallWarning = nil
         c.stallCritical = nil
         change(&c)
-        return MemoryMonitor(config: c, cgroups: nil, logger: Logger(label: "test"))
+        return MemoryMonitor(config: c, confinement: ProcessGroups(reason: "test"), logger: Logger(label: "test"))
     }
 
     func sample(_ m: MemoryMonitor) -> MemoryReport {

@@ -21,7 +21,7 @@ import Logging
 /// that only the available memory matters (see `quietPoint`).
 final class MemoryMonitor {
     let config: MemoryConfig
-    let cgroups: Cgroups?
+    let confinement: any Confinement
     /// The thresholds the core's gauge uses, for choosing what to read and when.
     let thresholds: MemoryThresholds
     private(set) var reading = MemoryMeasurements()
@@ -50,9 +50,9 @@ final class MemoryMonitor {
         KernelFile("/proc/meminfo").flatMap { $0.refresh() ? $0.integer(after: "MemTotal:") : nil }.map { $0 * 1024 }
     }
 
-    init(config: MemoryConfig, cgroups: Cgroups?, logger: Logger) {
+    init(config: MemoryConfig, confinement: any Confinement, logger: Logger) {
         self.config = config
-        self.cgroups = cgroups
+        self.confinement = confinement
         let total = meminfo.flatMap { $0.refresh() ? $0.integer(after: "MemTotal:") : nil }.map { $0 * 1024 }
         thresholds = config.thresholds(total: total)
         criticalAvailable = thresholds.availableCritical.flatMap { p in total.map { UInt64(Double($0) * p / 100) } }
@@ -83,7 +83,7 @@ final class MemoryMonitor {
     /// `triggered`: woken by the PSI trigger. `measuredLevel` is the core's
     /// measured level before this sample, `preview` the level the core would
     /// give these measurements.
-    func sample(groups allGroups: () -> [AppID: AppGroup], limited: [AppID: UInt64], now: Int64,
+    func sample(groups allGroups: () -> [AppID: any AppGroup], limited: [AppID: UInt64], now: Int64,
                 triggered: Bool = false, measuredLevel: MemoryLevel = .normal,
                 preview: (MemoryMeasurements) -> MemoryLevel = { _ in .normal }) -> MemoryReport {
         var m = MemoryMeasurements()
@@ -122,7 +122,7 @@ final class MemoryMonitor {
         }
         if let budget = config.budget {
             m.budget = budget
-            if let total = cgroups?.appsFootprint() {
+            if let total = confinement.appsFootprint() {
                 m.appsTotal = total
             } else {    // /proc accounting: the apps one by one, kept for the core too
                 for (id, group) in groups where footprints[id] == nil {
@@ -143,7 +143,7 @@ final class MemoryMonitor {
     }
 
     /// A level injected by `supervisorctl pressure`, with fresh footprints.
-    func simulated(groups: [AppID: AppGroup]) -> MemoryReport {
+    func simulated(groups: [AppID: any AppGroup]) -> MemoryReport {
         var footprints: [AppID: UInt64] = [:]
         for (id, group) in groups { if let f = group.memoryFootprint() { footprints[id] = f } }
         return MemoryReport(footprints: footprints, measurements: reading)

@@ -1,46 +1,44 @@
 import Foundation
 @preconcurrency import Glibc
 import LifecycleControl
+import LifecycleCore
 import LifecycleOS
 
-/// The control socket: JSON lines in, JSON lines out, non-blocking both
-/// ways, so that a slow or stuck client can never block the daemon. Peers
-/// are identified by SO_PEERCRED: root and members of the control group may
-/// change things, anyone who can connect may read.
-final class ControlServer {
+/// The control socket, one transport over the command front: JSON lines in,
+/// JSON lines out, non-blocking both ways, so that a slow or stuck client can
+/// never block the daemon. Peers are identified by SO_PEERCRED; the front
+/// decides what they may do. Followers of `events --follow` are a record sink.
+final class ControlServer: RecordSink {
     static let maxLine = 64 * 1024
     /// A follower that falls this far behind is disconnected.
     static let maxBacklog = 4 * 1024 * 1024
 
     final class Connection {
         let fd: Int32
-        let credentials: UnixSocket.Credentials?
-        let mayChange: Bool
+        let caller: Caller
         var input: [UInt8] = []
         var output: [UInt8] = []
         var source: EventLoop.Source?
         /// Set for `events --follow`: the apps it wants (empty: all).
         var following: Set<String>?
 
-        init(fd: Int32, credentials: UnixSocket.Credentials?, mayChange: Bool) {
+        init(fd: Int32, caller: Caller) {
             self.fd = fd
-            self.credentials = credentials
-            self.mayChange = mayChange
+            self.caller = caller
         }
     }
 
     let loop: EventLoop
     let listener: Int32
-    let controlGID: gid_t?
-    var execute: (ControlRequest, Connection) -> ControlResponse = { _, _ in .failure(.refused, "not ready") }
+    let front: CommandFront
     private var connections: [Int32: Connection] = [:]
     private var listenSource: EventLoop.Source?
     private let encoder = JSONEncoder()
 
-    init(loop: EventLoop, listener: Int32, controlGroup: String?) throws(SystemError) {
+    init(loop: EventLoop, listener: Int32, front: CommandFront) throws(SystemError) {
         self.loop = loop
         self.listener = listener
-        controlGID = controlGroup.flatMap { getgrnam($0)?.pointee.gr_gid }
+        self.front = front
         listenSource = try loop.watch(fd: listener) { [unowned self] _ in self.acceptAll() }
     }
 
@@ -52,25 +50,11 @@ final class ControlServer {
     private func acceptAll() {
         while let fd = UnixSocket.accept(listener) {
             let creds = UnixSocket.peerCredentials(fd)
-            let c = Connection(fd: fd, credentials: creds, mayChange: creds.map(mayChange) ?? false)
+            let c = Connection(fd: fd, caller: creds.map { Caller(pid: $0.pid, uid: $0.uid, gid: $0.gid) } ?? .unknown)
             connections[fd] = c
             c.source = try? loop.watch(fd: fd) { [unowned self] events in self.ready(c, events) }
             if c.source == nil { drop(c) }
         }
-    }
-
-    /// Root, the control group as primary group, or as a supplementary
-    /// group of the connecting process (read from /proc, as the kernel has it).
-    private func mayChange(_ creds: UnixSocket.Credentials) -> Bool {
-        if creds.uid == 0 { return true }
-        guard let gid = controlGID else { return false }
-        if creds.gid == gid { return true }
-        guard let status = try? Posix.readFile("/proc/\(creds.pid)/status") else { return false }
-        for line in status.split(separator: "\n") where line.hasPrefix("Groups:") {
-            // "Groups:\t1 24 27 " - tab after the colon, spaces between.
-            return line.dropFirst(7).split(whereSeparator: { $0 == " " || $0 == "\t" }).contains { gid_t($0) == gid }
-        }
-        return false
     }
 
     private func ready(_ c: Connection, _ events: UInt32) {
@@ -96,12 +80,7 @@ final class ControlServer {
             c.input.removeSubrange(...nl)
             let response: ControlResponse
             if let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) {
-                if request.command.changes && !c.mayChange {
-                    response = .failure(.permissionDenied,
-                        "permission denied: '\(request.command.rawValue)' needs root or membership of the control group")
-                } else {
-                    response = execute(request, c)
-                }
+                response = respond(to: request, from: c)
             } else {
                 response = .failure(.badRequest, "bad request: expected one JSON object per line with a known \"command\" (\(line.count) bytes received)")
             }
@@ -114,6 +93,57 @@ final class ControlServer {
             return false
         }
         return true
+    }
+
+    /// The request as a command for the front, and the front's result as a response.
+    private func respond(to request: ControlRequest, from c: Connection) -> ControlResponse {
+        let command: Command
+        switch Self.command(request) {
+        case .success(let decoded): command = decoded
+        case .failure(let failure): return .failure(failure.code, failure.message)
+        }
+        switch front.execute(command, from: c.caller) {
+        case .failure(let f): return ControlResponse(ok: false, error: ControlError(code: f.code, message: f.message, refusal: f.refusal))
+        case .success(.done): return ControlResponse(ok: true)
+        case .success(.status(let report)): return ControlResponse(ok: true, status: report)
+        case .success(.events(let records)): return ControlResponse(ok: true, events: records)
+        case .success(.kills(let kills)): return ControlResponse(ok: true, kills: kills)
+        case .success(.follow(let filter)):
+            c.following = filter
+            return ControlResponse(ok: true)
+        }
+    }
+
+    /// The JSON request as a typed command; what the JSON leaves out or
+    /// gets wrong is a bad request, named.
+    static func command(_ r: ControlRequest) -> Result<Command, CommandFailure> {
+        func app() -> Result<AppID, CommandFailure> {
+            guard let app = r.app else {
+                return .failure(CommandFailure(code: .badRequest, message: "'\(r.command.rawValue)' needs an app"))
+            }
+            return .success(app)
+        }
+        switch r.command {
+        case .status: return .success(.status(apps: r.apps))
+        case .events: return .success(.events(apps: r.apps, follow: r.follow == true))
+        case .launch: return app().map { .launch($0, r.background == true ? .background : .foreground) }
+        case .activate: return app().map { .activate($0) }
+        case .stop: return app().map { .stop($0) }
+        case .kill: return app().map { .kill($0) }
+        case .home: return .success(.home)
+        case .lock: return .success(.lock)
+        case .unlock: return .success(.unlock)
+        case .interruptionBegin: return .success(.interruptionBegin)
+        case .interruptionEnd: return .success(.interruptionEnd)
+        case .jetsam: return .success(.jetsam(limit: r.limit))
+        case .pressure:
+            guard let level = r.level.flatMap(MemoryLevel.init(rawValue:)) else {
+                let got = r.level.map { "'\($0)'" } ?? "none"
+                return .failure(CommandFailure(code: .badRequest,
+                    message: "'pressure' needs a level: normal, warning or critical (got \(got))"))
+            }
+            return .success(.pressure(level))
+        }
     }
 
     func send(_ response: ControlResponse, to c: Connection) {
@@ -129,7 +159,7 @@ final class ControlServer {
     }
 
     /// Sends a record to every follower that wants it, encoded once.
-    func broadcast(_ record: EventRecord) {
+    func deliver(_ record: EventRecord) {
         var line: Data? = nil
         for c in connections.values {
             guard let f = c.following, f.isEmpty || f.contains(record.app) else { continue }
@@ -141,7 +171,7 @@ final class ControlServer {
         }
     }
 
-    var hasFollowers: Bool { connections.values.contains { $0.following != nil } }
+    var wantsRecords: Bool { connections.values.contains { $0.following != nil } }
 
     private func flush(_ c: Connection) {
         while !c.output.isEmpty {

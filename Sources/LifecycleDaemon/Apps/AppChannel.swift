@@ -1,0 +1,115 @@
+import Foundation
+@preconcurrency import Glibc
+import CLifecycleShim
+import LifecycleControl
+import LifecycleCore
+import LifecycleOS
+import LifecycleWire
+import Logging
+
+// The app channel of library apps: events out (one datagram each, never
+// blocking the loop), acknowledgements and background-task requests in,
+// decoded and handed to the core as reports. Plain programs get the signal
+// their manifest maps instead.
+
+extension Daemon {
+    func deliver(_ id: AppID, _ d: Delivered) {
+        guard let run = runs[id] else { return }
+        let m = manifests[id]!
+        if m.policy.delivery == .library {
+            var options: [KeyValue] = []
+            if d.event.isLaunchEvent {
+                options.append(KeyValue(LaunchOptionKey.launchMode.rawValue, d.mode.rawValue))
+                if let p = d.previous {
+                    options.append(KeyValue(LaunchOptionKey.previousReason.rawValue, p.reason.code.rawValue))
+                    options.append(KeyValue(LaunchOptionKey.previousDescription.rawValue, p.reason.description))
+                    options.append(KeyValue(LaunchOptionKey.previousTime.rawValue, String(Records.wallTime(p.at))))
+                }
+            }
+            let message = EventMessage(
+                sequence: d.sequence, event: d.event,
+                launchedInBackground: d.mode == .background, deadline: d.deadline?.nanoseconds,
+                budgetEnd: d.budgetEnd?.nanoseconds, options: options)
+            run.sent[d.sequence] = (d.event, Posix.monotonicNanoseconds())
+            if !send(id, .event(message)) {
+                logger.warning("\(id): cannot deliver \(d.event.rawValue) (channel full or closed); its deadline still applies",
+                               metadata: ["app": "\(id)"])
+            }
+            record(id, .delivered, event: d.event, sequence: d.sequence)
+        } else {
+            let signal = m.signals[d.event]
+            if let signal { _ = lc_pidfd_send_signal(run.pidfd, signal) }
+            record(id, .delivered, event: d.event, sequence: d.sequence,
+                   detail: signal.map { "signal \(Posix.signalName($0))" } ?? "no signal mapped")
+        }
+    }
+
+    @discardableResult
+    func send(_ id: AppID, _ message: DaemonMessage) -> Bool {
+        guard let run = runs[id], run.channel >= 0 else { return false }
+        return UnixSocket.send(run.channel, message.encoded())
+    }
+
+    /// More background-task requests than this in one second is a flood: no
+    /// honest app needs it (it has at most 64 tasks open). Acknowledgements
+    /// do not count: the daemon paces them, one event at a time.
+    static var floodLimit: Int { 2000 }
+    /// Messages (or notifications) handled per wake-up: the rest wait for the
+    /// next turn of the loop, so one chatty app cannot starve the others.
+    static var messagesPerTurn: Int { 64 }
+
+    func readChannel(_ id: AppID, _ run: Run) {
+        var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
+        var turn = 0
+        while runs[id] === run, turn < Self.messagesPerTurn {
+            turn += 1
+            switch UnixSocket.receive(run.channel, into: &buffer) {
+            case .wouldBlock: return
+            case .closed:
+                // The process may be exiting; its exit is reported by SIGCHLD.
+                // Should it live on without its channel, the deadline of the
+                // next event it cannot acknowledge applies.
+                run.channelSource?.cancel()
+                run.channelSource = nil
+                return
+            case .oversized:
+                submit(.protocolViolation(id, generation: run.generation,
+                                          message: "message larger than \(Wire.maxMessageSize) bytes"))
+            case .message(let bytes):
+                do {
+                    let message = try AppMessage.decode(bytes)
+                    if case .acknowledge = message {} else if flooding(run) {
+                        submit(.protocolViolation(id, generation: run.generation,
+                                                  message: "flood: more than \(Self.floodLimit) background-task requests in one second"))
+                        return
+                    }
+                    switch message {
+                    case .acknowledge(let seq):
+                        if let sent = run.sent.removeValue(forKey: seq) {
+                            let latency = Double(Posix.monotonicNanoseconds() - sent.at) / 1000
+                            record(id, .acknowledged, event: sent.event, sequence: seq, latency: latency)
+                        }
+                        submit(.acknowledged(id, generation: run.generation, sequence: seq))
+                    case .beginBackgroundTask(let request, let name):
+                        submit(.beginBackgroundTask(id, generation: run.generation, request: request, name: name))
+                    case .endBackgroundTask(let task):
+                        submit(.endBackgroundTask(id, generation: run.generation, task: task))
+                    }
+                } catch {
+                    submit(.protocolViolation(id, generation: run.generation, message: error.description))
+                }
+            }
+        }
+    }
+
+    /// Counts one request in the current one-second window.
+    func flooding(_ run: Run) -> Bool {
+        let now = Posix.monotonicNanoseconds()
+        if now - run.windowStart > 1_000_000_000 {
+            run.windowStart = now
+            run.windowCount = 0
+        }
+        run.windowCount += 1
+        return run.windowCount > Self.floodLimit
+    }
+}

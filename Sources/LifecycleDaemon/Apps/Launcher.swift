@@ -1,0 +1,97 @@
+import Foundation
+@preconcurrency import Glibc
+import CLifecycleShim
+import LifecycleControl
+import LifecycleCore
+import LifecycleOS
+import LifecycleWire
+
+// Launching: a run of an app from its manifest. The shell's only say is
+// how; whether and when are the core's.
+
+extension Daemon {
+    /// Starts one run of the app: a fresh group, its channel or notify
+    /// socket, the process placed in its group before it runs. A failure is
+    /// reported to the core as `.launchFailed`, queued (never nested).
+    func launch(_ id: AppID, _ generation: UInt64, _ mode: LaunchMode) {
+        let m = manifests[id]!
+        let fail = { [unowned self] (message: String) in
+            self.logger.error("cannot launch \(id): \(message)", metadata: ["app": "\(id)"])
+            self.queue.append(.launchFailed(id, generation: generation, message: message))
+        }
+        let path = settings.searchPath(for: m)
+        let base = (m.file as NSString).deletingLastPathComponent
+        guard let executable = Spawner.resolve(m.command[0], searchPath: path, base: base) else {
+            return fail("command '\(m.command[0])' not found or not executable (searched \(path))")
+        }
+        let group: any AppGroup
+        do { group = try confinement.makeGroup(app: id, generation: generation) } catch {
+            return fail("cannot create its cgroup: \(error)")
+        }
+        if let limit = m.policy.memory.limit { group.setMemoryLimit(limit) }
+        var env = appEnvironment()
+        for (k, v) in m.environment { env[k] = v }
+        env[Wire.appNameEnvironmentKey] = id
+        var channel: (daemon: Int32, app: Int32)? = nil
+        if m.policy.delivery == .library {
+            do { channel = try UnixSocket.channelPair() } catch {
+                _ = group.remove()
+                return fail("cannot create its channel: \(error)")
+            }
+            env[Wire.socketEnvironmentKey] = "3"
+            env[Wire.protocolEnvironmentKey] = String(Wire.version)
+        }
+        var notify: Int32 = -1
+        if m.policy.delivery == .signals {
+            // The sd_notify protocol, as under systemd: READY=1, STATUS=, STOPPING=1.
+            let name = "lifecycled/\(getpid())/\(id).\(generation)"
+            notify = lc_notify_socket(name)
+            if notify >= 0 {
+                env["NOTIFY_SOCKET"] = "@" + name
+            } else if m.policy.awaitsReadiness {
+                _ = group.remove()
+                return fail("cannot create its notification socket: \(String(cString: strerror(errno)))")
+            }
+        }
+        let request = SpawnRequest(
+            executable: executable, argv0: m.command[0], arguments: Array(m.command.dropFirst()),
+            environment: env, workingDirectory: m.workingDirectory, group: group,
+            inherit: channel.map { [(source: $0.app, target: Int32(3))] } ?? [])
+        let process: SpawnedProcess
+        do { process = try Spawner.spawn(request) } catch {
+            if let channel { close(channel.daemon); close(channel.app) }
+            if notify >= 0 { close(notify) }
+            _ = group.remove()
+            return fail("\(executable): \(error)")
+        }
+        if let channel { close(channel.app) }
+        let run = Run(generation: generation, pid: process.pid, pidfd: process.pidfd, group: group,
+                      channel: channel?.daemon ?? -1)
+        runs.insert(run, for: id)
+        if run.channel >= 0 {
+            run.channelSource = try? loop.watch(fd: run.channel) { [unowned self, unowned run] _ in
+                self.readChannel(id, run)
+            }
+        }
+        if notify >= 0 {
+            run.notify = notify
+            run.notifySource = try? loop.watch(fd: notify) { [unowned self, unowned run] _ in
+                self.readNotifications(id, run)
+            }
+        }
+        if !process.placedAtomically {
+            logger.warning("\(id) was moved into its cgroup after fork (no clone3)", metadata: ["app": "\(id)"])
+        }
+        record(id, .launched, detail: "\(mode.rawValue) \(executable)")
+    }
+
+    /// The daemon's environment minus what belongs to the daemon alone.
+    func appEnvironment() -> [String: String] {
+        var env = ProcessInfo.processInfo.environment
+        for k in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
+                  "JOURNAL_STREAM", "INVOCATION_ID", Wire.socketEnvironmentKey, ControlDefaults.socketEnvironmentKey] {
+            env[k] = nil
+        }
+        return env
+    }
+}

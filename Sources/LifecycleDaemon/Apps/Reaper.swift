@@ -1,0 +1,62 @@
+@preconcurrency import Glibc
+import CLifecycleShim
+import LifecycleCore
+import LifecycleOS
+
+// Reaping: every ended child is collected (the daemon is a child subreaper,
+// so orphaned grandchildren come here too); an app's main process is
+// reported to the core with how it ended, and what it left behind is killed
+// and its group removed once empty.
+
+extension Daemon {
+    /// Reaps every ended child. App main processes are reported to the core;
+    /// anything else (an orphaned grandchild, reparented to us as subreaper)
+    /// is just reaped. Peeking first (WNOWAIT) keeps each app's exit status.
+    func reapChildren() {
+        while true {
+            var st = lc_child_status()
+            guard lc_peek_ended_child(&st) == 0, st.pid != 0 else { return }
+            var reaped = lc_child_status()
+            _ = lc_reap(st.pid, &reaped)
+            guard let (id, run) = runs.removeMain(pid: st.pid) else { continue }
+            var status: ExitStatus = st.exited != 0 ? .exited(st.value) : .signaled(st.value)
+            if status == .signaled(SIGKILL), run.group.oomKilled() {
+                status = .outOfMemory     // the kernel's OOM killer, in its cgroup: the core says why
+            }
+            tearDown(id, run)
+            submit(.exited(id, generation: run.generation, status))
+        }
+    }
+
+    /// After the main process ended: kill whatever it left in its cgroup,
+    /// close its channel, remove the cgroup once empty.
+    func tearDown(_ id: AppID, _ run: Run) {
+        run.channelSource?.cancel()
+        run.notifySource?.cancel()
+        if run.notify >= 0 { close(run.notify) }
+        run.freezeTimer?.cancel()
+        if run.channel >= 0 { close(run.channel) }
+        close(run.pidfd)
+        run.group.killAll()
+        removeWhenEmpty(run.group)
+    }
+
+    func removeWhenEmpty(_ group: any AppGroup) {
+        if group.remove() { return }
+        let path = group.name
+        var delay: Int64 = 1_000_000
+        let timer = try? loop.timer { [unowned self] in
+            if group.remove() || delay > 8_000_000_000 {
+                if delay > 8_000_000_000 { self.logger.warning("cgroup \(path) still busy; leaving it") }
+                self.cleanupTimers[path]?.cancel()
+                self.cleanupTimers[path] = nil
+                return
+            }
+            group.killAll()
+            delay *= 2
+            self.cleanupTimers[path]?.arm(at: Posix.monotonicNanoseconds() + delay)
+        }
+        cleanupTimers[path] = timer
+        timer?.arm(at: Posix.monotonicNanoseconds() + delay)
+    }
+}

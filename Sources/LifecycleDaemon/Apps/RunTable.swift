@@ -1,0 +1,60 @@
+import LifecycleCore
+import LifecycleOS
+
+/// One running process of an app, and everything the shell holds for it.
+final class Run {
+    let generation: UInt64
+    let pid: Int32
+    let pidfd: Int32
+    let group: any AppGroup
+    /// The daemon's end of the app channel (library apps), or -1.
+    var channel: Int32
+    var channelSource: EventLoop.Source?
+    /// Sent events by sequence number, with when they were sent (for ack latency).
+    var sent: [UInt32: (event: LifecycleEvent, at: Int64)] = [:]
+    var freezeStarted: Int64?
+    var freezeTimer: EventLoop.Source?
+    /// Plain programs: their NOTIFY_SOCKET, and what they last said with STATUS=.
+    var notify: Int32 = -1
+    var notifySource: EventLoop.Source?
+    var statusLine: String?
+    /// Messages received in the current one-second window (flood limit).
+    var windowStart: Int64 = 0
+    var windowCount = 0
+
+    init(generation: UInt64, pid: Int32, pidfd: Int32, group: any AppGroup, channel: Int32) {
+        self.generation = generation
+        self.pid = pid
+        self.pidfd = pidfd
+        self.group = group
+        self.channel = channel
+    }
+}
+
+/// The table of running processes: by app, by pid, and the last pid of
+/// each app (records about an ended run still name it).
+struct RunTable {
+    private(set) var byApp: [AppID: Run] = [:]
+    private var byPID: [Int32: AppID] = [:]
+    private(set) var lastPID: [AppID: Int32] = [:]
+
+    subscript(_ id: AppID) -> Run? { byApp[id] }
+
+    mutating func insert(_ run: Run, for id: AppID) {
+        byApp[id] = run
+        byPID[run.pid] = id
+        lastPID[id] = run.pid
+    }
+
+    /// The app whose main process `pid` is, taken out of the table.
+    mutating func removeMain(pid: Int32) -> (AppID, Run)? {
+        guard let id = byPID.removeValue(forKey: pid), let run = byApp[id], run.pid == pid else { return nil }
+        byApp[id] = nil
+        return (id, run)
+    }
+
+    /// The pid of the app's current run, else of its last one.
+    func pid(_ id: AppID) -> Int32? { byApp[id]?.pid ?? lastPID[id] }
+
+    var groups: [AppID: any AppGroup] { byApp.mapValues(\.group) }
+}

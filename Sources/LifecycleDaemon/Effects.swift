@@ -1,0 +1,74 @@
+import CLifecycleShim
+@preconcurrency import Glibc
+import LifecycleControl
+import LifecycleCore
+import LifecycleOS
+import Logging
+
+// The one switch where the core's effects become system calls, log lines
+// and records. Nothing here decides: each case performs what it is told,
+// and reports back to the core only facts (through `submit` or `queue`).
+
+extension Daemon {
+    func perform(_ effect: Effect) {
+        switch effect {
+        case .spawn(let id, let generation, let mode): launch(id, generation, mode)
+        case .deliver(let id, let d): deliver(id, d)
+        case .backgroundTaskReply(let id, let request, let task, let budgetEnd):
+            send(id, .backgroundTaskReply(request: request, task: task, budgetEnd: budgetEnd?.nanoseconds))
+        case .expireBackgroundTasks(let id, let tasks):
+            send(id, .backgroundTasksExpiring(tasks))
+            record(id, .expiring, detail: "tasks \(tasks.map(String.init).joined(separator: ","))")
+        case .freeze(let id): freeze(id)
+        case .thaw(let id): thaw(id)
+        case .kill(let id, let reason): kill(id, reason)
+        case .transition(let id, let from, let to):
+            status.counts[from, default: 0] -= 1
+            status.counts[to, default: 0] += 1
+            logger.info("\(id): \(from.rawValue) -> \(to.rawValue)", metadata: metadata(id, [
+                "from-state": "\(from.rawValue)", "to-state": "\(to.rawValue)",
+            ]))
+            record(id, .transition, from: from.rawValue, to: to.rawValue)
+        case .terminated(let id, let rec):
+            logger.notice("\(id) ended: \(rec.reason)", metadata: metadata(id, ["reason": "\(rec.reason.code.rawValue)"]))
+            record(id, .terminated, reason: rec.reason.code.rawValue, detail: rec.reason.description)
+            terminations[id] = TerminationInfo(reason: rec.reason.code, description: rec.reason.description,
+                                               time: Records.wallTime(rec.at), pid: runs.pid(id))
+        case .refused: break       // the front answers the caller
+        case .memoryKill(let k): recordKill(k)
+        case .remeasure:
+            memoryWatch?.loud()
+            memoryWatch?.arm(at: Posix.monotonicNanoseconds())
+        }
+    }
+
+    /// SIGKILL every process of the app; for a kill for memory, free its
+    /// memory now, in our context, rather than when the dying process is
+    /// next scheduled (process_mrelease, Linux 5.15+).
+    private func kill(_ id: AppID, _ reason: TerminationReason) {
+        guard let run = runs[id] else { return }
+        run.group.killAll()
+        _ = lc_pidfd_send_signal(run.pidfd, SIGKILL)
+        switch reason {
+        case .memoryPressure, .memoryLimit:
+            let started = Posix.monotonicNanoseconds()
+            if lc_process_mrelease(run.pidfd) == 0 {
+                let us = (Posix.monotonicNanoseconds() - started) / 1000
+                logger.debug("process_mrelease freed \(id)'s memory in \(us) µs", metadata: ["app": "\(id)"])
+            } else {
+                logger.debug("process_mrelease \(id): \(String(cString: strerror(errno)))", metadata: ["app": "\(id)"])
+            }
+        default: break
+        }
+        logger.notice("killing \(id): \(reason)", metadata: metadata(id, ["reason": "\(reason.code.rawValue)"]))
+        record(id, .killed, reason: reason.code.rawValue, detail: reason.description)
+    }
+
+    /// Journal fields about an app: its name and, while it has one, its pid.
+    func metadata(_ id: AppID, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+        var meta = extra
+        meta["app"] = "\(id)"
+        if let pid = runs[id]?.pid { meta["app-pid"] = "\(pid)" }
+        return meta
+    }
+}

@@ -1,0 +1,178 @@
+@preconcurrency import Glibc
+import LifecycleControl
+import LifecycleCore
+import LifecycleOS
+
+// The front: what any transport hands the daemon. A caller (with the
+// credentials its transport vouches for) and a typed command in; a typed
+// result out. The JSON control socket is one transport over it; a D-Bus
+// object can be another without copying any of this. Which commands need
+// permission, and who has it, is decided here, once.
+
+/// Who asks, as the kernel told the transport (SO_PEERCRED, or a bus's
+/// credentials). Nil fields: not known, which grants nothing.
+struct Caller: Sendable, Equatable {
+    var pid: Int32?
+    var uid: UInt32?
+    var gid: UInt32?
+
+    static let unknown = Caller()
+}
+
+/// Everything that can be asked.
+enum Command: Sendable, Equatable {
+    case status(apps: [AppID]?)
+    case events(apps: [AppID]?, follow: Bool)
+    case launch(AppID, LaunchMode)
+    case activate(AppID)
+    case stop(AppID)
+    case kill(AppID)
+    case home
+    case lock
+    case unlock
+    case interruptionBegin
+    case interruptionEnd
+    /// The most recent kill records, at most `limit`.
+    case jetsam(limit: Int?)
+    /// Inject a memory level, for demos and tests.
+    case pressure(MemoryLevel)
+
+    /// Commands that change something need permission; the rest only read.
+    var changes: Bool {
+        switch self {
+        case .status, .events, .jetsam: false
+        case .launch, .activate, .stop, .kill, .home, .lock, .unlock, .interruptionBegin, .interruptionEnd, .pressure: true
+        }
+    }
+
+    /// The apps it names, which must all be known.
+    var apps: [AppID] {
+        switch self {
+        case .status(let apps?), .events(let apps?, _): apps
+        case .launch(let id, _), .activate(let id), .stop(let id), .kill(let id): [id]
+        default: []
+        }
+    }
+}
+
+enum CommandResult {
+    case done
+    case status(StatusReport)
+    case events([EventRecord])
+    /// The caller wants every record from now on, for these apps (empty: all).
+    case follow(Set<AppID>)
+    case kills([KillRecord])
+}
+
+struct CommandFailure: Error, Equatable {
+    var code: ControlError.Code
+    var message: String
+    /// The core's refusal code, when the core refused.
+    var refusal: String?
+}
+
+/// What the front needs of the daemon.
+protocol CommandTarget: AnyObject {
+    func knows(_ app: AppID) -> Bool
+    /// Hands an input to the core, performs its effects, returns them.
+    func submit(_ input: Input) -> [Effect]
+    func statusReport(_ apps: [AppID]?) -> StatusReport
+    func recentRecords(apps: Set<AppID>) -> [EventRecord]
+    func kills(limit: Int?) -> [KillRecord]
+    /// Injects a level with fresh footprints; returns the core's effects.
+    func simulateMemoryLevel(_ level: MemoryLevel) -> [Effect]
+}
+
+/// Root may change things, and so may members of the control group (as
+/// primary group, or as a supplementary group of the calling process, read
+/// from /proc as the kernel has it); anyone who can reach a transport may read.
+struct Permissions {
+    let controlGID: gid_t?
+
+    init(controlGroup: String?) {
+        controlGID = controlGroup.flatMap { getgrnam($0)?.pointee.gr_gid }
+    }
+
+    func mayChange(_ caller: Caller) -> Bool {
+        guard let uid = caller.uid else { return false }
+        if uid == 0 { return true }
+        guard let gid = controlGID else { return false }
+        if caller.gid == gid { return true }
+        guard let pid = caller.pid, let status = try? Posix.readFile("/proc/\(pid)/status") else { return false }
+        for line in status.split(separator: "\n") where line.hasPrefix("Groups:") {
+            // "Groups:\t1 24 27 " - tab after the colon, spaces between.
+            return line.dropFirst(7).split(whereSeparator: { $0 == " " || $0 == "\t" }).contains { gid_t($0) == gid }
+        }
+        return false
+    }
+}
+
+final class CommandFront {
+    unowned let target: any CommandTarget
+    let permissions: Permissions
+
+    init(target: any CommandTarget, permissions: Permissions) {
+        self.target = target
+        self.permissions = permissions
+    }
+
+    func execute(_ command: Command, from caller: Caller) -> Result<CommandResult, CommandFailure> {
+        if command.changes && !permissions.mayChange(caller) {
+            return .failure(CommandFailure(code: .permissionDenied,
+                message: "permission denied: '\(command.name)' needs root or membership of the control group"))
+        }
+        if let unknown = command.apps.first(where: { !target.knows($0) }) {
+            return .failure(CommandFailure(code: .unknownApp, message: "unknown app '\(unknown)'"))
+        }
+        switch command {
+        case .status(let apps): return .success(.status(target.statusReport(apps)))
+        case .events(let apps, let follow):
+            let filter = Set(apps ?? [])
+            return .success(follow ? .follow(filter) : .events(target.recentRecords(apps: filter)))
+        case .jetsam(let limit):
+            if let limit, limit < 0 {
+                return .failure(CommandFailure(code: .badRequest, message: "limit must not be negative"))
+            }
+            return .success(.kills(target.kills(limit: limit)))
+        case .pressure(let level): return outcome(target.simulateMemoryLevel(level))
+        case .launch(let id, let mode): return outcome(target.submit(.launch(id, mode)))
+        case .activate(let id): return outcome(target.submit(.activate(id)))
+        case .stop(let id): return outcome(target.submit(.stop(id)))
+        case .kill(let id): return outcome(target.submit(.kill(id)))
+        case .home: return outcome(target.submit(.home))
+        case .lock: return outcome(target.submit(.lock))
+        case .unlock: return outcome(target.submit(.unlock))
+        case .interruptionBegin: return outcome(target.submit(.interruptionBegan))
+        case .interruptionEnd: return outcome(target.submit(.interruptionEnded))
+        }
+    }
+
+    private func outcome(_ effects: [Effect]) -> Result<CommandResult, CommandFailure> {
+        for case .refused(let why) in effects {
+            let code: ControlError.Code = if case .unknownApp = why { .unknownApp } else { .refused }
+            return .failure(CommandFailure(code: code, message: why.description, refusal: why.code))
+        }
+        return .success(.done)
+    }
+}
+
+extension Command {
+    /// The command's name as users type it.
+    var name: String {
+        switch self {
+        case .status: "status"
+        case .events: "events"
+        case .launch: "launch"
+        case .activate: "activate"
+        case .stop: "stop"
+        case .kill: "kill"
+        case .home: "home"
+        case .lock: "lock"
+        case .unlock: "unlock"
+        case .interruptionBegin: "interruption-begin"
+        case .interruptionEnd: "interruption-end"
+        case .jetsam: "jetsam"
+        case .pressure: "pressure"
+        }
+    }
+}

@@ -1,0 +1,48 @@
+@preconcurrency import Glibc
+import LifecycleControl
+import LifecycleCore
+import LifecycleOS
+
+// What the command front asks of the daemon: the daemon as a CommandTarget.
+
+extension Daemon: CommandTarget {
+    func knows(_ app: AppID) -> Bool { manifests[app] != nil }
+
+    func recentRecords(apps filter: Set<AppID>) -> [EventRecord] { records.recent(apps: filter) }
+
+    func kills(limit: Int?) -> [KillRecord] { killLog.records(limit: limit) }
+
+    func simulateMemoryLevel(_ level: MemoryLevel) -> [Effect] {
+        let report = memory.simulated(groups: runs.groups)
+        memoryWatch?.loud()     // the next sample, in Swift, ends the simulation
+        noteLevelChange(to: level, simulated: true, report.measurements)
+        return submit(.simulateMemoryLevel(level, report))
+    }
+
+    func statusReport(_ names: [String]?) -> StatusReport {
+        let now = now()
+        let apps = (names ?? manifests.keys.sorted()).map { id -> AppStatus in
+            let s = supervisor.snapshot(id)!
+            return AppStatus(
+                name: id, state: s.state, pid: runs[id]?.pid,
+                secondsInState: s.state == .notRunning && s.since == .zero ? 0 : Double((now - s.since).nanoseconds) / 1e9,
+                delivery: manifests[id]!.policy.delivery,
+                backgroundTasks: s.tasks.map { TaskStatus(id: $0.id, name: $0.name) },
+                backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
+                awaiting: s.awaiting, lastTermination: terminations[id],
+                footprint: runs[id]?.group.memoryFootprint(), band: s.band, memoryLimit: settings.limits[id],
+                statusLine: runs[id]?.statusLine)
+        }
+        let watch = memoryWatch?.state
+        let daemon = DaemonStatus(
+            pid: getpid(), foregroundSlots: supervisor.foregroundSlots, foreground: supervisor.foreground,
+            locked: supervisor.locked, interruptions: supervisor.interruptions, confinement: confinement.summary,
+            shuttingDown: supervisor.shuttingDown,
+            memory: MemoryStatus(
+                level: supervisor.memoryLevel, simulated: supervisor.memorySimulated,
+                accounting: confinement.memoryAccounting.rawValue, trigger: memory.triggerDescription,
+                reading: MemoryReading(watch.map(memory.latest) ?? memory.reading), quiet: watch?.quiet,
+                quietSamples: watch?.quietSamples))
+        return StatusReport(daemon: daemon, apps: apps)
+    }
+}

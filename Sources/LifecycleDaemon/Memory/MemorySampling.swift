@@ -1,0 +1,55 @@
+import Foundation
+import LifecycleControl
+import LifecycleCore
+import LifecycleOS
+
+// Memory sampling: when to measure (the monitor's adaptive interval, the
+// quiet path in C, the PSI trigger) and handing each measurement to the core,
+// which decides. A change of level is recorded before what it causes.
+
+extension Daemon {
+    /// One sample: measure, report to the core, look again after the
+    /// adaptive interval.
+    func sampleMemory(triggered: Bool = false) {
+        guard config.memory.monitor else { return }
+        let now = Posix.monotonicNanoseconds()
+        let report = memory.sample(groups: { self.runs.groups }, limited: settings.limits, now: now,
+                                   triggered: triggered, measuredLevel: supervisor.gauge.level,
+                                   preview: { self.supervisor.memoryLevel(previewing: $0) })
+        noteLevelChange(to: supervisor.memoryLevel(previewing: report.measurements), simulated: false, report.measurements)
+        submit(.memory(report))
+        guard let memoryWatch else { return }
+        memory.schedule(memoryWatch, after: report, measuredLevel: supervisor.gauge.level,
+                        coreLevel: supervisor.memoryLevel, limits: settings.limits, now: now)
+    }
+
+    /// Records a change of level before the core acts on it, so the event
+    /// stream shows the level first, then what it caused.
+    func noteLevelChange(to level: MemoryLevel, simulated: Bool, _ measurements: MemoryMeasurements) {
+        let before = supervisor.memoryLevel
+        guard level != before else { return }
+        let detail = (simulated ? "simulated; " : "") + MemoryReading(measurements).summary
+        logger.notice("memory level \(before.rawValue) -> \(level.rawValue): \(detail)",
+                      metadata: ["from-level": "\(before.rawValue)", "to-level": "\(level.rawValue)",
+                                 "simulated": "\(simulated)"])
+        record(EventRecord.daemonWide, .memoryLevel, from: before.rawValue, to: level.rawValue, detail: detail)
+    }
+}
+
+extension MemoryReading {
+    init(_ m: MemoryMeasurements) {
+        self.init(available: m.available, total: m.total, stallPercent: m.stallPercent,
+                  appsTotal: m.appsTotal, budget: m.budget)
+    }
+
+    /// "available 2.1 GiB of 23 GiB (9.1 %), stall 0 %, apps 1 GiB of 2 GiB"
+    var summary: String {
+        var parts: [String] = []
+        if let a = available, let t = total {
+            parts.append("available \(formatBytes(a)) of \(formatBytes(t)) (\(String(format: "%.1f", Double(a) * 100 / Double(max(t, 1)))) %)")
+        }
+        if let s = stallPercent { parts.append("stall \(String(format: "%.1f", s)) %") }
+        if let u = appsTotal, let b = budget { parts.append("apps \(formatBytes(u)) of a \(formatBytes(b)) budget") }
+        return parts.isEmpty ? "no measurement" : parts.joined(separator: ", ")
+    }
+}

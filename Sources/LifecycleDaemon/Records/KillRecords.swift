@@ -1,0 +1,35 @@
+import LifecycleControl
+import LifecycleCore
+import Logging
+
+extension Daemon {
+    /// A kill for memory: the kill log, the journal, the event stream.
+    func recordKill(_ k: MemoryKill) {
+        let pid = runs[k.app]?.pid
+        let reading = MemoryReading(k.measurements)
+        let r = KillRecord(
+            time: Records.wallTime(decidedAt ?? now()), app: k.app, pid: pid, reason: k.cause.code,
+            footprint: k.footprint, limit: k.limit, state: k.state, band: k.band,
+            level: k.level, simulated: k.simulated, reading: reading,
+            candidates: k.candidates.map {
+                KillRecord.Candidate(app: $0.app, state: $0.state, band: $0.band, footprint: $0.footprint)
+            },
+            lastNotice: k.lastNotice)
+        killLog.append(r, logger: logger)
+        let footprint = k.footprint.map(formatBytes) ?? "unknown"
+        var detail = "\(k.cause.rawValue): footprint \(footprint), \(k.state.rawValue), band \(k.band.rawValue)"
+        if let limit = k.limit { detail += ", limit \(formatBytes(limit))" }
+        detail += "; level \(k.level.rawValue)\(k.simulated ? " (simulated)" : ""); \(reading.summary)"
+        if k.candidates.count > 1 { detail += "; next: " + k.candidates.dropFirst().prefix(5).map(\.app).joined(separator: ", ") }
+        var meta: Logger.Metadata = [
+            "app": "\(k.app)", "reason": "\(k.cause.rawValue)", "app-state": "\(k.state.rawValue)",
+            "band": "\(k.band.rawValue)", "memory-level": "\(k.level.rawValue)", "simulated": "\(k.simulated)",
+            "candidates": "\(k.candidates.map(\.app).joined(separator: ","))",
+        ]
+        if let pid { meta["app-pid"] = "\(pid)" }
+        if let f = k.footprint { meta["footprint-bytes"] = "\(f)" }
+        if let a = k.measurements.available { meta["mem-available-bytes"] = "\(a)" }
+        logger.notice("jetsam: \(k.app): \(detail)", metadata: meta)
+        record(k.app, .jetsam, reason: k.cause.rawValue, detail: detail, kill: r)
+    }
+}

@@ -1,0 +1,37 @@
+import Foundation
+import LifecycleCore
+import LifecycleOS
+
+/// The configuration and everything derived from it, as one value: the
+/// daemon file, the valid manifests, and what the shell needs from them.
+/// A reload will build a new one and replace it whole.
+struct Settings {
+    let config: DaemonConfig
+    let manifests: [AppID: AppManifest]
+    /// Manifests that could not be loaded, each naming file, line and key.
+    let problems: [ConfigError]
+    /// Apps whose manifest sets memory.limit.
+    let limits: [AppID: UInt64]
+    /// The daemon's own directory: looked in first for commands (the example apps beside it).
+    let selfDirectory: String
+    /// The search path of apps that set no PATH of their own.
+    let searchPath: String
+
+    init(configPath: String) throws(ConfigError) {
+        let (config, apps, problems) = try ConfigLoader.load(path: configPath)
+        self.config = config
+        self.problems = problems
+        manifests = Dictionary(uniqueKeysWithValues: apps.map { ($0.name, $0) })
+        limits = manifests.compactMapValues(\.policy.memory.limit)
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        selfDirectory = (exe as NSString).deletingLastPathComponent
+        searchPath = selfDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
+    }
+
+    var policies: [AppID: AppPolicy] { manifests.mapValues(\.policy) }
+
+    /// Where `manifest`'s command is looked for.
+    func searchPath(for manifest: AppManifest) -> String {
+        manifest.environment["PATH"].map { selfDirectory + ":" + $0 } ?? searchPath
+    }
+}
