@@ -72,8 +72,15 @@ let package = Package(
         .executableTarget(name: "example-plain", path: "Examples/plain", swiftSettings: strict),
         .testTarget(name: "LifecycleCoreTests", dependencies: ["LifecycleCore"], swiftSettings: strict),
         .testTarget(name: "LifecycleWireTests", dependencies: ["LifecycleWire"], swiftSettings: strict),
+        // The shell against fakes (no kernel): config, the command front, the effect performer.
         .testTarget(name: "LifecycleDaemonTests", dependencies: [
-            "LifecycleDaemon", "LifecycleOS", "CMemoryWatch", "LifecycleControl", "LifecycleCore", "LifecycleWire",
+            "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "SystemPackage", package: "swift-system"),
+        ], swiftSettings: strict),
+        // The OS adapters against the real kernel: memory probes and the sentinel, journal fields.
+        .testTarget(name: "LifecycleOSTests", dependencies: [
+            "LifecycleOS", "CMemoryWatch",
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: strict),
         .target(name: "LifecycleTestKit", dependencies: ["LifecycleControl", "LifecycleOS", "CLifecycleShim"],

@@ -41,6 +41,7 @@ public final class Daemon {
     let loop: EventLoop
     var logger: Logger
     let confinement: any Confinement
+    let starter: any ProcessStarter
     var runs = RunTable()
     let records: Records
     let killLog: KillLog
@@ -68,26 +69,18 @@ public final class Daemon {
     var front: CommandFront?
 
     /// Loads the configuration, takes the cgroup subtree and the control
-    /// socket, and tells systemd READY=1 only once all of that is done.
-    public init(options: Options, logger: Logger) throws {
-        self.options = options
-        self.logger = logger
-        settings = try Settings(configPath: options.configPath)
+    /// socket, and tells systemd READY=1 (in `run`) only once all of that is done.
+    public convenience init(options: Options, logger: Logger) throws {
+        let settings = try Settings(configPath: options.configPath)
         for p in settings.problems {
             logger.error("skipping app manifest: \(p)", metadata: ["file": "\(p.file)"])
         }
-        supervisor = Supervisor(foregroundSlots: settings.config.foregroundSlots, apps: settings.policies,
-                                memory: settings.config.memory.thresholds(total: MemoryMonitor.memTotal()))
-        status.counts[.notRunning] = settings.manifests.count
-        loop = try EventLoop()
-
         // Signals come through the loop (signalfd); children are reaped by us,
         // including orphaned grandchildren (child subreaper).
         Posix.blockSignals([SIGCHLD, SIGTERM, SIGINT, SIGHUP])
         signal(SIGPIPE, SIG_IGN)
         _ = lc_become_subreaper()
-
-        confinement = Cgroups.confinement(root: options.cgroupRoot ?? settings.config.cgroupRoot)
+        let confinement = Cgroups.confinement(root: options.cgroupRoot ?? settings.config.cgroupRoot)
         if let fallback = confinement as? ProcessGroups {
             logger.warning("""
                 no usable cgroup v2 freezer (\(fallback.reason)): falling back to process groups. \
@@ -95,16 +88,34 @@ public final class Daemon {
                 by changing process group), and memory is read from /proc.
                 """)
         }
+        try self.init(settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
+                      logger: logger, standalone: false)
+    }
+
+    /// The shell with its parts given: the real ones from the public init, or
+    /// a test's fakes. `standalone` (tests) takes no signals and no control
+    /// socket, so that the shell can be driven without a kernel to answer.
+    init(settings: Settings, confinement: any Confinement, starter: any ProcessStarter, options: Options,
+         logger: Logger, standalone: Bool) throws {
+        self.options = options
+        self.logger = logger
+        self.settings = settings
+        self.confinement = confinement
+        self.starter = starter
+        supervisor = Supervisor(foregroundSlots: settings.config.foregroundSlots, apps: settings.policies,
+                                memory: settings.config.memory.thresholds(total: MemoryMonitor.memTotal()))
+        status.counts[.notRunning] = settings.manifests.count
+        loop = try EventLoop()
         memory = MemoryMonitor(config: settings.config.memory, confinement: confinement, logger: logger)
         killLog = KillLog(directory: settings.config.stateDirectory, keep: settings.config.memory.killHistory,
                           logger: logger)
         records = Records(keep: settings.config.eventHistory)
-        try start()
+        try start(standalone: standalone)
     }
 
     /// The loop's sources, all in one place: the core's timer, STATUS=,
     /// memory sampling and the PSI trigger, signals, the control socket.
-    private func start() throws {
+    private func start(standalone: Bool) throws {
         coreTimer = try loop.timer { [unowned self] in self.submit(.tick) }
         statusTimer = try loop.timer { [unowned self] in self.status.send(self) }
         memoryWatch = try MemoryWatch(loop: loop) { [unowned self] in self.sampleMemory() }
@@ -113,6 +124,9 @@ public final class Daemon {
                 self.sampleMemory(triggered: true)
             }
         }
+        let front = CommandFront(target: self, permissions: Permissions(controlGroup: config.controlGroup))
+        self.front = front
+        guard !standalone else { return }
         signalSources.append(try loop.onSignal(SIGCHLD) { [unowned self] _ in self.reapChildren() })
         for s in [SIGTERM, SIGINT] {
             signalSources.append(try loop.onSignal(s) { [unowned self] info in
@@ -124,8 +138,6 @@ public final class Daemon {
             self.logger.notice("SIGHUP: configuration reload is not supported yet; restart the daemon to apply changes")
         })
 
-        let front = CommandFront(target: self, permissions: Permissions(controlGroup: config.controlGroup))
-        self.front = front
         let control = try ControlServer(loop: loop, listener: try controlListener(), front: front)
         self.control = control
         records.sinks.append(control)

@@ -33,12 +33,23 @@ public struct SpawnedProcess: Sendable {
     public var pidfd: Int32
     /// False when the kernel lacked clone3 and the child was moved after fork.
     public var placedAtomically: Bool
+
+    public init(pid: Int32, pidfd: Int32, placedAtomically: Bool) {
+        self.pid = pid
+        self.pidfd = pidfd
+        self.placedAtomically = placedAtomically
+    }
 }
 
 public struct SpawnError: Error, CustomStringConvertible, Sendable {
     public var step: String
     public var errno: Errno
     public var description: String { "\(step): \(errno)" }
+
+    public init(step: String, errno: Errno) {
+        self.step = step
+        self.errno = errno
+    }
 }
 
 public enum Spawner {
@@ -99,4 +110,15 @@ public enum Spawner {
         }
         return nil
     }
+}
+
+/// Starts processes: the kernel's `Spawner`, or a test's fake process table.
+public protocol ProcessStarter: AnyObject {
+    func spawn(_ request: SpawnRequest) throws(SpawnError) -> SpawnedProcess
+}
+
+/// The real one: clone3 into the group, exec errors reported synchronously.
+public final class KernelSpawner: ProcessStarter {
+    public init() {}
+    public func spawn(_ request: SpawnRequest) throws(SpawnError) -> SpawnedProcess { try Spawner.spawn(request) }
 }

@@ -113,6 +113,15 @@ func daemonError(_ text: String) -> ConfigError? {
         #expect(problems.first?.description == dir + "/apps/bad.toml:2: colour: unknown key")
     }
 
+    /// Documented in configuration.md and the default config: "none" is the
+    /// process-group fallback, as `--cgroup-root none` is.
+    @Test func cgroupRootNoneIsAccepted() throws {
+        for root in ["none", "auto", "/lifecycled"] {
+            let c = try ConfigLoader.loadDaemon(path: write("cgroup_root = \"\(root)\"\n", "lifecycled.toml"))
+            #expect(c.cgroupRoot == root)
+        }
+    }
+
     @Test func daemonErrors() {
         let e = daemonError
         #expect(e("foreground_slots = 0\n")?.message == "0 is out of range 1...64")

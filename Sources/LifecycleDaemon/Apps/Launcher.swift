@@ -58,7 +58,7 @@ extension Daemon {
             environment: env, workingDirectory: m.workingDirectory, group: group,
             inherit: channel.map { [(source: $0.app, target: Int32(3))] } ?? [])
         let process: SpawnedProcess
-        do { process = try Spawner.spawn(request) } catch {
+        do { process = try starter.spawn(request) } catch {
             if let channel { close(channel.daemon); close(channel.app) }
             if notify >= 0 { close(notify) }
             _ = group.remove()

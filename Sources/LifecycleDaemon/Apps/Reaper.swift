@@ -18,14 +18,20 @@ extension Daemon {
             guard lc_peek_ended_child(&st) == 0, st.pid != 0 else { return }
             var reaped = lc_child_status()
             _ = lc_reap(st.pid, &reaped)
-            guard let (id, run) = runs.removeMain(pid: st.pid) else { continue }
-            var status: ExitStatus = st.exited != 0 ? .exited(st.value) : .signaled(st.value)
-            if status == .signaled(SIGKILL), run.group.oomKilled() {
-                status = .outOfMemory     // the kernel's OOM killer, in its cgroup: the core says why
-            }
-            tearDown(id, run)
-            submit(.exited(id, generation: run.generation, status))
+            processEnded(pid: st.pid, st.exited != 0 ? .exited(st.value) : .signaled(st.value))
         }
+    }
+
+    /// A reaped process ended so: if it was an app's main process, clean up
+    /// after it and report to the core.
+    func processEnded(pid: Int32, _ exit: ExitStatus) {
+        guard let (id, run) = runs.removeMain(pid: pid) else { return }
+        var status = exit
+        if status == .signaled(SIGKILL), run.group.oomKilled() {
+            status = .outOfMemory     // the kernel's OOM killer, in its cgroup: the core says why
+        }
+        tearDown(id, run)
+        submit(.exited(id, generation: run.generation, status))
     }
 
     /// After the main process ended: kill whatever it left in its cgroup,
@@ -36,7 +42,7 @@ extension Daemon {
         if run.notify >= 0 { close(run.notify) }
         run.freezeTimer?.cancel()
         if run.channel >= 0 { close(run.channel) }
-        close(run.pidfd)
+        if run.pidfd >= 0 { close(run.pidfd) }
         run.group.killAll()
         removeWhenEmpty(run.group)
     }

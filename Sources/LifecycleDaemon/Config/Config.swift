@@ -27,7 +27,8 @@ public struct DaemonConfig: Sendable {
     /// Members of this group (and root) may change things; others may read.
     public var controlGroup: String? = nil
     public var foregroundSlots: Int = 1
-    /// "auto" or an absolute cgroup path for the daemon's subtree.
+    /// "auto", an absolute cgroup path for the daemon's subtree, or "none"
+    /// for the process-group fallback.
     public var cgroupRoot: String = "auto"
     /// Records kept for `supervisorctl events`.
     public var eventHistory: Int = 1000
@@ -147,7 +148,9 @@ public enum ConfigLoader {
             case "foreground_slots": c.foregroundSlots = try doc.int(value, key, 1...64)
             case "cgroup_root":
                 let r = try doc.string(value, key)
-                guard r == "auto" || r.hasPrefix("/") else { throw doc.error(key, "expected \"auto\" or an absolute cgroup path, got \"\(r)\"") }
+                guard r == "auto" || r == "none" || r.hasPrefix("/") else {
+                    throw doc.error(key, "expected \"auto\", \"none\" or an absolute cgroup path, got \"\(r)\"")
+                }
                 c.cgroupRoot = r
             case "event_history": c.eventHistory = try doc.int(value, key, 0...1_000_000)
             case "state_directory": c.stateDirectory = resolve(try doc.string(value, key), base: base)

@@ -2,6 +2,15 @@ import Foundation
 @testable import LifecycleOS
 import Testing
 
+/// Writes `text` to a fresh file named `name` in a directory of its own.
+func write(_ text: String, _ name: String) -> String {
+    let dir = FileManager.default.temporaryDirectory.path + "/os-\(UUID().uuidString.prefix(8))"
+    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    let path = dir + "/" + name
+    try? text.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
 /// The byte scanners the sampler relies on, on fixed text and on the real files.
 @Suite struct MemoryProbeTests {
     @Test func integersAfterKeys() throws {

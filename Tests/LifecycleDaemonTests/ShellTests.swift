@@ -1,0 +1,170 @@
+@preconcurrency import Glibc
+import Foundation
+@testable import LifecycleDaemon
+import LifecycleControl
+import LifecycleCore
+import LifecycleOS
+import LifecycleWire
+import Testing
+
+let root = Caller(pid: nil, uid: 0, gid: 0)
+let someone = Caller(pid: nil, uid: 1000, gid: 1000)
+
+/// The command front against a fake target: permission, names, refusals
+/// and results, decided once for every transport.
+@Suite struct CommandFrontTests {
+    final class Target: CommandTarget {
+        var submitted: [Input] = []
+        var answer: [Effect] = []
+        func knows(_ app: AppID) -> Bool { app == "a" }
+        func submit(_ input: Input) -> [Effect] {
+            submitted.append(input)
+            return answer
+        }
+        func statusReport(_ apps: [AppID]?) -> StatusReport {
+            StatusReport(daemon: DaemonStatus(pid: 1, foregroundSlots: 1, foreground: [], locked: false,
+                                              interruptions: 0, confinement: "fake", shuttingDown: false), apps: [])
+        }
+        func recentRecords(apps: Set<AppID>) -> [EventRecord] { [] }
+        func kills(limit: Int?) -> [KillRecord] { [] }
+        func simulateMemoryLevel(_ level: MemoryLevel) -> [Effect] { submit(.simulateMemoryLevel(level, MemoryReport())) }
+    }
+
+    @Test func changesNeedPermissionReadingDoesNot() {
+        let target = Target()
+        let front = CommandFront(target: target, permissions: Permissions(controlGroup: nil))
+        guard case .failure(let f) = front.execute(.activate("a"), from: someone) else { Issue.record("allowed"); return }
+        #expect(f.code == .permissionDenied && f.message.contains("'activate'"))
+        #expect(target.submitted.isEmpty, "nothing reaches the core")
+        guard case .success(.status) = front.execute(.status(apps: nil), from: someone) else { Issue.record("refused"); return }
+        guard case .failure(let unknown) = front.execute(.status(apps: ["zz"]), from: .unknown) else { return }
+        #expect(unknown.code == .unknownApp && unknown.message == "unknown app 'zz'")
+        for command in [Command.home, .pressure(.critical), .stop("a"), .interruptionBegin] {
+            guard case .failure(let f) = front.execute(command, from: .unknown) else { Issue.record("\(command)"); continue }
+            #expect(f.code == .permissionDenied, "no credentials, no changes")
+        }
+    }
+
+    @Test func refusalsCarryTheirCode() {
+        let target = Target()
+        target.answer = [.refused(.screenLocked)]
+        let front = CommandFront(target: target, permissions: Permissions(controlGroup: nil))
+        guard case .failure(let f) = front.execute(.activate("a"), from: root) else { Issue.record("not refused"); return }
+        #expect(f == CommandFailure(code: .refused, message: "the screen is locked", refusal: "screen-locked"))
+        #expect(target.submitted == [.activate("a")])
+    }
+
+    @Test func followingAndLimits() {
+        let target = Target()
+        let front = CommandFront(target: target, permissions: Permissions(controlGroup: nil))
+        defer { withExtendedLifetime(target) {} }
+        guard case .success(.follow(let filter)) = front.execute(.events(apps: ["a"], follow: true), from: someone) else {
+            Issue.record("not following"); return
+        }
+        #expect(filter == ["a"])
+        guard case .failure(let f) = front.execute(.jetsam(limit: -1), from: someone) else { return }
+        #expect(f.code == .badRequest)
+    }
+
+    /// The JSON transport turns requests into commands and names what is missing.
+    @Test func jsonRequestsBecomeCommands() throws {
+        #expect(try ControlServer.command(ControlRequest(.launch, app: "a", background: true)).get() == .launch("a", .background))
+        #expect(try ControlServer.command(ControlRequest(.pressure, level: "warning")).get() == .pressure(.warning))
+        guard case .failure(let f) = ControlServer.command(ControlRequest(.stop)) else { Issue.record("accepted"); return }
+        #expect(f.message == "'stop' needs an app")
+        guard case .failure(let g) = ControlServer.command(ControlRequest(.pressure, level: "dire")) else { return }
+        #expect(g.message == "'pressure' needs a level: normal, warning or critical (got 'dire')")
+    }
+}
+
+/// The effect performer against a fake confinement and process table: what
+/// the shell does with each effect, with no process, cgroup or signal.
+@Suite struct EffectPerformerTests {
+    /// The app plays its part: reads what the shell sent it.
+    func received(_ fd: Int32) -> [DaemonMessage] {
+        var out: [DaemonMessage] = []
+        var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            guard n > 0, let m = try? DaemonMessage.decode(Array(buffer[0..<n])) else { return out }
+            out.append(m)
+        }
+    }
+
+    func acknowledge(_ shell: Daemon, _ fd: Int32, _ messages: [DaemonMessage]) {
+        for case .event(let e) in messages {
+            _ = AppMessage.acknowledge(sequence: e.sequence).encoded().withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        }
+        shell.readChannel("a", shell.runs["a"]!)
+    }
+
+    @Test func aLaunchFreezeAndKillOverFakes() throws {
+        let (shell, confinement, starter) = try shellUnderTest(["a": "command = [\"/bin/true\"]\nmemory.limit = \"64M\"\n"])
+        guard case .success = shell.front!.execute(.activate("a"), from: root) else { Issue.record("refused"); return }
+        let spawn = try #require(starter.spawned.first)
+        #expect(spawn.request.executable == "/bin/true")
+        #expect(spawn.request.environment[Wire.socketEnvironmentKey] == "3")
+        #expect(spawn.request.environment[Wire.appNameEnvironmentKey] == "a")
+        let group = try #require(confinement.groups["a.1"])
+        #expect(group.calls == ["limit \(64 << 20)", "spawned"])
+
+        // The launch events arrive one at a time, each after the last was acknowledged.
+        var events: [LifecycleEvent] = []
+        for _ in 0..<3 {
+            let got = received(spawn.channel)
+            for case .event(let e) in got { events.append(e.event) }
+            acknowledge(shell, spawn.channel, got)
+        }
+        #expect(events == [.willFinishLaunching, .didFinishLaunching, .didBecomeActive])
+        #expect(shell.supervisor.snapshot("a")?.state == .active)
+
+        // Home: resign, enter the background, and with no task: frozen.
+        _ = shell.front!.execute(.home, from: root)
+        for _ in 0..<2 { acknowledge(shell, spawn.channel, received(spawn.channel)) }
+        #expect(shell.supervisor.snapshot("a")?.state == .suspended)
+        #expect(group.calls.suffix(1) == ["freeze"])
+        #expect(shell.records.history.contains { $0.app == "a" && $0.kind == .frozen })
+
+        // A kill reaches the whole group; the exit report completes it.
+        _ = shell.front!.execute(.kill("a"), from: root)
+        #expect(group.calls.suffix(1) == ["killAll"])
+        shell.processEnded(pid: spawn.pid, .signaled(SIGKILL))
+        #expect(group.calls.suffix(2) == ["killAll", "remove"], "what it left is killed, its group removed")
+        #expect(shell.supervisor.snapshot("a")?.state == .notRunning)
+        #expect(shell.terminations["a"]?.reason == .killedByUser)
+    }
+
+    @Test func aFailedSpawnIsReportedAndTheGroupRemoved() throws {
+        let (shell, confinement, starter) = try shellUnderTest(["a": "command = [\"/bin/true\"]\n"])
+        starter.failWith = SpawnError(step: "execve", errno: .noSuchFileOrDirectory)
+        _ = shell.front!.execute(.launch("a", .background), from: root)
+        #expect(confinement.groups["a.1"]?.calls.last == "remove")
+        #expect(shell.supervisor.snapshot("a")?.state == .notRunning)
+        #expect(shell.terminations["a"]?.reason == .launchFailed)
+        #expect(shell.terminations["a"]?.description.contains("execve") == true)
+    }
+
+    @Test func theKernelsOOMKillIsReportedAsAFactAndTheCoreNamesTheLimit() throws {
+        let (shell, confinement, starter) = try shellUnderTest(["a": "command = [\"/bin/true\"]\nmemory.limit = \"64M\"\n"])
+        _ = shell.front!.execute(.launch("a", .background), from: root)
+        let spawn = try #require(starter.spawned.first)
+        confinement.groups["a.1"]!.oom = true
+        shell.processEnded(pid: spawn.pid, .signaled(SIGKILL))
+        #expect(shell.terminations["a"]?.reason == .perAppLimit)
+        #expect(shell.killLog.records(limit: nil).last?.reason == .perAppLimit)
+    }
+
+    @Test func simulatedPressureKillsTheBackgroundAppThroughItsGroup() throws {
+        let (shell, confinement, starter) = try shellUnderTest([
+            "a": "command = [\"/bin/true\"]\n", "b": "command = [\"/bin/true\"]\ndelivery = \"signals\"\n",
+        ])
+        _ = shell.front!.execute(.launch("b", .background), from: root)
+        shell.submit(.tick)
+        _ = starter
+        _ = shell.front!.execute(.pressure(.critical), from: root)
+        let b = try #require(confinement.groups["b.1"])
+        #expect(b.calls.contains("killAll"))
+        #expect(shell.killLog.records(limit: 1).first?.app == "b")
+        #expect(shell.records.history.contains { $0.kind == .memoryLevel && $0.to == "critical" })
+    }
+}
