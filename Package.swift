@@ -82,6 +82,7 @@ let package = Package(
         .testTarget(name: "LifecycleOSTests", dependencies: [
             "LifecycleOS", "CMemoryWatch",
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "SystemPackage", package: "swift-system"),
         ], swiftSettings: strict),
         .target(name: "LifecycleTestKit", dependencies: ["LifecycleControl", "LifecycleOS", "CLifecycleShim"],
                 swiftSettings: strict),

@@ -151,7 +151,7 @@ public final class Daemon {
     private func controlListener() throws -> Int32 {
         if let fd = Systemd.listenFDs().first(where: UnixSocket.isListeningUnixStream) {
             try Posix.setNonBlocking(fd)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            try Posix.call("fcntl(F_SETFD)", "the activated socket") { fcntl(fd, F_SETFD, FD_CLOEXEC) }
             logger.info("control socket passed by socket activation")
             return fd
         }
@@ -181,7 +181,7 @@ public final class Daemon {
         }
         try loop.run()
         control?.close()
-        if let controlPath { unlink(controlPath) }
+        if let controlPath { _ = try? Posix.call("unlink", controlPath) { unlink(controlPath) } }
         confinement.leave()
         logger.info("lifecycled stopped")
     }

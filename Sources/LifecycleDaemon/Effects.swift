@@ -48,11 +48,11 @@ extension Daemon {
     private func kill(_ id: AppID, _ reason: TerminationReason) {
         guard let run = runs[id] else { return }
         run.group.killAll()
-        _ = lc_pidfd_send_signal(run.pidfd, SIGKILL)
+        Posix.signal(pidfd: run.pidfd, SIGKILL)
         switch reason {
         case .memoryPressure, .memoryLimit:
             let started = Posix.monotonicNanoseconds()
-            if lc_process_mrelease(run.pidfd) == 0 {
+            if run.pidfd >= 0, (try? Posix.call("process_mrelease") { lc_process_mrelease(run.pidfd) }) != nil {
                 let us = (Posix.monotonicNanoseconds() - started) / 1000
                 logger.debug("process_mrelease freed \(id)'s memory in \(us) µs", metadata: ["app": "\(id)"])
             } else {

@@ -87,14 +87,10 @@ public final class Cgroups: Confinement {
     /// Creates the subtree and moves the daemon into its own leaf. Done
     /// before READY=1, so that app cgroups can be created beside it.
     public func enter() throws(SystemError) {
-        for dir in [basePath, basePath + "/daemon", appsPath] {
-            if mkdir(dir, 0o755) != 0 && errno != EEXIST {
-                throw SystemError("mkdir", dir, errno: Errno(rawValue: errno))
-            }
-        }
+        for dir in [basePath, basePath + "/daemon", appsPath] { try Posix.makeDirectory(dir) }
         // The freezer is what we need: a kernel without cgroup.freeze (< 5.2)
         // gets the process-group fallback instead.
-        if access(basePath + "/daemon/cgroup.freeze", F_OK) != 0 {
+        if !Posix.exists(basePath + "/daemon/cgroup.freeze") {
             throw SystemError("cgroup.freeze", basePath, errno: .noSuchFileOrDirectory)
         }
         try Posix.writeFile(basePath + "/daemon/cgroup.procs", "0")
@@ -111,7 +107,7 @@ public final class Cgroups: Confinement {
         if offered {
             try? Posix.writeFile(basePath + "/cgroup.subtree_control", "+memory")
             try? Posix.writeFile(appsPath + "/cgroup.subtree_control", "+memory")
-            if access(appsPath + "/cgroup.subtree_control", F_OK) == 0,
+            if Posix.exists(appsPath + "/cgroup.subtree_control"),
                (try? Posix.readFile(appsPath + "/cgroup.subtree_control"))?.contains("memory") == true {
                 memory = .cgroupV2
                 return
@@ -120,7 +116,7 @@ public final class Cgroups: Confinement {
         if let v1 = Self.v1MemoryMount() {
             let dir = v1 + base
             var ok = true
-            for d in [dir, dir + "/apps"] where mkdir(d, 0o755) != 0 && errno != EEXIST { ok = false }
+            for d in [dir, dir + "/apps"] where (try? Posix.makeDirectory(d)) == nil { ok = false }
             if ok {
                 v1MemoryBase = dir
                 memory = .cgroupV1
@@ -155,29 +151,27 @@ public final class Cgroups: Confinement {
     /// cgroup.kill the kernel kills every later CLONE_INTO_CGROUP child).
     public func makeGroup(app name: String, generation: UInt64) throws(SystemError) -> any AppGroup {
         let path = appsPath + "/\(name).\(generation)"
-        if mkdir(path, 0o755) != 0 {
-            if errno != EEXIST { throw SystemError("mkdir", path, errno: Errno(rawValue: errno)) }
+        if try !Posix.makeDirectory(path) {
             // Left over from an earlier daemon: clear it out and start afresh.
             let stale = AppCgroup(path: path, directory: -1, memory: .processPSS)
             stale.killAll()
             _ = stale.remove()
-            if mkdir(path, 0o755) != 0 { throw SystemError("mkdir", path, errno: Errno(rawValue: errno)) }
+            try Posix.makeDirectory(path)
         }
         let fd = try Posix.call("open", path) { open(path, O_DIRECTORY | O_RDONLY | O_CLOEXEC) }
         let group = AppCgroup(path: path, directory: fd, memory: memory)
         if let v1 = v1MemoryBase {
             let dir = v1 + "/apps/\(name).\(generation)"
-            if mkdir(dir, 0o755) != 0 && errno == EEXIST {
-                for pid in AppCgroup.pids(dir + "/cgroup.procs") { _ = Glibc.kill(pid, SIGKILL) }
-                rmdir(dir)
-                _ = mkdir(dir, 0o755)
+            if (try? Posix.makeDirectory(dir)) == false {
+                for pid in AppCgroup.pids(dir + "/cgroup.procs") { Posix.signal(pid, SIGKILL) }
+                Posix.remove(directory: dir)
+                _ = try? Posix.makeDirectory(dir)
             }
             // The child writes "0" to this before exec, so its first page is charged here.
-            let procs = open(dir + "/cgroup.procs", O_WRONLY | O_CLOEXEC)
-            if procs < 0 {
-                let e = errno
+            let procs: Int32
+            do { procs = try Posix.call("open", dir + "/cgroup.procs") { open(dir + "/cgroup.procs", O_WRONLY | O_CLOEXEC) } } catch {
                 _ = group.remove()
-                throw SystemError("open", dir + "/cgroup.procs", errno: Errno(rawValue: e))
+                throw error
             }
             group.v1Memory = dir
             group.v1ProcsFD = procs
@@ -190,20 +184,20 @@ public final class Cgroups: Confinement {
     public func leave() {
         guard entered else { return }
         if let names = try? FileManagerLite.list(appsPath) {
-            for n in names { rmdir(appsPath + "/" + n) }
+            for n in names { Posix.remove(directory: appsPath + "/" + n) }
         }
-        rmdir(appsPath)
+        Posix.remove(directory: appsPath)
         if let v1 = v1MemoryBase {
             if let names = try? FileManagerLite.list(v1 + "/apps") {
-                for n in names { rmdir(v1 + "/apps/" + n) }
+                for n in names { Posix.remove(directory: v1 + "/apps/" + n) }
             }
-            rmdir(v1 + "/apps")
-            if base != original { rmdir(v1) }
+            Posix.remove(directory: v1 + "/apps")
+            if base != original { Posix.remove(directory: v1) }
         }
         if base != original {
             try? Posix.writeFile(mount + (original == "/" ? "" : original) + "/cgroup.procs", "0")
-            rmdir(basePath + "/daemon")
-            rmdir(basePath)
+            Posix.remove(directory: basePath + "/daemon")
+            Posix.remove(directory: basePath)
         }
     }
 }
@@ -236,12 +230,12 @@ public final class AppCgroup: AppGroup {
     public var placement: SpawnPlacement { .cgroup(directory: directory, v1Procs: v1ProcsFD) }
 
     func closeDirectory() {
-        if directory >= 0 { close(directory) }
+        if directory >= 0 { Posix.close(directory) }
         directory = -1
     }
 
     public func spawned() {
-        if v1ProcsFD >= 0 { close(v1ProcsFD) }
+        if v1ProcsFD >= 0 { Posix.close(v1ProcsFD) }
         v1ProcsFD = -1
     }
 
@@ -296,7 +290,7 @@ public final class AppCgroup: AppGroup {
     /// cgroup.procs. Works on frozen processes without thawing them.
     public func killAll() {
         if (try? Posix.writeFile(path + "/cgroup.kill", "1")) != nil { return }
-        for pid in pids() { _ = Glibc.kill(pid, SIGKILL) }
+        for pid in pids() { Posix.signal(pid, SIGKILL) }
     }
 
     public func pids() -> [Int32] { Self.pids(path + "/cgroup.procs") }
@@ -317,11 +311,11 @@ public final class AppCgroup: AppGroup {
         closeDirectory()
         spawned()
         if let v1 = v1Memory {
-            for pid in Self.pids(v1 + "/cgroup.procs") { _ = Glibc.kill(pid, SIGKILL) }
-            if rmdir(v1) != 0 && errno != ENOENT { return false }
+            for pid in Self.pids(v1 + "/cgroup.procs") { Posix.signal(pid, SIGKILL) }
+            if !Posix.remove(directory: v1) { return false }
             v1Memory = nil
         }
-        return rmdir(path) == 0 || errno == ENOENT
+        return Posix.remove(directory: path)
     }
 
     public func cpuMicroseconds() -> UInt64? {

@@ -87,7 +87,7 @@ public final class AppProcessGroup: AppGroup {
     /// SIGSTOP is asynchronous: a running process stops at its next entry
     /// into the kernel. Confirmed like the freezer: isFrozen().
     public func freeze() throws(SystemError) -> Bool {
-        if pid > 0 { _ = Glibc.kill(-pid, SIGSTOP) }
+        if pid > 0 { Posix.signal(-pid, SIGSTOP) }
         return isFrozen()
     }
 
@@ -101,18 +101,18 @@ public final class AppProcessGroup: AppGroup {
     }
 
     public func thaw() throws(SystemError) {
-        if pid > 0 { _ = Glibc.kill(-pid, SIGCONT) }
+        if pid > 0 { Posix.signal(-pid, SIGCONT) }
     }
 
     public func killAll() {
         if pid > 0 {
-            _ = Glibc.kill(-pid, SIGKILL)
-            _ = Glibc.kill(pid, SIGKILL)
+            Posix.signal(-pid, SIGKILL)
+            Posix.signal(pid, SIGKILL)
         }
     }
 
     public func contains(_ pid: Int32) -> Bool { MemoryProbe.processGroup(of: pid) == self.pid }
-    public var populated: Bool { pid > 0 && Glibc.kill(-pid, 0) == 0 }
+    public var populated: Bool { pid > 0 && Posix.signal(-pid, 0) }
     public func remove() -> Bool { true }
     public func memoryFootprint() -> UInt64? { MemoryProbe.processGroupPSS(pid) }
     public func setMemoryLimit(_ bytes: UInt64) -> Bool { false }

@@ -90,18 +90,19 @@ public final class KernelFile {
     private var length = 0
 
     public init?(_ path: String) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        guard let fd = try? Posix.call("open", path, { open(path, O_RDONLY | O_CLOEXEC) }) else { return nil }
         self.fd = fd
         buffer = [UInt8](repeating: 0, count: 8192)
     }
 
-    deinit { close(fd) }
+    deinit { Posix.close(fd) }
 
     /// Reads the file afresh; false when it cannot be read.
     public func refresh() -> Bool {
-        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        length = max(0, n)
+        let n = (try? buffer.withUnsafeMutableBytes { b throws(SystemError) in
+            try Posix.call("pread") { pread(fd, b.baseAddress, b.count, 0) }
+        }) ?? 0
+        length = n
         return n > 0
     }
 
@@ -129,16 +130,18 @@ public final class PSITrigger {
                 windowMicroseconds: Int64) throws(SystemError) {
         specification = "some \(max(1, stallMicroseconds)) \(windowMicroseconds)"
         fd = try Posix.call("open", path) { open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC) }
-        let text = specification + "\n"
-        let r = text.withCString { write(fd, $0, strlen($0)) }
-        if r < 0 {
-            let e = Glibc.errno
-            close(fd)
-            throw SystemError("write trigger \"\(specification)\" to", path, errno: Errno(rawValue: e))
+        let text = Array((specification + "\n").utf8), fd = fd
+        do {
+            try Posix.call("write trigger \"\(specification)\" to", path) {
+                text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            }
+        } catch {
+            Posix.close(fd)
+            throw error
         }
     }
 
-    deinit { close(fd) }
+    deinit { Posix.close(fd) }
 }
 
 extension String {

@@ -1,8 +1,9 @@
 @preconcurrency import Glibc
+import CLifecycleShim
 import SystemPackage
 
 /// An error from a system call, naming the call and what it acted on.
-public struct SystemError: Error, CustomStringConvertible, Sendable {
+public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
     public var call: String
     public var subject: String
     public var errno: Errno
@@ -18,8 +19,12 @@ public struct SystemError: Error, CustomStringConvertible, Sendable {
     }
 }
 
-/// Every system call that swift-system does not wrap goes through here: one
-/// place that retries EINTR and turns -1 into an error naming the call.
+/// Every system call that swift-system does not wrap goes through here, the
+/// way swift-nio makes its calls: EINTR is retried; EBADF and EFAULT trap,
+/// because a bad descriptor or address is a bug of ours, never something the
+/// world did, and carrying on risks acting on a descriptor that some other
+/// code now owns; EAGAIN on a non-blocking descriptor is a value, not an
+/// error; any other failure is thrown, naming the call and its subject.
 public enum Posix {
     @discardableResult
     public static func call<T: BinaryInteger>(_ name: String, _ subject: String = "",
@@ -29,7 +34,63 @@ public enum Posix {
             if r != -1 { return r }
             let e = Glibc.errno
             if e == EINTR { continue }
+            trapOnProgrammerError(e, name, subject)
             throw SystemError(name, subject, errno: Errno(rawValue: e))
+        }
+    }
+
+    /// A call on a non-blocking descriptor: nil when it would block.
+    public static func nonBlocking<T: BinaryInteger>(_ name: String, _ subject: String = "",
+                                                      _ body: () -> T) throws(SystemError) -> T? {
+        do { return try call(name, subject, body) } catch where error.errno == .resourceTemporarilyUnavailable {
+            return nil
+        }
+    }
+
+    /// Closes a descriptor this code owns. Linux frees the number even when
+    /// close fails (EINTR included), so it is never retried; only EBADF,
+    /// a double close, is an error, and it traps.
+    public static func close(_ fd: Int32) {
+        if Glibc.close(fd) == -1 { trapOnProgrammerError(Glibc.errno, "close", "fd \(fd)") }
+    }
+
+    /// Sends a signal; false when there is no such process (it ended) or
+    /// no permission.
+    @discardableResult
+    public static func signal(_ pid: Int32, _ signal: Int32) -> Bool {
+        (try? call("kill", "pid \(pid)") { Glibc.kill(pid, signal) }) != nil
+    }
+
+    /// Signals a process through its pidfd (no pid reuse can misdirect it);
+    /// false when it has ended. A negative pidfd is no process at all.
+    @discardableResult
+    public static func signal(pidfd: Int32, _ signal: Int32) -> Bool {
+        guard pidfd >= 0 else { return false }
+        return (try? call("pidfd_send_signal", "pidfd \(pidfd)") { lc_pidfd_send_signal(pidfd, signal) }) != nil
+    }
+
+    /// Removes a file or empty directory; true when it is gone (or never was).
+    @discardableResult
+    public static func remove(directory path: String) -> Bool {
+        do { try call("rmdir", path) { rmdir(path) } } catch { return error.errno == .noSuchFileOrDirectory }
+        return true
+    }
+
+    /// Creates a directory; false when it already exists.
+    @discardableResult
+    public static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) -> Bool {
+        do { try call("mkdir", path) { mkdir(path, mode) } } catch where error.errno == .fileExists { return false }
+        return true
+    }
+
+    /// True when `path` exists (and, with `mode`, is accessible so).
+    public static func exists(_ path: String, _ mode: Int32 = F_OK) -> Bool {
+        (try? call("access", path) { access(path, mode) }) != nil
+    }
+
+    static func trapOnProgrammerError(_ e: Int32, _ name: String, _ subject: String) {
+        if e == EBADF || e == EFAULT {
+            preconditionFailure("\(name) \(subject): \(Errno(rawValue: e)): a bug in lifecycled")
         }
     }
 

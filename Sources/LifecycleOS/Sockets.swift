@@ -20,33 +20,33 @@ public enum UnixSocket {
     /// Sends one datagram without blocking. False when the peer's queue is
     /// full (EAGAIN) or gone.
     public static func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { b in
-            while true {
-                let n = Glibc.send(fd, b.baseAddress, b.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
-                if n >= 0 { return n == b.count }
-                if errno == EINTR { continue }
-                return false
+        let sent = try? bytes.withUnsafeBytes { b throws(SystemError) in
+            try Posix.nonBlocking("send", "fd \(fd)") {
+                Glibc.send(fd, b.baseAddress, b.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
             }
         }
+        return sent.flatMap { $0 } == bytes.count
     }
 
     public enum Received { case message([UInt8]), wouldBlock, closed, oversized }
 
     /// Receives one datagram; MSG_TRUNC reports its real size, so an
     /// oversized message is detected rather than silently cut.
+    /// ECONNRESET and the like mean the peer is gone: `.closed`.
     public static func receive(_ fd: Int32, into buffer: inout [UInt8]) -> Received {
         let cap = buffer.count
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, cap, Int32(MSG_DONTWAIT) | Int32(MSG_TRUNC)) }
-            if n > cap { return .oversized }
-            if n > 0 { return .message(Array(buffer[0..<n])) }
-            if n == 0 { return .closed }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN: return .wouldBlock
-            default: return .closed
+        let received: Int?
+        do {
+            received = try buffer.withUnsafeMutableBytes { b throws(SystemError) in
+                try Posix.nonBlocking("recv", "fd \(fd)") { recv(fd, b.baseAddress, cap, Int32(MSG_DONTWAIT) | Int32(MSG_TRUNC)) }
             }
+        } catch {
+            return .closed
         }
+        guard let n = received else { return .wouldBlock }
+        if n > cap { return .oversized }
+        if n > 0 { return .message(Array(buffer[0..<n])) }
+        return .closed
     }
 
     /// Binds and listens on a stream socket at `path` (replacing a stale
@@ -57,7 +57,7 @@ public enum UnixSocket {
         }
         do {
             var addr = try address(path)
-            unlink(path)
+            _ = try? Posix.call("unlink", path) { unlink(path) }     // a stale socket file
             try Posix.call("bind", path) {
                 withUnsafePointer(to: &addr) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -66,7 +66,7 @@ public enum UnixSocket {
             try Posix.call("chmod", path) { chmod(path, mode) }
             try Posix.call("listen", path) { Glibc.listen(fd, 128) }
         } catch {
-            close(fd)
+            Posix.close(fd)
             throw error
         }
         return fd
@@ -83,7 +83,7 @@ public enum UnixSocket {
                 }
             }
         } catch {
-            close(fd)
+            Posix.close(fd)
             throw error
         }
         return fd
@@ -102,20 +102,22 @@ public enum UnixSocket {
         return addr
     }
 
-    /// Accepts one connection (non-blocking, close-on-exec), or nil.
-    public static func accept(_ listener: Int32) -> Int32? {
-        while true {
-            // Glibc in Swift has no accept4; the window before FD_CLOEXEC is
-            // harmless here: spawned children close every fd they were not given.
-            let fd = Glibc.accept(listener, nil, nil)
-            if fd >= 0 {
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                try? Posix.setNonBlocking(fd)
-                return fd
-            }
-            if errno == EINTR { continue }
+    /// Accepts one connection (non-blocking, close-on-exec): nil when none
+    /// is waiting; thrown when accepting failed (EMFILE, ENOMEM, ...).
+    public static func accept(_ listener: Int32) throws(SystemError) -> Int32? {
+        // Glibc in Swift has no accept4; the window before FD_CLOEXEC is
+        // harmless here: spawned children close every fd they were not given.
+        guard let fd = try Posix.nonBlocking("accept", "fd \(listener)", { Glibc.accept(listener, nil, nil) }) else {
             return nil
         }
+        do {
+            try Posix.call("fcntl(F_SETFD)") { fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            try Posix.setNonBlocking(fd)
+        } catch {
+            Posix.close(fd)
+            throw error
+        }
+        return fd
     }
 
     public struct Credentials: Sendable { public var pid: Int32; public var uid: UInt32; public var gid: UInt32 }

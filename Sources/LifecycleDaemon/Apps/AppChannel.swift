@@ -38,7 +38,7 @@ extension Daemon {
             record(id, .delivered, event: d.event, sequence: d.sequence)
         } else {
             let signal = m.signals[d.event]
-            if let signal { _ = lc_pidfd_send_signal(run.pidfd, signal) }
+            if let signal { Posix.signal(pidfd: run.pidfd, signal) }
             record(id, .delivered, event: d.event, sequence: d.sequence,
                    detail: signal.map { "signal \(Posix.signalName($0))" } ?? "no signal mapped")
         }

@@ -59,12 +59,12 @@ extension Daemon {
             inherit: channel.map { [(source: $0.app, target: Int32(3))] } ?? [])
         let process: SpawnedProcess
         do { process = try starter.spawn(request) } catch {
-            if let channel { close(channel.daemon); close(channel.app) }
-            if notify >= 0 { close(notify) }
+            if let channel { Posix.close(channel.daemon); Posix.close(channel.app) }
+            if notify >= 0 { Posix.close(notify) }
             _ = group.remove()
             return fail("\(executable): \(error)")
         }
-        if let channel { close(channel.app) }
+        if let channel { Posix.close(channel.app) }
         let run = Run(generation: generation, pid: process.pid, pidfd: process.pidfd, group: group,
                       channel: channel?.daemon ?? -1)
         runs.insert(run, for: id)

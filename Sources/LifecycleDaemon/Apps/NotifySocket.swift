@@ -18,8 +18,12 @@ extension Daemon {
         while runs[id] === run, turn < Self.messagesPerTurn {
             turn += 1
             var pid: pid_t = 0
-            let n = buffer.withUnsafeMutableBytes { lc_recv_notify(run.notify, $0.baseAddress, UInt($0.count), &pid) }
-            guard n >= 0 else { return }      // EAGAIN: all read
+            let received = try? buffer.withUnsafeMutableBytes { b throws(SystemError) in
+                try Posix.nonBlocking("recvmsg", "\(id)'s notification socket") {
+                    lc_recv_notify(run.notify, b.baseAddress, UInt(b.count), &pid)
+                }
+            }
+            guard let n = received.flatMap({ $0 }) else { return }      // all read (or failed: next turn)
             guard n <= buffer.count else {
                 logger.warning("\(id): notification of \(n) bytes ignored (at most \(buffer.count))", metadata: ["app": "\(id)"])
                 continue

@@ -39,10 +39,10 @@ extension Daemon {
     func tearDown(_ id: AppID, _ run: Run) {
         run.channelSource?.cancel()
         run.notifySource?.cancel()
-        if run.notify >= 0 { close(run.notify) }
+        if run.notify >= 0 { Posix.close(run.notify) }
         run.freezeTimer?.cancel()
-        if run.channel >= 0 { close(run.channel) }
-        if run.pidfd >= 0 { close(run.pidfd) }
+        if run.channel >= 0 { Posix.close(run.channel) }
+        if run.pidfd >= 0 { Posix.close(run.pidfd) }
         run.group.killAll()
         removeWhenEmpty(run.group)
     }

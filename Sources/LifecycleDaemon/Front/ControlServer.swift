@@ -21,6 +21,7 @@ final class ControlServer: RecordSink {
         var source: EventLoop.Source?
         /// Set for `events --follow`: the apps it wants (empty: all).
         var following: Set<String>?
+        var dropped = false
 
         init(fd: Int32, caller: Caller) {
             self.fd = fd
@@ -48,7 +49,9 @@ final class ControlServer: RecordSink {
     }
 
     private func acceptAll() {
-        while let fd = UnixSocket.accept(listener) {
+        // A failure to accept (out of descriptors) leaves the connection
+        // waiting in the backlog for the next turn.
+        while let fd = (try? UnixSocket.accept(listener)).flatMap({ $0 }) {
             let creds = UnixSocket.peerCredentials(fd)
             let c = Connection(fd: fd, caller: creds.map { Caller(pid: $0.pid, uid: $0.uid, gid: $0.gid) } ?? .unknown)
             connections[fd] = c
@@ -62,14 +65,18 @@ final class ControlServer: RecordSink {
         guard events & IOEvents.readable | IOEvents.hangup | IOEvents.error != 0 else { return }
         var chunk = [UInt8](repeating: 0, count: 16384)
         while true {
-            let n = chunk.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            if n > 0 {
-                c.input += chunk[0..<n]
-                if !processLines(c) { return }
-                continue
+            let received: Int?
+            do {
+                received = try chunk.withUnsafeMutableBytes { b throws(SystemError) in
+                    try Posix.nonBlocking("recv", "control connection") { recv(c.fd, b.baseAddress, b.count, Int32(MSG_DONTWAIT)) }
+                }
+            } catch {
+                return drop(c)   // reset by the peer
             }
-            if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
-            return drop(c)   // EOF or error
+            guard let n = received else { return }     // all read
+            guard n > 0 else { return drop(c) }         // EOF
+            c.input += chunk[0..<n]
+            if !processLines(c) { return }
         }
     }
 
@@ -85,7 +92,7 @@ final class ControlServer: RecordSink {
                 response = .failure(.badRequest, "bad request: expected one JSON object per line with a known \"command\" (\(line.count) bytes received)")
             }
             send(response, to: c)
-            if connections[c.fd] == nil { return false }
+            if c.dropped { return false }
         }
         if c.input.count > Self.maxLine {
             send(.failure(.badRequest, "bad request: line longer than \(Self.maxLine) bytes"), to: c)
@@ -153,6 +160,7 @@ final class ControlServer: RecordSink {
     }
 
     private func send(line: Data, to c: Connection) {
+        guard !c.dropped else { return }
         c.output += line
         if c.output.count > Self.maxBacklog { return drop(c) }
         flush(c)
@@ -175,22 +183,32 @@ final class ControlServer: RecordSink {
 
     private func flush(_ c: Connection) {
         while !c.output.isEmpty {
-            let n = c.output.withUnsafeBytes { Glibc.send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
-            if n > 0 { c.output.removeFirst(n); continue }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 && errno == EAGAIN {
+            let sent: Int?
+            do {
+                sent = try c.output.withUnsafeBytes { b throws(SystemError) in
+                    try Posix.nonBlocking("send", "control connection") {
+                        Glibc.send(c.fd, b.baseAddress, b.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                    }
+                }
+            } catch {
+                return drop(c)    // the peer is gone
+            }
+            guard let n = sent else {
                 c.source?.setEvents(IOEvents.readable | IOEvents.writable)
                 return
             }
-            return drop(c)
+            c.output.removeFirst(n)
         }
         c.source?.setEvents(IOEvents.readable)
     }
 
+    /// Idempotent: the fd number may already belong to a newer connection.
     private func drop(_ c: Connection) {
+        guard !c.dropped else { return }
+        c.dropped = true
         c.source?.cancel()
         c.source = nil
-        Glibc.close(c.fd)
+        Posix.close(c.fd)
         connections[c.fd] = nil
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LifecycleControl
+import LifecycleOS
 import Logging
 
 /// Every kill for memory, kept: JSON lines appended to `jetsam.log` under
@@ -46,14 +47,17 @@ final class KillLog {
             _ = try? FileManager.default.removeItem(atPath: path + ".1")
             _ = try? FileManager.default.moveItem(atPath: path, toPath: path + ".1")
         }
-        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            logger.warning("cannot write \(path): \(String(cString: strerror(errno)))")
-            return
+        do {
+            let fd = try Posix.call("open", path) { open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644) }
+            defer { Posix.close(fd) }
+            // One write(2) with O_APPEND: a record is never interleaved or torn by a crash of ours.
+            let written = try Posix.call("write", path) { line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
+            if written != line.count {
+                logger.warning("kill record cut short in \(path) (\(written) of \(line.count) bytes): is the disk full?")
+            }
+        } catch {
+            logger.warning("cannot write the kill record to \(path): \(error)")
         }
-        defer { close(fd) }
-        // One write(2) with O_APPEND: a record is never interleaved or torn by a crash of ours.
-        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 
     /// The most recent `limit` records (all by default), oldest first.

@@ -1,0 +1,32 @@
+@preconcurrency import Glibc
+@testable import LifecycleOS
+import SystemPackage
+import Testing
+
+/// The one syscall helper: EAGAIN is a value, other errors name the call,
+/// and EBADF (a bug of ours) stops the process rather than act on a
+/// descriptor that may belong to someone else.
+@Suite struct PosixTests {
+    @Test func wouldBlockIsAValueNotAnError() throws {
+        let (daemon, app) = try UnixSocket.channelPair()
+        defer { Posix.close(daemon); Posix.close(app) }
+        var byte: UInt8 = 0
+        let n = try Posix.nonBlocking("recv", "empty channel") { recv(daemon, &byte, 1, Int32(MSG_DONTWAIT)) }
+        #expect(n == nil)
+    }
+
+    @Test func errorsNameTheCallAndItsSubject() {
+        #expect(throws: SystemError("open", "/nonexistent/x", errno: .noSuchFileOrDirectory)) {
+            try Posix.call("open", "/nonexistent/x") { open("/nonexistent/x", O_RDONLY) }
+        }
+        #expect(!Posix.signal(Int32.max, 0), "no such process: false, not an error")
+        #expect(Posix.remove(directory: "/nonexistent/dir"), "already gone counts as removed")
+    }
+
+    @Test func aBadDescriptorIsABugAndStopsTheProcess() async {
+        await #expect(processExitsWith: .failure) {
+            var byte: UInt8 = 0
+            _ = try? Posix.call("read", "a closed fd") { read(1_000_000, &byte, 1) }
+        }
+    }
+}
