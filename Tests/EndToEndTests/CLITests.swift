@@ -37,6 +37,9 @@ import Testing
         #expect(refused.0 == 1)
         #expect(refused.2.contains("'a' is not running"))
         #expect(try d.ctl(["interruption", "end"]).0 == 1)
+        // Scripts get the refusal's stable code beside the sentence.
+        let raw = try d.client().send(ControlRequest(.unlock))
+        #expect(raw.ok == false && raw.error?.code == .refused && raw.error?.refusal == "not-locked")
         #expect(try d.ctl(["interruption", "sideways"]).0 == 64)
         #expect(try d.stop() == 0)
         let none = try run([binary("supervisorctl"), "status", "--socket", d.socket])
