@@ -23,8 +23,10 @@ extension Supervisor {
         lastSample = sample
         memoryLevel = sample.level
         memorySimulated = sample.simulated
-        // An app over its own limit is killed whatever the level.
-        for id in appIDs {
+        // An app over its own limit is killed whatever the level. Only the
+        // apps with a limit are looked at: a sample near a limit comes every
+        // few milliseconds, and most apps have none.
+        for id in limited {
             let app = apps[id]!
             guard let limit = app.policy.memory.limit, let bytes = footprints[id], bytes > limit,
                   killable(app) else { continue }

@@ -51,6 +51,8 @@ public struct Supervisor: Sendable {
     public internal(set) var pressureVictim: AppID?
     /// The last measurement (kill records made between samples cite it).
     var lastSample = MemorySample(level: .normal)
+    /// Apps whose policy sets a memory limit, in name order.
+    let limited: [AppID]
 
     /// The effects of the step in progress, and the apps it touched.
     var effects: [Effect] = []
@@ -60,6 +62,7 @@ public struct Supervisor: Sendable {
         front = Foreground(slots: foregroundSlots)
         gauge = MemoryGauge(thresholds: memory)
         for (id, policy) in apps { self.apps[id] = AppRecord(policy: policy) }
+        limited = apps.filter { $0.value.memory.limit != nil }.keys.sorted()
     }
 
     // MARK: - The one entry point
