@@ -27,7 +27,7 @@ release: deps
 	$(SWIFT) build -c release
 
 # The daemon on the default config with the example apps; Ctrl-C stops it
-# (and every app, as LIFECYCLE.md says). Needs root for cgroups.
+# (and every app, as docs/lifecycle.md says). Needs root for cgroups.
 run: release clib
 	cp $(CLIB)/c-recorder .build/release/example-c-recorder
 	.build/release/lifecycled --config $(CONFIG)

@@ -1,7 +1,7 @@
 @preconcurrency import Glibc
 import LifecycleWire
 
-/// The state of the app, as LIFECYCLE.md names it (the app only ever sees
+/// The state of the app, as docs/lifecycle.md names it (the app only ever sees
 /// itself running: inactive, active or background).
 public enum ApplicationState: String, Sendable {
     case inactive, active, background

@@ -4,7 +4,7 @@ import LifecycleWire
 
 /// One lifecycle event from the async API.
 public struct LifecycleEventInfo: Sendable, Equatable {
-    /// As LIFECYCLE.md spells it: willResignActive, didEnterBackground, ...
+    /// As docs/lifecycle.md spells it: willResignActive, didEnterBackground, ...
     public var name: String
     public var sequence: UInt32
     /// CLOCK_MONOTONIC nanoseconds by which it must be acknowledged.

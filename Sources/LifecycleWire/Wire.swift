@@ -261,7 +261,8 @@ extension DaemonMessage {
             let task = try r.u32("task")
             message = .backgroundTaskReply(request: id, task: task == 0 ? nil : task, budgetEnd: try r.i64("budget end"))
         case .backgroundTasksExpiring:
-            // One way to write each message: its id is 0 (found by fuzzing).
+            // One way to write each message: its id is 0, so that decoding
+            // then encoding gives back the same bytes.
             guard id == 0 else { throw WireError("backgroundTasksExpiring: id must be 0, got \(id)") }
             let count = try r.u16("task count")
             var tasks: [UInt32] = []

@@ -47,7 +47,7 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
     try f.acknowledged(app, "didBecomeActive")
 }
 
-/// Every event order of LIFECYCLE.md, observed by a real app through a real
+/// Every event order of docs/lifecycle.md, observed by a real app through a real
 /// daemon. The recorder writes each event before acknowledging it, so once
 /// the daemon reports the acknowledgement, the line is in the file.
 @Suite struct EventOrderEndToEndTests {

@@ -1,7 +1,7 @@
 import Testing
 @testable import LifecycleCore
 
-/// The memory rules of LIFECYCLE.md and issue 3, on a manual clock.
+/// The memory rules of docs/lifecycle.md, on a manual clock.
 extension Harness {
     /// Launches `id` into the background and lets it be suspended.
     mutating func suspend(_ id: AppID) {

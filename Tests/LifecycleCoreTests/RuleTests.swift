@@ -1,7 +1,7 @@
 import Testing
 @testable import LifecycleCore
 
-/// One test per row of LIFECYCLE.md's tables, on a manual clock.
+/// One test per row of docs/lifecycle.md's tables, on a manual clock.
 @Suite struct EventOrderTests {
     @Test func launchIntoForeground() {
         var h = Harness(apps: ["a"])
@@ -320,9 +320,8 @@ import Testing
         #expect(h.supervisor.snapshot("a")!.last?.reason == .exitedOnSuspend(killedAfterDeadline: false))
     }
 
-    /// Found by the invariant "only apps that are not stopping hold a slot":
-    /// locked, an exits-on-suspend app in front is terminated, and must give
-    /// its slot up as a user quit does, not hold it while it ends.
+    /// Locked, an exits-on-suspend app in front is terminated, and gives its
+    /// slot up as a user quit does rather than hold it while it ends.
     @Test func exitsOnSuspendUnderTheLockGivesItsSlotUp() {
         var policy = AppPolicy()
         policy.exitsOnSuspend = true
