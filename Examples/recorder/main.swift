@@ -1,5 +1,5 @@
 // example-recorder: records every lifecycle event it receives, one line per
-// event name as LIFECYCLE.md spells it, to the file given with --log. The
+// event name as docs/lifecycle.md spells it, to the file given with --log. The
 // tests read that file to check event orders. With --hang EVENT it never
 // returns from that callback (to test the watchdogs). With --async it uses
 // the async API (`for await event in LifecycleEvents`) instead of a delegate.

@@ -195,7 +195,7 @@ typedef enum lifecycle_app_state {
 typedef void (*lifecycle_event_fn)(lifecycle_app *app, void *userdata);
 
 /** A background task's expiration handler: the task's time is about to run
- *  out (LIFECYCLE.md: 5 s before by default). End the task, quickly. */
+ *  out (docs/lifecycle.md: 5 s before by default). End the task, quickly. */
 typedef void (*lifecycle_expiration_fn)(lifecycle_app *app, uint32_t task, void *userdata);
 
 /**
