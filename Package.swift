@@ -8,6 +8,8 @@
 //   LifecycleWire      the app-channel wire format, shared by the daemon and every client
 //   LifecycleControl   the control-socket protocol (JSON lines) and a client for it
 //   CLifecycleShim     tiny C shim: clone3 into a cgroup, pidfd, credentials
+//   CLifecycleHeader   the C client's public header (clib/include/lifecycle.h), for the
+//                      test that holds its constants to LifecycleModel's and LifecycleWire's
 //   CSystemd           libsystemd (sd-event, sd-daemon, sd-journal)
 //   CMemoryWatch       the quiet half of memory sampling, in C, on the sd-event loop
 //   LifecycleOS        thin typed adapters over the kernel and systemd
@@ -40,6 +42,11 @@ let package = Package(
         .target(name: "LifecycleWire", dependencies: ["LifecycleModel"], swiftSettings: strict),
         .target(name: "LifecycleControl", dependencies: ["LifecycleModel"], swiftSettings: strict),
         .target(name: "CLifecycleShim"),
+        // clib/ is built by the Makefile (make clib); this target only lets Swift
+        // read its header. wire.c is its one source because a C target needs one.
+        .target(name: "CLifecycleHeader", path: "clib",
+                exclude: ["src/lifecycle.c", "tests", "lifecycle.pc.in"],
+                sources: ["src/wire.c"], publicHeadersPath: "include"),
         .systemLibrary(
             name: "CSystemd", pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]),
@@ -71,7 +78,8 @@ let package = Package(
                           path: "Examples/worker", swiftSettings: strict),
         .executableTarget(name: "example-plain", path: "Examples/plain", swiftSettings: strict),
         .testTarget(name: "LifecycleCoreTests", dependencies: ["LifecycleCore"], swiftSettings: strict),
-        .testTarget(name: "LifecycleWireTests", dependencies: ["LifecycleWire"], swiftSettings: strict),
+        .testTarget(name: "LifecycleWireTests", dependencies: ["LifecycleWire", "CLifecycleHeader"],
+                    swiftSettings: strict),
         // The shell against fakes (no kernel): config, the command front, the effect performer.
         .testTarget(name: "LifecycleDaemonTests", dependencies: [
             "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire",

@@ -17,13 +17,17 @@ build() {   # name, sources...
 }
 build app-channel Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/app_channel.swift
 build control-request Sources/LifecycleModel/*.swift Sources/LifecycleControl/ControlProtocol.swift Fuzz/control_request.swift
+# Swift's decoders against the C client's: wire.c built by clang (coverage, ASan), called through wire.h.
+build wire-differential Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/wire_differential.swift \
+    -import-objc-header clib/src/wire.h -Xcc -Iclib/include "$(clang -fsanitize=fuzzer-no-link,address -O1 -g \
+    -Iclib/include -c clib/src/wire.c -o "$out/wire-differential.o" && echo "$out/wire-differential.o")"
 
 status=0
-for target in app-channel control-request; do
+for target in app-channel control-request wire-differential; do
     work=$(mktemp -d)
     cp Fuzz/corpus/"$target"/* "$work"/
     echo "fuzzing $target for ${seconds}s"
-    if ! ASAN_OPTIONS=detect_leaks=0 "$out/$target" -max_total_time="$seconds" -max_len=8192 \
+    if ! ASAN_OPTIONS=detect_leaks=0 SWIFT_BACKTRACE=enable=no "$out/$target" -max_total_time="$seconds" -max_len=8192 \
             -artifact_prefix="$out/$target-" -print_final_stats=1 "$work" > "$out/$target.log" 2>&1; then
         echo "FAILED  $target: see $out/$target.log and $out/$target-crash-*"
         tail -30 "$out/$target.log"
