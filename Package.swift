@@ -74,6 +74,7 @@ let package = Package(
         .executableTarget(name: "example-plain", path: "Examples/plain", swiftSettings: strict),
         .testTarget(name: "LifecycleCoreTests", dependencies: ["LifecycleCore"], swiftSettings: strict),
         .testTarget(name: "LifecycleWireTests", dependencies: ["LifecycleWire"], swiftSettings: strict),
+        .testTarget(name: "LifecycleClientTests", dependencies: ["LifecycleClient", "LifecycleWire"], swiftSettings: strict),
         .testTarget(name: "LifecycleDaemonTests", dependencies: [
             "LifecycleDaemon", "LifecycleOS", "CMemoryWatch", "LifecycleControl", "LifecycleCore", "LifecycleWire",
             .product(name: "Logging", package: "swift-log"),
