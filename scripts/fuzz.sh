@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes the app-channel decoder and the control-request parser with
-# libFuzzer (swiftc -sanitize=fuzzer,address), starting from the corpus in
+# libFuzzer (swiftc -sanitize=fuzzer,address), and the C client's wire
+# decoder, which parses untrusted bytes inside apps (clang
+# -fsanitize=fuzzer,address,undefined), starting from the corpus in
 # Fuzz/corpus. Usage: scripts/fuzz.sh [SECONDS per target, default 30].
 # New inputs found go to a scratch copy of the corpus; crashes are written
 # to .build/fuzz/ and fail the run. Add interesting finds to Fuzz/corpus.
@@ -15,11 +17,17 @@ build() {   # name, sources...
     swiftc -sanitize=fuzzer,address -parse-as-library -O "$@" -o "$out/$name" 2>&1 \
         | { grep -v -e '^warning: ' -e 'ld: warning' || true; }
 }
+build_c() {   # name, sources...: undefined behaviour aborts, as a crash does
+    local name=$1; shift
+    "${CLANG:-clang}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fuse-ld=lld -O1 -g \
+        -Wall -Wextra -Werror -Iclib/include -Iclib/src "$@" -o "$out/$name"
+}
 build app-channel Sources/LifecycleWire/Wire.swift Fuzz/app_channel.swift
 build control-request Sources/LifecycleControl/ControlProtocol.swift Fuzz/control_request.swift
+build_c wire-c Fuzz/wire_c.c clib/src/wire.c
 
 status=0
-for target in app-channel control-request; do
+for target in app-channel control-request wire-c; do
     work=$(mktemp -d)
     cp Fuzz/corpus/"$target"/* "$work"/
     echo "fuzzing $target for ${seconds}s"
