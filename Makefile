@@ -33,7 +33,7 @@ run: release clib
 	.build/release/lifecycled --config $(CONFIG)
 
 # The C library first: the lifecycle tests run against its recorder too.
-# Then a short fuzz of both parsers (make fuzz FUZZ_SECONDS=600 for a long one).
+# Then a short fuzz of the parsers (make fuzz FUZZ_SECONDS=600 for a long one).
 test: deps test-shim test-clib
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build

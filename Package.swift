@@ -80,6 +80,8 @@ let package = Package(
         .testTarget(name: "LifecycleCoreTests", dependencies: ["LifecycleCore"], swiftSettings: strict),
         .testTarget(name: "LifecycleWireTests", dependencies: ["LifecycleWire", "CLifecycleHeader"],
                     swiftSettings: strict),
+        .testTarget(name: "LifecycleClientTests", dependencies: ["LifecycleClient", "LifecycleWire"],
+                    swiftSettings: strict),
         // The shell against fakes (no kernel): config, the command front, the effect performer.
         .testTarget(name: "LifecycleDaemonTests", dependencies: [
             "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire",

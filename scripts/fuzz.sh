@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes the app-channel decoder and the control-request parser with
-# libFuzzer (swiftc -sanitize=fuzzer,address), starting from the corpus in
-# Fuzz/corpus. Usage: scripts/fuzz.sh [SECONDS per target, default 30].
+# libFuzzer (swiftc -sanitize=fuzzer,address), and the C client's wire
+# decoder, which parses untrusted bytes inside apps (clang
+# -fsanitize=fuzzer,address,undefined), and the Swift and C decoders
+# against each other, starting from the corpus in Fuzz/corpus. Usage: scripts/fuzz.sh [SECONDS per target, default 30].
 # New inputs found go to a scratch copy of the corpus; crashes are written
 # to .build/fuzz/ and fail the run. Add interesting finds to Fuzz/corpus.
 set -euo pipefail
@@ -15,15 +17,21 @@ build() {   # name, sources...
     swiftc -sanitize=fuzzer,address -parse-as-library -O "$@" -o "$out/$name" 2>&1 \
         | { grep -v -e '^warning: ' -e 'ld: warning' || true; }
 }
+build_c() {   # name, sources...: undefined behaviour aborts, as a crash does
+    local name=$1; shift
+    "${CLANG:-clang}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fuse-ld=lld -O1 -g \
+        -Wall -Wextra -Werror -Iclib/include -Iclib/src "$@" -o "$out/$name"
+}
 build app-channel Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/app_channel.swift
 build control-request Sources/LifecycleModel/*.swift Sources/LifecycleControl/ControlProtocol.swift Fuzz/control_request.swift
 # Swift's decoders against the C client's: wire.c built by clang (coverage, ASan), called through wire.h.
 build wire-differential Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/wire_differential.swift \
     -import-objc-header clib/src/wire.h -Xcc -Iclib/include "$(clang -fsanitize=fuzzer-no-link,address -O1 -g \
     -Iclib/include -c clib/src/wire.c -o "$out/wire-differential.o" && echo "$out/wire-differential.o")"
+build_c wire-c Fuzz/wire_c.c clib/src/wire.c
 
 status=0
-for target in app-channel control-request wire-differential; do
+for target in app-channel control-request wire-c wire-differential; do
     work=$(mktemp -d)
     cp Fuzz/corpus/"$target"/* "$work"/
     echo "fuzzing $target for ${seconds}s"

@@ -94,6 +94,12 @@ public final class Application {
     var timers: [(at: Int64, id: Int, body: () -> Void)] = []
     var nextTimer = 0
     var finished = false
+    /// How long beginBackgroundTask waits for the daemon's reply, in ms
+    /// (LIFECYCLE_TASK_REPLY_TIMEOUT_MS in C; the daemon answers at once).
+    var taskReplyTimeoutMilliseconds: Int64 = 5000
+    /// The channel error, once there was one: final. Nothing is sent after
+    /// it, and the loop ends with it (`main` then exits with status 1).
+    var channelError: ChannelError?
 
     init(delegate: any ApplicationDelegate, channel: Channel?) {
         self.delegate = delegate
@@ -107,31 +113,52 @@ public final class Application {
     /// and didBecomeActive itself, and runs until SIGINT or SIGTERM.
     public static func main(delegate: any ApplicationDelegate) -> Never {
         let app = Application(delegate: delegate, channel: Channel.inherited())
-        app.run()
+        if let error = app.run() {
+            fputs(error.notice(app: app.name) + "; exiting\n", stderr)
+            exit(1)
+        }
         exit(0)
     }
 
     // MARK: Background tasks
 
     /// Asks for time to finish work in the background. Returns `.invalid`
-    /// when no time is left. Call `endBackgroundTask` when done: when the
-    /// last task ends in the background, the app is suspended. The handler
+    /// when no time is left, when the daemon does not answer within 5 s (a
+    /// reply that comes later has its task ended), or on a channel error
+    /// (the app then exits when its callback returns). Call
+    /// `endBackgroundTask` when done: when the last task ends in the
+    /// background, the app is suspended. The handler
     /// runs shortly (5 s by default) before the time runs out; tasks still
     /// open when it does are killed with the app.
     public func beginBackgroundTask(name: String? = nil, expirationHandler: (() -> Void)? = nil) -> BackgroundTaskIdentifier {
         guard let channel else { return BackgroundTaskIdentifier(rawValue: nextRequestID()) }
         let request = nextRequestID()
+        guard channelError == nil else { return .invalid }
         channel.send(.beginBackgroundTask(request: request, name: name ?? "task-\(request)"))
-        // The daemon answers at once; other messages meanwhile are kept in order.
+        // The daemon answers at once. Other messages meanwhile are kept in
+        // order, at most Wire.maxQueuedWhileWaiting of them, as in the C library.
+        let giveUp = monotonicNanoseconds() + taskReplyTimeoutMilliseconds * 1_000_000
         while true {
-            switch channel.receive(timeoutMilliseconds: 5000) {
+            let left = giveUp - monotonicNanoseconds()
+            // Given up: should the reply still come, `handle` ends its task.
+            guard left > 0 else { return .invalid }
+            switch channel.receive(timeoutMilliseconds: Int32(clamping: (left + 999_999) / 1_000_000)) {
             case .message(.backgroundTaskReply(let r, let task, let end)) where r == request:
                 if end != nil { budgetEnd = end }
                 guard let task else { return .invalid }
                 if let expirationHandler { expirationHandlers[task] = expirationHandler }
                 return BackgroundTaskIdentifier(rawValue: task)
-            case .message(let other): pending.append(other)
-            case .closed, .timeout: return .invalid
+            case .message(.backgroundTaskReply(_, let task, _)):
+                endStaleTask(task)   // the reply to an earlier request that gave up
+            case .message(let other):
+                guard pending.count < Wire.maxQueuedWhileWaiting else {
+                    fail(.tooManyQueued)
+                    return .invalid
+                }
+                pending.append(other)
+            case .timeout: continue
+            case .closed: fail(.closed); return .invalid
+            case .violation(let why): fail(.protocolViolation(why)); return .invalid
             }
         }
     }
@@ -139,7 +166,14 @@ public final class Application {
     public func endBackgroundTask(_ id: BackgroundTaskIdentifier) {
         guard id != .invalid else { return }
         expirationHandlers[id.rawValue] = nil
-        channel?.send(.endBackgroundTask(task: id.rawValue))
+        send(.endBackgroundTask(task: id.rawValue))
+    }
+
+    /// A reply nobody waits for any more (its request gave up waiting): the
+    /// daemon holds its task all the same, and would keep the app in the
+    /// background on it and kill it when it expires. End it at once.
+    func endStaleTask(_ task: UInt32?) {
+        if let task { send(.endBackgroundTask(task: task)) }
     }
 
     /// Background time left for background tasks; nil in the foreground or
@@ -172,23 +206,39 @@ public final class Application {
 
     // MARK: The loop
 
-    func run() {
-        guard let channel else { return runStandalone() }
-        while !finished {
+    /// Runs until the app finishes; returns the channel error that ended
+    /// the loop, if one did.
+    func run() -> ChannelError? {
+        guard let channel else {
+            runStandalone()
+            return nil
+        }
+        while !finished, channelError == nil {
             let message: DaemonMessage
             if !pending.isEmpty {
                 message = pending.removeFirst()
             } else {
                 switch channel.receive(timeoutMilliseconds: runDueTimers()) {
                 case .timeout: continue
-                case .closed:
-                    fputs("lifecycled closed the channel of \(name ?? "this app"); exiting\n", stderr)
-                    exit(1)
+                case .closed: fail(.closed); continue
+                case .violation(let why): fail(.protocolViolation(why)); continue
                 case .message(let m): message = m
                 }
             }
             handle(message)
         }
+        return channelError
+    }
+
+    /// Records a channel error; the first one stays.
+    func fail(_ error: ChannelError) {
+        if channelError == nil { channelError = error }
+    }
+
+    /// Sends, unless the channel failed.
+    func send(_ message: AppMessage) {
+        guard channelError == nil else { return }
+        channel?.send(message)
     }
 
     func handle(_ message: DaemonMessage) {
@@ -196,12 +246,12 @@ public final class Application {
         case .event(let e):
             if let end = e.budgetEnd { budgetEnd = end }
             dispatch(e)
-            channel?.send(.acknowledge(sequence: e.sequence))
+            send(.acknowledge(sequence: e.sequence))
             if e.event == .willTerminate { exit(0) }
         case .backgroundTasksExpiring(let tasks):
             for t in tasks { expirationHandlers.removeValue(forKey: t)?() }
-        case .backgroundTaskReply:
-            break   // an answer nobody waits for any more
+        case .backgroundTaskReply(_, let task, _):
+            endStaleTask(task)   // an answer nobody waits for any more
         }
     }
 

@@ -28,7 +28,10 @@ struct Channel: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
-    enum Received { case message(DaemonMessage), closed, timeout }
+    /// What a wait on the channel brought: a message, the end of the
+    /// channel, a datagram that does not decode (why, as WireError says it;
+    /// the C library's lifecycle_last_error says the same), or nothing in time.
+    enum Received { case message(DaemonMessage), closed, violation(String), timeout }
 
     /// Waits up to `timeoutMilliseconds` (-1: forever) for one message.
     /// With no timeout it goes straight to a blocking recv (one system call
@@ -45,14 +48,44 @@ struct Channel: @unchecked Sendable {
         }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Wire.maxMessageSize) { buffer in
             while true {
-                let n = recv(fd, buffer.baseAddress, buffer.count, 0)
+                // MSG_TRUNC: the real length of a longer datagram, to reject it (as C does).
+                let n = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_TRUNC))
                 if n < 0 && errno == EINTR { continue }
                 if n <= 0 { return .closed }
-                guard let m = try? DaemonMessage.decode(Array(buffer[0..<n])) else { return .closed }
-                return .message(m)
+                if n > buffer.count { return .violation("message of \(n) bytes exceeds \(Wire.maxMessageSize)") }
+                do throws(WireError) {
+                    return .message(try DaemonMessage.decode(Array(buffer[0..<n])))
+                } catch {
+                    return .violation(error.description)
+                }
             }
         }
     }
+}
+
+/// Why the channel became unusable. Final, as a channel error is in the C
+/// library, and in the same words as its lifecycle_last_error() (see
+/// docs/protocol.md, "What the client libraries do").
+enum ChannelError: Error, Equatable, CustomStringConvertible {
+    /// The daemon closed its end (C: ECONNRESET).
+    case closed
+    /// The daemon sent a datagram that does not decode (C: EPROTO).
+    case protocolViolation(String)
+    /// More than Wire.maxQueuedWhileWaiting messages arrived while
+    /// beginBackgroundTask waited for its reply (C: ENOBUFS).
+    case tooManyQueued
+
+    var description: String {
+        switch self {
+        case .closed: "lifecycled closed the channel"
+        case .protocolViolation(let why): "protocol violation by the daemon: \(why)"
+        case .tooManyQueued:
+            "more than \(Wire.maxQueuedWhileWaiting) messages arrived while waiting for a background task reply"
+        }
+    }
+
+    /// The line the client writes on stderr: the error, then the app's name.
+    func notice(app: String?) -> String { "\(self) (\(app ?? "this app"))" }
 }
 
 func monotonicNanoseconds() -> Int64 {

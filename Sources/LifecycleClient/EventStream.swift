@@ -25,8 +25,10 @@ public struct LifecycleEventInfo: Sendable, Equatable {
 ///
 /// The previous event is acknowledged when `next()` is called again, so the
 /// body of the loop is the callback; `acknowledge(_:)` does it earlier.
-/// After willTerminate the sequence ends: exit promptly. Background tasks
-/// are part of the delegate API (`Application`).
+/// After willTerminate the sequence ends: exit promptly. It also ends on a
+/// channel error (the daemon closed the channel, or sent a message that does
+/// not decode), which is written on stderr in the words `Application` uses.
+/// Background tasks are part of the delegate API (`Application`).
 public final class LifecycleEvents: AsyncSequence, Sendable {
     public typealias Element = LifecycleEventInfo
     let channel: Channel
@@ -57,14 +59,30 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
                 let received: Channel.Received = await withCheckedContinuation { c in
                     DispatchQueue.global().async { c.resume(returning: channel.receive(timeoutMilliseconds: -1)) }
                 }
-                guard case .message(let m) = received else { return nil }
-                guard case .event(let e) = m else { continue }
+                let e: EventMessage
+                switch received {
+                case .message(.event(let event)): e = event
+                case .message(.backgroundTaskReply(_, let task?, _)):
+                    // Nobody here asked for it; end the task it carries, as Application does.
+                    channel.send(.endBackgroundTask(task: task))
+                    continue
+                case .message, .timeout: continue
+                case .closed: return end(.closed)
+                case .violation(let why): return end(.protocolViolation(why))
+                }
                 unacknowledged = e.sequence
                 if e.event == .willTerminate { ended = true }
                 let launch = e.event == .willFinishLaunching || e.event == .didFinishLaunching
                 return LifecycleEventInfo(name: e.event.rawValue, sequence: e.sequence, deadline: e.deadline,
                                           budgetEnd: e.budgetEnd, launchOptions: launch ? LaunchOptions(e) : nil)
             }
+        }
+
+        /// A channel error ends the sequence, said on stderr.
+        mutating func end(_ error: ChannelError) -> LifecycleEventInfo? {
+            fputs(error.notice(app: getenv(Wire.appNameEnvironmentKey).map { String(cString: $0) }) + "\n", stderr)
+            ended = true
+            return nil
         }
     }
 }

@@ -25,6 +25,9 @@ public enum Wire {
     public static let maxMessageSize = 4096
     /// Longest background task name, in UTF-8 bytes.
     public static let maxTaskName = 256
+    /// Most messages a client keeps while it waits for a background task
+    /// reply; one more is a channel error (LIFECYCLE_MAX_QUEUED in C).
+    public static let maxQueuedWhileWaiting = 64
     /// The environment variable naming the inherited, connected socket.
     public static let socketEnvironmentKey = "LIFECYCLE_FD"
     /// The environment variable naming the app, for logs.

@@ -783,6 +783,20 @@ static void test_tasks(void) {
     lifecycle_close(app);
     close(sv[1]);
 
+    /* The reply to a request that gave up, arriving while another request
+     * waits (the Swift client's LateTaskReplyTests do the same). */
+    app = connected(sv, &r, &callbacks);
+    send_reply(sv[1], 77, 11, -1);
+    send_reply(sv[1], 1, 12, -1);
+    t = lifecycle_begin_background_task(app, "y", NULL, NULL);
+    CHECK("a stale reply while begin waits: begin returns its own reply's task, nothing is queued",
+          t == 12 && lifecycle_pending(app) == 0);
+    CHECK("...and the stale reply's task 11 is ended at once",
+          take(sv[1], &m, b, -1) == 1 && m.type == LC_T_BEGIN_TASK && m.id == 1 && take(sv[1], &m, b, -1) == 1 &&
+              m.type == LC_T_END_TASK && m.id == 11 && got_nothing(sv[1]));
+    lifecycle_close(app);
+    close(sv[1]);
+
     app = connected(sv, &r, &callbacks);
     close(sv[1]);
     CHECK("begin on a channel the daemon closed: 0 with ECONNRESET",
