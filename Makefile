@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench install clean clib test-clib install-clib fuzz bench-memory
+.PHONY: deps build release run test test-shim bench install clean clib test-clib install-clib fuzz bench-memory format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -42,6 +42,12 @@ test: deps test-shim test-clib
 FUZZ_SECONDS ?= 15
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# swift-format (in the toolchain) with the checked-in .swift-format: 120 columns.
+SWIFT_SOURCES := Sources Tests Benchmarks Examples Fuzz Package.swift
+format:
+	swift-format format -i -r $(SWIFT_SOURCES)
+	@swift-format lint -r $(SWIFT_SOURCES) 2>&1 | grep -v LineLength || true
 
 test-shim:
 	@mkdir -p .build

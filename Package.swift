@@ -44,67 +44,90 @@ let package = Package(
         .target(name: "CLifecycleShim"),
         // clib/ is built by the Makefile (make clib); this target only lets Swift
         // read its header. wire.c is its one source because a C target needs one.
-        .target(name: "CLifecycleHeader", path: "clib",
-                exclude: ["src/lifecycle.c", "tests", "lifecycle.pc.in"],
-                sources: ["src/wire.c"], publicHeadersPath: "include"),
+        .target(
+            name: "CLifecycleHeader", path: "clib",
+            exclude: ["src/lifecycle.c", "tests", "lifecycle.pc.in"],
+            sources: ["src/wire.c"], publicHeadersPath: "include"),
         .systemLibrary(
             name: "CSystemd", pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]),
         .target(name: "CMemoryWatch", dependencies: ["CSystemd"]),
-        .target(name: "LifecycleOS", dependencies: [
-            "CLifecycleShim", "CSystemd", "CMemoryWatch",
-            .product(name: "SystemPackage", package: "swift-system"),
-            .product(name: "Logging", package: "swift-log"),
-        ], swiftSettings: strict),
-        .target(name: "LifecycleDaemon", dependencies: [
-            "LifecycleCore", "LifecycleWire", "LifecycleControl", "LifecycleOS",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "TOMLKit", package: "TOMLKit"),
-        ], swiftSettings: strict),
+        .target(
+            name: "LifecycleOS",
+            dependencies: [
+                "CLifecycleShim", "CSystemd", "CMemoryWatch",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+            ], swiftSettings: strict),
+        .target(
+            name: "LifecycleDaemon",
+            dependencies: [
+                "LifecycleCore", "LifecycleWire", "LifecycleControl", "LifecycleOS",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ], swiftSettings: strict),
         .target(name: "LifecycleClient", dependencies: ["LifecycleWire"], swiftSettings: strict),
-        .executableTarget(name: "lifecycled", dependencies: [
-            "LifecycleDaemon",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], swiftSettings: strict),
-        .executableTarget(name: "supervisorctl", dependencies: [
-            "LifecycleControl",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], swiftSettings: strict),
-        .executableTarget(name: "example-recorder", dependencies: ["LifecycleClient"],
-                          path: "Examples/recorder", swiftSettings: strict),
-        .executableTarget(name: "example-saver", dependencies: ["LifecycleClient"],
-                          path: "Examples/saver", swiftSettings: strict),
-        .executableTarget(name: "example-worker", dependencies: ["LifecycleClient"],
-                          path: "Examples/worker", swiftSettings: strict),
+        .executableTarget(
+            name: "lifecycled",
+            dependencies: [
+                "LifecycleDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ], swiftSettings: strict),
+        .executableTarget(
+            name: "supervisorctl",
+            dependencies: [
+                "LifecycleControl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ], swiftSettings: strict),
+        .executableTarget(
+            name: "example-recorder", dependencies: ["LifecycleClient"],
+            path: "Examples/recorder", swiftSettings: strict),
+        .executableTarget(
+            name: "example-saver", dependencies: ["LifecycleClient"],
+            path: "Examples/saver", swiftSettings: strict),
+        .executableTarget(
+            name: "example-worker", dependencies: ["LifecycleClient"],
+            path: "Examples/worker", swiftSettings: strict),
         .executableTarget(name: "example-plain", path: "Examples/plain", swiftSettings: strict),
         .testTarget(name: "LifecycleCoreTests", dependencies: ["LifecycleCore"], swiftSettings: strict),
-        .testTarget(name: "LifecycleWireTests", dependencies: ["LifecycleWire", "CLifecycleHeader"],
-                    swiftSettings: strict),
-        .testTarget(name: "LifecycleClientTests", dependencies: ["LifecycleClient", "LifecycleWire"],
-                    swiftSettings: strict),
+        .testTarget(
+            name: "LifecycleWireTests", dependencies: ["LifecycleWire", "CLifecycleHeader"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "LifecycleClientTests", dependencies: ["LifecycleClient", "LifecycleWire"],
+            swiftSettings: strict),
         // The shell against fakes (no kernel): config, the command front, the effect performer.
-        .testTarget(name: "LifecycleDaemonTests", dependencies: [
-            "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "SystemPackage", package: "swift-system"),
-        ], swiftSettings: strict),
+        .testTarget(
+            name: "LifecycleDaemonTests",
+            dependencies: [
+                "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ], swiftSettings: strict),
         // The OS adapters against the real kernel: memory probes and the sentinel, journal fields.
-        .testTarget(name: "LifecycleOSTests", dependencies: [
-            "LifecycleOS", "CMemoryWatch",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "SystemPackage", package: "swift-system"),
-        ], swiftSettings: strict),
-        .target(name: "LifecycleTestKit", dependencies: ["LifecycleControl", "LifecycleOS", "CLifecycleShim"],
-                swiftSettings: strict),
-        .executableTarget(name: "lifecycled-bench", dependencies: [
-            "LifecycleTestKit", "LifecycleControl", "LifecycleOS", "CLifecycleShim", "LifecycleWire",
-            .product(name: "Histogram", package: "hdrhistogram-swift"),
-        ], path: "Benchmarks",
-           // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), not part of this target.
-           exclude: ["memory"], swiftSettings: strict),
-        .testTarget(name: "EndToEndTests", dependencies: [
-            "LifecycleTestKit", "LifecycleControl", "LifecycleWire", "LifecycleOS", "CLifecycleShim",
-        ], swiftSettings: strict),
+        .testTarget(
+            name: "LifecycleOSTests",
+            dependencies: [
+                "LifecycleOS", "CMemoryWatch",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ], swiftSettings: strict),
+        .target(
+            name: "LifecycleTestKit", dependencies: ["LifecycleControl", "LifecycleOS", "CLifecycleShim"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "lifecycled-bench",
+            dependencies: [
+                "LifecycleTestKit", "LifecycleControl", "LifecycleOS", "CLifecycleShim", "LifecycleWire",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ], path: "Benchmarks",
+            // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), not part of this target.
+            exclude: ["memory"], swiftSettings: strict),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "LifecycleTestKit", "LifecycleControl", "LifecycleWire", "LifecycleOS", "CLifecycleShim",
+            ], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

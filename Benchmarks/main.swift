@@ -41,9 +41,11 @@ if CommandLine.arguments.contains("--echo") {
 func rawFloor() throws -> Series {
     let (mine, theirs) = try UnixSocket.channelPair()
     try Posix.setNonBlocking(mine, false)
-    let p = try Spawner.spawn(SpawnRequest(executable: CommandLine.arguments[0], arguments: ["--echo"],
-                                           environment: [:], workingDirectory: nil, group: AppProcessGroup(),
-                                           inherit: [(theirs, 3)]))
+    let p = try Spawner.spawn(
+        SpawnRequest(
+            executable: CommandLine.arguments[0], arguments: ["--echo"],
+            environment: [:], workingDirectory: nil, group: AppProcessGroup(),
+            inherit: [(theirs, 3)]))
     close(theirs)
     let message = AppMessage.acknowledge(sequence: 1).encoded()
     var s = Series()
@@ -72,11 +74,12 @@ func recorderApp(_ extra: String = "") -> String {
 /// runs from the repository's root, where `make clib` put the C recorder).
 func recorderCommand(_ client: String, _ log: String) -> String {
     let root = FileManager.default.currentDirectoryPath
-    let argv: [String] = switch client {
-    case "c": [root + "/.build/clib/c-recorder", "--log", log]
-    case "python": ["/usr/bin/env", "python3", root + "/Examples/python-recorder/recorder.py", "--log", log]
-    default: ["example-recorder", "--log", log]
-    }
+    let argv: [String] =
+        switch client {
+        case "c": [root + "/.build/clib/c-recorder", "--log", log]
+        case "python": ["/usr/bin/env", "python3", root + "/Examples/python-recorder/recorder.py", "--log", log]
+        default: ["example-recorder", "--log", log]
+        }
     return "command = [" + argv.map { "\"\($0)\"" }.joined(separator: ", ") + "]\n"
 }
 
@@ -90,10 +93,11 @@ func roundTrip(client: String = "swift") throws -> Series {
     let fifo = dir + "/events"
     unlink(fifo)
     mkfifo(fifo, 0o600)
-    let reader = open(fifo, O_RDWR | O_CLOEXEC)   // RDWR: neither side blocks in open
+    let reader = open(fifo, O_RDWR | O_CLOEXEC)  // RDWR: neither side blocks in open
     defer { close(reader); unlink(fifo) }
-    let d = try DaemonUnderTest(apps: ["a": recorderCommand(client, fifo)],
-                                daemon: "event_history = \(iterations * 4 + 100)")
+    let d = try DaemonUnderTest(
+        apps: ["a": recorderCommand(client, fifo)],
+        daemon: "event_history = \(iterations * 4 + 100)")
     let c = try d.client()
     var pending = ""
     var buf = [UInt8](repeating: 0, count: 4096)
@@ -149,10 +153,12 @@ func launch() throws -> (supervised: Series, bare: Series) {
     let devnull = open("/dev/null", O_WRONLY | O_CLOEXEC)
     for _ in 0..<n {
         let t0 = now()
-        let p = try Spawner.spawn(SpawnRequest(executable: binary("example-recorder"),
-                                               arguments: ["--log", "/dev/null", "--exit-when-active"],
-                                               environment: [:], workingDirectory: nil, group: AppProcessGroup(),
-                                               inherit: [(devnull, 2)]))
+        let p = try Spawner.spawn(
+            SpawnRequest(
+                executable: binary("example-recorder"),
+                arguments: ["--log", "/dev/null", "--exit-when-active"],
+                environment: [:], workingDirectory: nil, group: AppProcessGroup(),
+                inherit: [(devnull, 2)]))
         var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
         poll(&pfd, 1, 10_000)
         bare.add(microseconds: Double(now() - t0) / 1000)
@@ -189,7 +195,9 @@ func usage(_ pid: Int32) -> (rssKB: Int, cpuTicks: Int, switches: Int) {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
     for task in tasks {
         fields("/proc/\(pid)/task/\(task)/status") { line, f in
-            if line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") { sw += Int(f[1]) ?? 0 }
+            if line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") {
+                sw += Int(f[1]) ?? 0
+            }
         }
     }
     let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
@@ -202,14 +210,17 @@ func usage(_ pid: Int32) -> (rssKB: Int, cpuTicks: Int, switches: Int) {
 func scale(_ count: Int) throws -> (rssMB: Double, idleCPU: Double, wakeups: Int, status: Series, ctl: Series) {
     var apps: [String: String] = [:]
     for i in 0..<count {
-        apps[String(format: "app%04d", i)] = "command = [\"/bin/sleep\", \"1000000\"]\ndelivery = \"signals\"\n[timeouts]\nbackground_grace = 0.1\n"
+        apps[String(format: "app%04d", i)] =
+            "command = [\"/bin/sleep\", \"1000000\"]\ndelivery = \"signals\"\n[timeouts]\nbackground_grace = 0.1\n"
     }
     let d = try DaemonUnderTest(apps: apps, daemon: "event_history = 0")
     let f = try d.follow()
     let c = try d.client()
     for name in apps.keys.sorted() { _ = try c.send(ControlRequest(.launch, app: name, background: true)) }
     var suspended = 0
-    while suspended < count { _ = try f.wait("suspended") { $0.kind == .transition && $0.to == "suspended" }; suspended += 1 }
+    while suspended < count {
+        _ = try f.wait("suspended") { $0.kind == .transition && $0.to == "suspended" }; suspended += 1
+    }
     // Idle: nothing happens for 10 s (the measurement window).
     let before = usage(d.pid)
     var ts = timespec(tv_sec: quick ? 3 : 10, tv_nsec: 0)
@@ -233,11 +244,18 @@ func scale(_ count: Int) throws -> (rssMB: Double, idleCPU: Double, wakeups: Int
 
 // MARK: - Report
 
-let kernel = { () -> String in var u = utsname(); uname(&u)
-    return withUnsafeBytes(of: u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) } }()
-let cpu = ((try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? "")
-    .split(separator: "\n").first { $0.hasPrefix("model name") }.map { String($0.split(separator: ":")[1]).trimmingCharacters(in: .whitespaces) } ?? "?"
-out("Machine: \(cpu), \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, Linux \(kernel); \(quick ? "quick run" : "full run").")
+let kernel = { () -> String in
+    var u = utsname(); uname(&u)
+    return withUnsafeBytes(of: u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+}()
+let cpu =
+    ((try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? "")
+    .split(separator: "\n").first { $0.hasPrefix("model name") }.map {
+        String($0.split(separator: ":")[1]).trimmingCharacters(in: .whitespaces)
+    } ?? "?"
+out(
+    "Machine: \(cpu), \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) cores, Linux \(kernel); \(quick ? "quick run" : "full run")."
+)
 out("")
 let floor = try rawFloor()
 out("| raw SOCK_SEQPACKET round trip (floor) | \(floor.summary) |")
@@ -247,7 +265,9 @@ let rtC = try roundTrip(client: "c")
 out("| event round trip through lifecycled, C client (liblifecycle) | \(rtC.summary) |")
 let rtPython = try roundTrip(client: "python")
 out("| event round trip through lifecycled, Python on the C client (ctypes) | \(rtPython.summary) |")
-out("| p50 of each client over the raw floor's p50 | Swift \(String(format: "%.2f", Double(rt.p(50)) / Double(max(floor.p(50), 1))))×, C \(String(format: "%.2f", Double(rtC.p(50)) / Double(max(floor.p(50), 1))))×, Python \(String(format: "%.2f", Double(rtPython.p(50)) / Double(max(floor.p(50), 1))))× |")
+out(
+    "| p50 of each client over the raw floor's p50 | Swift \(String(format: "%.2f", Double(rt.p(50)) / Double(max(floor.p(50), 1))))×, C \(String(format: "%.2f", Double(rtC.p(50)) / Double(max(floor.p(50), 1))))×, Python \(String(format: "%.2f", Double(rtPython.p(50)) / Double(max(floor.p(50), 1))))× |"
+)
 let (frozen, thaw) = try freezeAndThaw()
 out("| decision to frozen (idle app) | \(frozen.summary) |")
 out("| thaw to active (acknowledged didBecomeActive) | \(thaw.summary) |")
@@ -258,7 +278,9 @@ out("| launch overhead (p50 difference) | \(Int64(sup.p(50)) - Int64(bare.p(50))
 for n in [100, 1000] {
     let s = try scale(n)
     out("| \(n) suspended apps: daemon RSS | \(String(format: "%.1f", s.rssMB)) MB |")
-    out("| \(n) suspended apps: daemon CPU while idle | \(String(format: "%.3f", s.idleCPU)) % over the window, \(s.wakeups) context switches |")
+    out(
+        "| \(n) suspended apps: daemon CPU while idle | \(String(format: "%.3f", s.idleCPU)) % over the window, \(s.wakeups) context switches |"
+    )
     out("| \(n) apps: status request (socket round trip) | \(s.status.summary) |")
     out("| \(n) apps: `supervisorctl status` (whole process) | \(s.ctl.summary) |")
 }

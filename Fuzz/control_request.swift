@@ -9,7 +9,8 @@ public func fuzzControlRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int
     let line = Data(bytes: data, count: size)
     guard let request = try? JSONDecoder().decode(ControlRequest.self, from: line) else { return 0 }
     guard let encoded = try? JSONEncoder().encode(request),
-          let again = try? JSONDecoder().decode(ControlRequest.self, from: encoded), again == request else {
+        let again = try? JSONDecoder().decode(ControlRequest.self, from: encoded), again == request
+    else {
         fatalError("request \(request) does not survive a round trip")
     }
     return 0

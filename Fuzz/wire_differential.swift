@@ -9,16 +9,20 @@
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzWireDifferential(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-    compare("daemon", bytes, swift: { () throws(WireError) in try DaemonMessage.decode(bytes) },
-            c: { lifecycle__decode_daemon(data, size, $0, $1) }, difference: difference)
-    compare("app", bytes, swift: { () throws(WireError) in try AppMessage.decode(bytes) },
-            c: { lifecycle__decode_app(data, size, $0, $1) }, difference: difference)
+    compare(
+        "daemon", bytes, swift: { () throws(WireError) in try DaemonMessage.decode(bytes) },
+        c: { lifecycle__decode_daemon(data, size, $0, $1) }, difference: difference)
+    compare(
+        "app", bytes, swift: { () throws(WireError) in try AppMessage.decode(bytes) },
+        c: { lifecycle__decode_app(data, size, $0, $1) }, difference: difference)
     return 0
 }
 
-func compare<M>(_ side: String, _ bytes: [UInt8], swift: () throws(WireError) -> M,
-                c: (UnsafeMutablePointer<lifecycle__message>, UnsafeMutablePointer<CChar>) -> Int32,
-                difference: (M, lifecycle__message) -> String?) {
+func compare<M>(
+    _ side: String, _ bytes: [UInt8], swift: () throws(WireError) -> M,
+    c: (UnsafeMutablePointer<lifecycle__message>, UnsafeMutablePointer<CChar>) -> Int32,
+    difference: (M, lifecycle__message) -> String?
+) {
     var message = lifecycle__message()
     var error = [CChar](repeating: 0, count: Int(LC_WIRE_ERROR_MAX))
     let status = error.withUnsafeMutableBufferPointer { c(&message, $0.baseAddress!) }
@@ -49,7 +53,9 @@ func difference(_ s: DaemonMessage, _ c: lifecycle__message) -> String? {
         if c.event != e.event.wireCode { return "event \(e.event.wireCode), C \(c.event)" }
         if c.background != (e.launchedInBackground ? 1 : 0) { return "launch mode: C \(c.background)" }
         if c.deadline != e.deadline ?? -1 { return "deadline \(String(describing: e.deadline)), C \(c.deadline)" }
-        if c.budget_end != e.budgetEnd ?? -1 { return "budget end \(String(describing: e.budgetEnd)), C \(c.budget_end)" }
+        if c.budget_end != e.budgetEnd ?? -1 {
+            return "budget end \(String(describing: e.budgetEnd)), C \(c.budget_end)"
+        }
         if Int(c.option_count) != e.options.count { return "\(e.options.count) options, C \(c.option_count)" }
         var cursor = c.options
         for (i, kv) in e.options.enumerated() {

@@ -32,13 +32,15 @@ if args.contains("--busy") {
     }
 }
 
-let names: [Int32: String] = [SIGTERM: "SIGTERM", SIGINT: "SIGINT", SIGUSR1: "SIGUSR1",
-                               SIGUSR2: "SIGUSR2", SIGHUP: "SIGHUP", SIGCONT: "SIGCONT"]
+let names: [Int32: String] = [
+    SIGTERM: "SIGTERM", SIGINT: "SIGINT", SIGUSR1: "SIGUSR1",
+    SIGUSR2: "SIGUSR2", SIGHUP: "SIGHUP", SIGCONT: "SIGCONT",
+]
 while true {
     var info = siginfo_t()
     var second = timespec(tv_sec: 1, tv_nsec: 0)
     let s = sigtimedwait(&set, &info, &second)
-    if s < 0 { continue }   // a quiet second
+    if s < 0 { continue }  // a quiet second
     note(names[s] ?? "signal \(s)")
     if s == SIGTERM || s == SIGINT { exit(0) }
 }

@@ -62,12 +62,15 @@ let recorder = Recorder(log: log, hang: option("--hang"))
 func allocate(megabytes mb: Int) -> UnsafeMutableRawPointer {
     let bytes = mb << 20
     guard let block = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-          block != MAP_FAILED else {
+        block != MAP_FAILED
+    else {
         fputs("example-recorder: cannot allocate \(mb) MiB\n", stderr)
         exit(2)
     }
     let page = max(4096, sysconf(Int32(_SC_PAGESIZE)))
-    for offset in stride(from: 0, to: bytes, by: page) { block.storeBytes(of: 0x5A, toByteOffset: offset, as: UInt8.self) }
+    for offset in stride(from: 0, to: bytes, by: page) {
+        block.storeBytes(of: 0x5A, toByteOffset: offset, as: UInt8.self)
+    }
     return block
 }
 
@@ -81,11 +84,11 @@ if CommandLine.arguments.contains("--async") {
         exit(2)
     }
     for await event in events {
-        recorder.note(event.name)   // acknowledged when the loop asks for the next
+        recorder.note(event.name)  // acknowledged when the loop asks for the next
         if event.name == "willFinishLaunching", let reason = event.launchOptions?.previousTerminationReason {
             recorder.note("# previous: \(reason)")
         }
     }
-    exit(0)   // after willTerminate the sequence ends
+    exit(0)  // after willTerminate the sequence ends
 }
 Application.main(delegate: recorder)

@@ -17,8 +17,9 @@ final class Saver: ApplicationDelegate {
             if fscanf_int(f, &n) { count = n }
             fclose(f)
         }
-        fputs("example-saver: restored count \(count)" +
-              (options.previousTerminationReason.map { " (previous run: \($0))" } ?? "") + "\n", stderr)
+        fputs(
+            "example-saver: restored count \(count)"
+                + (options.previousTerminationReason.map { " (previous run: \($0))" } ?? "") + "\n", stderr)
     }
 
     func didBecomeActive(_ app: Application) { tick(app) }
@@ -51,7 +52,8 @@ final class Saver: ApplicationDelegate {
 func fscanf_int(_ f: UnsafeMutablePointer<FILE>, _ out: inout Int) -> Bool {
     var line = [CChar](repeating: 0, count: 64)
     guard fgets(&line, 64, f) != nil else { return false }
-    let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).trimmingCharacters()
+    let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        .trimmingCharacters()
     guard let n = Int(text) else { return false }
     out = n
     return true

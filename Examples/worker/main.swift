@@ -57,5 +57,7 @@ guard let log = option("--log") else {
     fputs("usage: example-worker --log FILE [--work-ms N] [--ignore-expiration]\n", stderr)
     exit(2)
 }
-Application.main(delegate: Worker(log: log, workMilliseconds: option("--work-ms").flatMap(Int.init) ?? 1000,
-                                  ignoreExpiration: args.contains("--ignore-expiration")))
+Application.main(
+    delegate: Worker(
+        log: log, workMilliseconds: option("--work-ms").flatMap(Int.init) ?? 1000,
+        ignoreExpiration: args.contains("--ignore-expiration")))

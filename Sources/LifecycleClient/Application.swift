@@ -130,7 +130,9 @@ public final class Application {
     /// background, the app is suspended. The handler
     /// runs shortly (5 s by default) before the time runs out; tasks still
     /// open when it does are killed with the app.
-    public func beginBackgroundTask(name: String? = nil, expirationHandler: (() -> Void)? = nil) -> BackgroundTaskIdentifier {
+    public func beginBackgroundTask(name: String? = nil, expirationHandler: (() -> Void)? = nil)
+        -> BackgroundTaskIdentifier
+    {
         guard let channel else { return BackgroundTaskIdentifier(rawValue: nextRequestID()) }
         let request = nextRequestID()
         guard channelError == nil else { return .invalid }
@@ -149,7 +151,7 @@ public final class Application {
                 if let expirationHandler { expirationHandlers[task] = expirationHandler }
                 return BackgroundTaskIdentifier(rawValue: task)
             case .message(.backgroundTaskReply(_, let task, _)):
-                endStaleTask(task)   // the reply to an earlier request that gave up
+                endStaleTask(task)  // the reply to an earlier request that gave up
             case .message(let other):
                 guard pending.count < Wire.maxQueuedWhileWaiting else {
                     fail(.tooManyQueued)
@@ -251,7 +253,7 @@ public final class Application {
         case .backgroundTasksExpiring(let tasks):
             for t in tasks { expirationHandlers.removeValue(forKey: t)?() }
         case .backgroundTaskReply(_, let task, _):
-            endStaleTask(task)   // an answer nobody waits for any more
+            endStaleTask(task)  // an answer nobody waits for any more
         }
     }
 
@@ -274,7 +276,8 @@ public final class Application {
 
     /// Runs every due timer; returns how long to wait for the next (ms, -1 none).
     func runDueTimers() -> Int32 {
-        while let i = timers.indices.min(by: { timers[$0].at < timers[$1].at }), timers[i].at <= monotonicNanoseconds() {
+        while let i = timers.indices.min(by: { timers[$0].at < timers[$1].at }), timers[i].at <= monotonicNanoseconds()
+        {
             timers.remove(at: i).body()
         }
         guard let next = timers.map(\.at).min() else { return -1 }
@@ -282,7 +285,8 @@ public final class Application {
     }
 
     func runStandalone() {
-        fputs("""
+        fputs(
+            """
             \(CommandLine.arguments.first ?? "app"): not started by lifecycled ($\(Wire.socketEnvironmentKey) is not set): \
             running standalone. Launch events and didBecomeActive are simulated; SIGINT or SIGTERM ends the app \
             with willResignActive, didEnterBackground and willTerminate.\n
@@ -300,7 +304,8 @@ public final class Application {
         delegate.didBecomeActive(self)
         while !finished {
             let wait = runDueTimers()
-            var ts = timespec(tv_sec: Int(wait < 0 ? 3600 : wait / 1000), tv_nsec: Int(wait < 0 ? 0 : (wait % 1000) * 1_000_000))
+            var ts = timespec(
+                tv_sec: Int(wait < 0 ? 3600 : wait / 1000), tv_nsec: Int(wait < 0 ? 0 : (wait % 1000) * 1_000_000))
             if sigtimedwait(&set, nil, &ts) > 0 { break }
         }
         state = .inactive

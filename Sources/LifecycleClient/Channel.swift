@@ -8,17 +8,24 @@ struct Channel: @unchecked Sendable {
 
     /// The inherited socket, or nil when not run by lifecycled.
     static func inherited() -> Channel? {
-        guard let raw = getenv(Wire.socketEnvironmentKey), let fd = Int32(String(cString: raw)), fd >= 0 else { return nil }
+        guard let raw = getenv(Wire.socketEnvironmentKey), let fd = Int32(String(cString: raw)), fd >= 0 else {
+            return nil
+        }
         var type: Int32 = 0
         var len = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0, type == Int32(SOCK_SEQPACKET.rawValue) else { return nil }
+        guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0, type == Int32(SOCK_SEQPACKET.rawValue) else {
+            return nil
+        }
         if let raw = getenv(Wire.protocolEnvironmentKey), case let spoken = String(cString: raw),
-           !spoken.isEmpty, spoken != String(Wire.version) {
-            fputs("lifecycled speaks protocol version \(spoken) on the app channel; this LifecycleClient speaks \(Wire.version): update the app\n", stderr)
-            exit(70)   // EX_SOFTWARE
+            !spoken.isEmpty, spoken != String(Wire.version)
+        {
+            fputs(
+                "lifecycled speaks protocol version \(spoken) on the app channel; this LifecycleClient speaks \(Wire.version): update the app\n",
+                stderr)
+            exit(70)  // EX_SOFTWARE
         }
         unsetenv(Wire.protocolEnvironmentKey)
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)   // not for the app's own children
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // not for the app's own children
         unsetenv(Wire.socketEnvironmentKey)
         return Channel(fd: fd)
     }

@@ -73,8 +73,9 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
                 unacknowledged = e.sequence
                 if e.event == .willTerminate { ended = true }
                 let launch = e.event == .willFinishLaunching || e.event == .didFinishLaunching
-                return LifecycleEventInfo(name: e.event.rawValue, sequence: e.sequence, deadline: e.deadline,
-                                          budgetEnd: e.budgetEnd, launchOptions: launch ? LaunchOptions(e) : nil)
+                return LifecycleEventInfo(
+                    name: e.event.rawValue, sequence: e.sequence, deadline: e.deadline,
+                    budgetEnd: e.budgetEnd, launchOptions: launch ? LaunchOptions(e) : nil)
             }
         }
 

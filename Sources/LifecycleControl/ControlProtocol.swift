@@ -2,7 +2,7 @@ import Foundation
 // The fuzzers compile this module's files together with LifecycleModel's
 // into one module, where there is nothing to import.
 #if canImport(LifecycleModel)
-@_exported import LifecycleModel
+    @_exported import LifecycleModel
 #endif
 
 // The control socket's protocol: one JSON object per line, each way.
@@ -22,8 +22,10 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     /// `jetsam`: at most this many records, the most recent.
     public var limit: Int?
 
-    public init(_ command: Command, app: String? = nil, apps: [String]? = nil,
-                background: Bool? = nil, follow: Bool? = nil, level: String? = nil, limit: Int? = nil) {
+    public init(
+        _ command: Command, app: String? = nil, apps: [String]? = nil,
+        background: Bool? = nil, follow: Bool? = nil, level: String? = nil, limit: Int? = nil
+    ) {
         self.command = command
         self.app = app
         self.apps = apps
@@ -49,8 +51,10 @@ public struct ControlResponse: Codable, Sendable {
     /// `jetsam`: kill records, oldest first.
     public var kills: [KillRecord]?
 
-    public init(ok: Bool, error: ControlError? = nil, status: StatusReport? = nil,
-                events: [EventRecord]? = nil, event: EventRecord? = nil, kills: [KillRecord]? = nil) {
+    public init(
+        ok: Bool, error: ControlError? = nil, status: StatusReport? = nil,
+        events: [EventRecord]? = nil, event: EventRecord? = nil, kills: [KillRecord]? = nil
+    ) {
         self.ok = ok
         self.error = error
         self.status = status
@@ -103,8 +107,10 @@ public struct DaemonStatus: Codable, Sendable {
     public var shuttingDown: Bool
     public var memory: MemoryStatus?
 
-    public init(pid: Int32, foregroundSlots: Int, foreground: [String], locked: Bool,
-                interruptions: Int, confinement: String, shuttingDown: Bool, memory: MemoryStatus? = nil) {
+    public init(
+        pid: Int32, foregroundSlots: Int, foreground: [String], locked: Bool,
+        interruptions: Int, confinement: String, shuttingDown: Bool, memory: MemoryStatus? = nil
+    ) {
         self.pid = pid
         self.foregroundSlots = foregroundSlots
         self.foreground = foreground
@@ -131,8 +137,10 @@ public struct MemoryStatus: Codable, Sendable {
     public var quiet: Bool?
     public var quietSamples: UInt64?
 
-    public init(level: MemoryLevel, simulated: Bool, accounting: String, trigger: String, reading: MemoryReading,
-                quiet: Bool? = nil, quietSamples: UInt64? = nil) {
+    public init(
+        level: MemoryLevel, simulated: Bool, accounting: String, trigger: String, reading: MemoryReading,
+        quiet: Bool? = nil, quietSamples: UInt64? = nil
+    ) {
         self.level = level
         self.simulated = simulated
         self.accounting = accounting
@@ -200,9 +208,11 @@ public struct KillRecord: Codable, Sendable, Equatable {
     /// Thawed and told willBeKilledForMemory first.
     public var lastNotice: Bool
 
-    public init(time: Double, app: String, pid: Int32?, reason: TerminationCode, footprint: UInt64?, limit: UInt64?,
-                state: LifecycleState, band: MemoryBand, level: MemoryLevel, simulated: Bool, reading: MemoryReading,
-                candidates: [Candidate], lastNotice: Bool) {
+    public init(
+        time: Double, app: String, pid: Int32?, reason: TerminationCode, footprint: UInt64?, limit: UInt64?,
+        state: LifecycleState, band: MemoryBand, level: MemoryLevel, simulated: Bool, reading: MemoryReading,
+        candidates: [Candidate], lastNotice: Bool
+    ) {
         self.time = time
         self.app = app
         self.pid = pid
@@ -239,10 +249,12 @@ public struct AppStatus: Codable, Sendable {
     /// What a plain program last said with STATUS= on its NOTIFY_SOCKET.
     public var statusLine: String?
 
-    public init(name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,
-                backgroundTasks: [TaskStatus], backgroundTimeRemaining: Double?, awaiting: LifecycleEvent?,
-                lastTermination: TerminationInfo?, footprint: UInt64? = nil, band: MemoryBand? = nil,
-                memoryLimit: UInt64? = nil, statusLine: String? = nil) {
+    public init(
+        name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,
+        backgroundTasks: [TaskStatus], backgroundTimeRemaining: Double?, awaiting: LifecycleEvent?,
+        lastTermination: TerminationInfo?, footprint: UInt64? = nil, band: MemoryBand? = nil,
+        memoryLimit: UInt64? = nil, statusLine: String? = nil
+    ) {
         self.statusLine = statusLine
         self.footprint = footprint
         self.band = band
@@ -316,10 +328,12 @@ public struct EventRecord: Codable, Sendable, Equatable {
     /// For `jetsam`: the whole kill record.
     public var kill: KillRecord?
 
-    public init(time: Double, monotonic: Int64, app: String, kind: Kind, pid: Int32? = nil,
-                from: String? = nil, to: String? = nil, event: LifecycleEvent? = nil, sequence: UInt32? = nil,
-                latencyMicroseconds: Double? = nil, reason: String? = nil, detail: String? = nil,
-                kill: KillRecord? = nil) {
+    public init(
+        time: Double, monotonic: Int64, app: String, kind: Kind, pid: Int32? = nil,
+        from: String? = nil, to: String? = nil, event: LifecycleEvent? = nil, sequence: UInt32? = nil,
+        latencyMicroseconds: Double? = nil, reason: String? = nil, detail: String? = nil,
+        kill: KillRecord? = nil
+    ) {
         self.kill = kill
         self.time = time
         self.monotonic = monotonic

@@ -23,7 +23,9 @@ extension Supervisor {
         let now = now
         update(id) {
             $0.generation += 1
-            $0.phase = $0.policy.delivery == .library ? .launching(step: 0)
+            $0.phase =
+                $0.policy.delivery == .library
+                ? .launching(step: 0)
                 : $0.policy.awaitsReadiness ? .awaitingReady : .running(.launched)
             $0.launchMode = mode
             $0.lastUsed = now

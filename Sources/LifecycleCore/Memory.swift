@@ -31,8 +31,10 @@ public struct MemoryMeasurements: Sendable, Equatable, Codable {
     public var appsTotal: UInt64?
     public var budget: UInt64?
 
-    public init(available: UInt64? = nil, total: UInt64? = nil, stallPercent: Double? = nil,
-                appsTotal: UInt64? = nil, budget: UInt64? = nil) {
+    public init(
+        available: UInt64? = nil, total: UInt64? = nil, stallPercent: Double? = nil,
+        appsTotal: UInt64? = nil, budget: UInt64? = nil
+    ) {
         self.available = available
         self.total = total
         self.stallPercent = stallPercent
@@ -93,8 +95,10 @@ public struct MemorySample: Sendable, Equatable {
     public var footprints: [AppID: UInt64]
     public var measurements: MemoryMeasurements
 
-    public init(level: MemoryLevel, simulated: Bool = false, footprints: [AppID: UInt64] = [:],
-                measurements: MemoryMeasurements = MemoryMeasurements()) {
+    public init(
+        level: MemoryLevel, simulated: Bool = false, footprints: [AppID: UInt64] = [:],
+        measurements: MemoryMeasurements = MemoryMeasurements()
+    ) {
         self.level = level
         self.simulated = simulated
         self.footprints = footprints

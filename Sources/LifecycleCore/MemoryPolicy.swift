@@ -16,8 +16,9 @@ extension Supervisor {
     /// the level) or with a level injected for demos and tests.
     mutating func memory(_ report: MemoryReport, simulated: MemoryLevel?) {
         let level = simulated ?? gauge.update(report.measurements)
-        let sample = MemorySample(level: level, simulated: simulated != nil, footprints: report.footprints,
-                                  measurements: report.measurements)
+        let sample = MemorySample(
+            level: level, simulated: simulated != nil, footprints: report.footprints,
+            measurements: report.measurements)
         for (id, bytes) in sample.footprints where apps[id].map(isAlive) == true { footprints[id] = bytes }
         let previous = memoryLevel
         lastSample = sample
@@ -29,7 +30,8 @@ extension Supervisor {
         for id in limited {
             let app = apps[id]!
             guard let limit = app.policy.memory.limit, let bytes = footprints[id], bytes > limit,
-                  killable(app) else { continue }
+                killable(app)
+            else { continue }
             // The record after the kill: the shell signals first, then writes.
             let record = killRecord(id, .perAppLimit, sample, candidates: [id], notice: false)
             kill(id, .memoryLimit(footprint: bytes, limit: limit))
@@ -106,8 +108,10 @@ extension Supervisor {
         deliver(victim, .willBeKilledForMemory)
     }
 
-    func killRecord(_ id: AppID, _ cause: MemoryKill.Cause, _ sample: MemorySample,
-                            candidates: [AppID], notice: Bool) -> MemoryKill {
+    func killRecord(
+        _ id: AppID, _ cause: MemoryKill.Cause, _ sample: MemorySample,
+        candidates: [AppID], notice: Bool
+    ) -> MemoryKill {
         let app = apps[id]!
         return MemoryKill(
             app: id, cause: cause, footprint: footprints[id],
@@ -115,8 +119,9 @@ extension Supervisor {
             state: app.state, band: app.policy.memory.band, level: sample.level, simulated: sample.simulated,
             measurements: sample.measurements,
             candidates: candidates.map {
-                MemoryKill.Candidate(app: $0, state: apps[$0]!.state, band: apps[$0]!.policy.memory.band,
-                                     footprint: footprints[$0])
+                MemoryKill.Candidate(
+                    app: $0, state: apps[$0]!.state, band: apps[$0]!.policy.memory.band,
+                    footprint: footprints[$0])
             },
             lastNotice: notice)
     }
@@ -147,11 +152,11 @@ public struct MemoryGauge: Sendable {
     /// The highest level any signal reaches, each threshold moved by
     /// `margin` towards safety.
     static func level(_ m: MemoryMeasurements, _ t: MemoryThresholds, margin: Double) -> MemoryLevel {
-        func low(_ value: Double?, _ threshold: Double?) -> Bool {       // lower is worse
+        func low(_ value: Double?, _ threshold: Double?) -> Bool {  // lower is worse
             guard let value, let threshold else { return false }
             return value < threshold + margin
         }
-        func high(_ value: Double?, _ threshold: Double?) -> Bool {      // higher is worse
+        func high(_ value: Double?, _ threshold: Double?) -> Bool {  // higher is worse
             guard let value, let threshold else { return false }
             return value >= threshold - margin
         }

@@ -1,7 +1,7 @@
 // The fuzzers compile this module's files together with LifecycleModel's
 // into one module, where there is nothing to import.
 #if canImport(LifecycleModel)
-@_exported import LifecycleModel
+    @_exported import LifecycleModel
 #endif
 
 /// Everything the core needs to know about one app. Parsed from its manifest.

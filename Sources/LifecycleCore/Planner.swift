@@ -82,14 +82,14 @@ extension Supervisor {
         case (.background, .active), (.background, .inactive):
             deliver(id, .willEnterForeground)
         case (.background, .suspended) where apps[id]!.policy.exitsOnSuspend:
-            front.remove(id)      // ending, like a user quit: it gives its slot up (held under the lock)
+            front.remove(id)  // ending, like a user quit: it gives its slot up (held under the lock)
             update(id) { $0.stop = .exitsOnSuspend }
             deliver(id, .willTerminate)
         case (.background, .suspended):
             effects.append(.freeze(id))
             update(id) {
                 $0.phase = .suspended
-                $0.warningPending = false     // running apps only
+                $0.warningPending = false  // running apps only
             }
             return false
         case (.background, .terminated):

@@ -8,13 +8,15 @@ extension Supervisor {
         let app = apps[id]!
         if app.killing != nil { return }
         guard let awaiting = app.awaiting, awaiting.sequence == seq else {
-            return kill(id, .protocolViolation(
-                message: "acknowledged event \(seq), which was not awaiting an acknowledgement"))
+            return kill(
+                id,
+                .protocolViolation(
+                    message: "acknowledged event \(seq), which was not awaiting an acknowledgement"))
         }
         update(id) { $0.awaiting = nil }
         timers.cancel(id, .ack)
         switch awaiting.event {
-        case .willTerminate: break                       // the exit completes it
+        case .willTerminate: break  // the exit completes it
         case .willBeKilledForMemory: kill(id, app.lastNotice!)
         default: advance(id)
         }
@@ -87,7 +89,8 @@ extension Supervisor {
             case .outOfMemory:
                 if let limit = app.policy.memory.limit {
                     // The kernel enforced the manifest's limit: a kill for memory like ours.
-                    effects.append(.memoryKill(killRecord(id, .perAppLimit, lastSample, candidates: [id], notice: false)))
+                    effects.append(
+                        .memoryKill(killRecord(id, .perAppLimit, lastSample, candidates: [id], notice: false)))
                     reason = .memoryLimit(footprint: footprints[id] ?? limit, limit: limit)
                 } else {
                     reason = .signaled(signal: 9)
@@ -105,7 +108,7 @@ extension Supervisor {
         update(id) {
             var fresh = AppRecord(policy: $0.policy)
             fresh.generation = $0.generation
-            fresh.state = $0.state          // so that sync() publishes the change
+            fresh.state = $0.state  // so that sync() publishes the change
             fresh.since = $0.since
             fresh.last = record
             $0 = fresh

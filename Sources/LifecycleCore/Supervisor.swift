@@ -71,11 +71,11 @@ public struct Supervisor: Sendable {
         self.now = max(self.now, now)
         effects = []
         touched = []
-        fireDueTimers()      // a deadline that passed before the input wins
+        fireDueTimers()  // a deadline that passed before the input wins
         apply(input)
-        fireDueTimers()      // timers armed in the past by the input
+        fireDueTimers()  // timers armed in the past by the input
         for id in front.apps where apps[id]!.state != .active { advance(id) }  // a slot may have freed
-        for id in touched.sorted() { sync(id) }   // lock, unlock, interruptions
+        for id in touched.sorted() { sync(id) }  // lock, unlock, interruptions
         checkInvariants()
         return effects
     }
@@ -176,23 +176,29 @@ public struct Supervisor: Sendable {
     /// them for now: until the daemon can re-adopt its apps after a crash,
     /// a trap would end every app (docs/architecture.md).
     private func checkInvariants() {
-        assert(apps.values.lazy.filter { $0.state == .active }.count <= front.slots,
-               "never more active apps than foreground slots")
+        assert(
+            apps.values.lazy.filter { $0.state == .active }.count <= front.slots,
+            "never more active apps than foreground slots")
         assert(front.apps.count <= front.slots, "never more apps in front than slots")
-        assert(front.apps.allSatisfy { apps[$0].map { $0.phase != .notRunning && $0.stop == nil } == true },
-               "only running apps that are not stopping hold a foreground slot")
-        assert(pressureVictim.map { v in apps[v].map { $0.killing != nil || $0.lastNotice != nil } == true } ?? true,
-               "the one pressure victim is on its way out")
-        assert(apps.allSatisfy { id, app in
-            guard let awaiting = app.awaiting else { return true }
-            let timed: TimerKind = switch awaiting.event {
-            case .willTerminate: .terminate
-            case .willBeKilledForMemory: .notice
-            default: .ack
-            }
-            return timers.deadline(id, timed) != nil
-        }, "every awaited acknowledgement has a deadline")
-        assert(apps.values.allSatisfy { $0.phase != .notRunning || ($0.awaiting == nil && $0.tasks.isEmpty) },
-               "an app with no process awaits nothing and holds no task")
+        assert(
+            front.apps.allSatisfy { apps[$0].map { $0.phase != .notRunning && $0.stop == nil } == true },
+            "only running apps that are not stopping hold a foreground slot")
+        assert(
+            pressureVictim.map { v in apps[v].map { $0.killing != nil || $0.lastNotice != nil } == true } ?? true,
+            "the one pressure victim is on its way out")
+        assert(
+            apps.allSatisfy { id, app in
+                guard let awaiting = app.awaiting else { return true }
+                let timed: TimerKind =
+                    switch awaiting.event {
+                    case .willTerminate: .terminate
+                    case .willBeKilledForMemory: .notice
+                    default: .ack
+                    }
+                return timers.deadline(id, timed) != nil
+            }, "every awaited acknowledgement has a deadline")
+        assert(
+            apps.values.allSatisfy { $0.phase != .notRunning || ($0.awaiting == nil && $0.tasks.isEmpty) },
+            "an app with no process awaits nothing and holds no task")
     }
 }

@@ -58,8 +58,10 @@ struct TimerTable: Sendable {
     /// Removes and returns the earliest timer due at `now`; ties go by app
     /// name, then kind, so that a run replays exactly.
     mutating func popDue(now: Instant) -> TimerKey? {
-        guard let (key, _) = deadlines.filter({ $0.value <= now })
-            .min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) else { return nil }
+        guard
+            let (key, _) = deadlines.filter({ $0.value <= now })
+                .min(by: { ($0.value, $0.key) < ($1.value, $1.key) })
+        else { return nil }
         deadlines[key] = nil
         return key
     }

@@ -82,33 +82,39 @@ public final class Daemon {
         _ = lc_become_subreaper()
         let confinement = Cgroups.confinement(root: options.cgroupRoot ?? settings.config.cgroupRoot)
         if let fallback = confinement as? ProcessGroups {
-            logger.warning("""
+            logger.warning(
+                """
                 no usable cgroup v2 freezer (\(fallback.reason)): falling back to process groups. \
                 Suspension uses SIGSTOP (an app can see it and its children can escape \
                 by changing process group), and memory is read from /proc.
                 """)
         }
-        try self.init(settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
-                      logger: logger, standalone: false)
+        try self.init(
+            settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
+            logger: logger, standalone: false)
     }
 
     /// The shell with its parts given: the real ones from the public init, or
     /// a test's fakes. `standalone` (tests) takes no signals and no control
     /// socket, so that the shell can be driven without a kernel to answer.
-    init(settings: Settings, confinement: any Confinement, starter: any ProcessStarter, options: Options,
-         logger: Logger, standalone: Bool) throws {
+    init(
+        settings: Settings, confinement: any Confinement, starter: any ProcessStarter, options: Options,
+        logger: Logger, standalone: Bool
+    ) throws {
         self.options = options
         self.logger = logger
         self.settings = settings
         self.confinement = confinement
         self.starter = starter
-        supervisor = Supervisor(foregroundSlots: settings.config.foregroundSlots, apps: settings.policies,
-                                memory: settings.config.memory.thresholds(total: MemoryMonitor.memTotal()))
+        supervisor = Supervisor(
+            foregroundSlots: settings.config.foregroundSlots, apps: settings.policies,
+            memory: settings.config.memory.thresholds(total: MemoryMonitor.memTotal()))
         status.counts[.notRunning] = settings.manifests.count
         loop = try EventLoop()
         memory = MemoryMonitor(config: settings.config.memory, confinement: confinement, logger: logger)
-        killLog = KillLog(directory: settings.config.stateDirectory, keep: settings.config.memory.killHistory,
-                          logger: logger)
+        killLog = KillLog(
+            directory: settings.config.stateDirectory, keep: settings.config.memory.killHistory,
+            logger: logger)
         records = Records(keep: settings.config.eventHistory)
         try start(standalone: standalone)
     }
@@ -129,14 +135,17 @@ public final class Daemon {
         guard !standalone else { return }
         signalSources.append(try loop.onSignal(SIGCHLD) { [unowned self] _ in self.reapChildren() })
         for s in [SIGTERM, SIGINT] {
-            signalSources.append(try loop.onSignal(s) { [unowned self] info in
-                self.logger.notice("received \(Posix.signalName(Int32(info.ssi_signo))): stopping every app")
-                self.beginShutdown()
-            })
+            signalSources.append(
+                try loop.onSignal(s) { [unowned self] info in
+                    self.logger.notice("received \(Posix.signalName(Int32(info.ssi_signo))): stopping every app")
+                    self.beginShutdown()
+                })
         }
-        signalSources.append(try loop.onSignal(SIGHUP) { [unowned self] _ in
-            self.logger.notice("SIGHUP: configuration reload is not supported yet; restart the daemon to apply changes")
-        })
+        signalSources.append(
+            try loop.onSignal(SIGHUP) { [unowned self] _ in
+                self.logger.notice(
+                    "SIGHUP: configuration reload is not supported yet; restart the daemon to apply changes")
+            })
 
         let control = try ControlServer(loop: loop, listener: try controlListener(), front: front)
         self.control = control
@@ -165,12 +174,14 @@ public final class Daemon {
 
     /// Runs until SIGTERM and every app has stopped.
     public func run() throws {
-        logger.info("lifecycled ready", metadata: [
-            "apps": "\(manifests.count)", "confinement": "\(confinement.summary)",
-            "control-socket": "\(controlPath ?? "socket-activated")",
-            "memory-accounting": "\(confinement.memoryAccounting.rawValue)",
-            "psi-trigger": "\(memory.triggerDescription)",
-        ])
+        logger.info(
+            "lifecycled ready",
+            metadata: [
+                "apps": "\(manifests.count)", "confinement": "\(confinement.summary)",
+                "control-socket": "\(controlPath ?? "socket-activated")",
+                "memory-accounting": "\(confinement.memoryAccounting.rawValue)",
+                "psi-trigger": "\(memory.triggerDescription)",
+            ])
         if config.memory.monitor { memoryWatch?.arm(at: Posix.monotonicNanoseconds()) }
         status.send(self)
         Systemd.notify("READY=1")
@@ -224,14 +235,18 @@ public final class Daemon {
 
     // MARK: - Records
 
-    func record(_ id: AppID, _ kind: EventRecord.Kind, from: String? = nil, to: String? = nil,
-                event: LifecycleEvent? = nil, sequence: UInt32? = nil, latency: Double? = nil,
-                reason: String? = nil, detail: String? = nil, kill: KillRecord? = nil) {
+    func record(
+        _ id: AppID, _ kind: EventRecord.Kind, from: String? = nil, to: String? = nil,
+        event: LifecycleEvent? = nil, sequence: UInt32? = nil, latency: Double? = nil,
+        reason: String? = nil, detail: String? = nil, kill: KillRecord? = nil
+    ) {
         guard records.wanted else { return }
         let at = decidedAt ?? now()
-        records.append(EventRecord(time: Records.wallTime(at), monotonic: at.nanoseconds,
-                                   app: id, kind: kind, pid: runs.pid(id), from: from, to: to,
-                                   event: event, sequence: sequence, latencyMicroseconds: latency,
-                                   reason: reason, detail: detail, kill: kill))
+        records.append(
+            EventRecord(
+                time: Records.wallTime(at), monotonic: at.nanoseconds,
+                app: id, kind: kind, pid: runs.pid(id), from: from, to: to,
+                event: event, sequence: sequence, latencyMicroseconds: latency,
+                reason: reason, detail: detail, kill: kill))
     }
 }

@@ -25,16 +25,22 @@ extension Daemon {
         case .transition(let id, let from, let to):
             status.counts[from, default: 0] -= 1
             status.counts[to, default: 0] += 1
-            logger.info("\(id): \(from.rawValue) -> \(to.rawValue)", metadata: metadata(id, [
-                "from-state": "\(from.rawValue)", "to-state": "\(to.rawValue)",
-            ]))
+            logger.info(
+                "\(id): \(from.rawValue) -> \(to.rawValue)",
+                metadata: metadata(
+                    id,
+                    [
+                        "from-state": "\(from.rawValue)", "to-state": "\(to.rawValue)",
+                    ]))
             record(id, .transition, from: from.rawValue, to: to.rawValue)
         case .terminated(let id, let rec):
-            logger.notice("\(id) ended: \(rec.reason)", metadata: metadata(id, ["reason": "\(rec.reason.code.rawValue)"]))
+            logger.notice(
+                "\(id) ended: \(rec.reason)", metadata: metadata(id, ["reason": "\(rec.reason.code.rawValue)"]))
             record(id, .terminated, reason: rec.reason.code.rawValue, detail: rec.reason.description)
-            terminations[id] = TerminationInfo(reason: rec.reason.code, description: rec.reason.description,
-                                               time: Records.wallTime(rec.at), pid: runs.pid(id))
-        case .refused: break       // the front answers the caller
+            terminations[id] = TerminationInfo(
+                reason: rec.reason.code, description: rec.reason.description,
+                time: Records.wallTime(rec.at), pid: runs.pid(id))
+        case .refused: break  // the front answers the caller
         case .memoryKill(let k): recordKill(k)
         case .remeasure:
             memoryWatch?.loud()

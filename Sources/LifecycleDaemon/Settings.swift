@@ -25,7 +25,8 @@ struct Settings {
         limits = manifests.compactMapValues(\.policy.memory.limit)
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
         selfDirectory = (exe as NSString).deletingLastPathComponent
-        searchPath = selfDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
+        searchPath =
+            selfDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
     }
 
     var policies: [AppID: AppPolicy] { manifests.mapValues(\.policy) }

@@ -102,13 +102,15 @@ public final class Cgroups: Confinement {
     /// it (after the daemon left the base: no internal processes), else the
     /// v1 memory hierarchy, else /proc.
     private func setUpMemoryAccounting() {
-        let offered = (try? Posix.readFile(basePath + "/cgroup.controllers"))?
+        let offered =
+            (try? Posix.readFile(basePath + "/cgroup.controllers"))?
             .split(whereSeparator: { $0 == " " || $0 == "\n" }).contains("memory") ?? false
         if offered {
             try? Posix.writeFile(basePath + "/cgroup.subtree_control", "+memory")
             try? Posix.writeFile(appsPath + "/cgroup.subtree_control", "+memory")
             if Posix.exists(appsPath + "/cgroup.subtree_control"),
-               (try? Posix.readFile(appsPath + "/cgroup.subtree_control"))?.contains("memory") == true {
+                (try? Posix.readFile(appsPath + "/cgroup.subtree_control"))?.contains("memory") == true
+            {
                 memory = .cgroupV2
                 return
             }
@@ -169,7 +171,11 @@ public final class Cgroups: Confinement {
             }
             // The child writes "0" to this before exec, so its first page is charged here.
             let procs: Int32
-            do { procs = try Posix.call("open", dir + "/cgroup.procs") { open(dir + "/cgroup.procs", O_WRONLY | O_CLOEXEC) } } catch {
+            do {
+                procs = try Posix.call("open", dir + "/cgroup.procs") {
+                    open(dir + "/cgroup.procs", O_WRONLY | O_CLOEXEC)
+                }
+            } catch {
                 _ = group.remove()
                 throw error
             }

@@ -28,8 +28,10 @@ public final class EventLoop {
         fileprivate let signal: ((signalfd_siginfo) -> Void)?
         fileprivate weak var loop: EventLoop?
 
-        fileprivate init(io: ((UInt32) -> Void)? = nil, fire: (() -> Void)? = nil,
-                         signal: ((signalfd_siginfo) -> Void)? = nil) {
+        fileprivate init(
+            io: ((UInt32) -> Void)? = nil, fire: (() -> Void)? = nil,
+            signal: ((signalfd_siginfo) -> Void)? = nil
+        ) {
             self.io = io
             self.fire = fire
             self.signal = signal
@@ -66,7 +68,9 @@ public final class EventLoop {
         }
     }
 
-    private func register(_ s: Source, _ body: (UnsafeMutableRawPointer) -> (Int32, OpaquePointer?)) throws(SystemError) -> Source {
+    private func register(_ s: Source, _ body: (UnsafeMutableRawPointer) -> (Int32, OpaquePointer?)) throws(SystemError)
+        -> Source
+    {
         s.loop = self
         let (r, p) = body(Unmanaged.passUnretained(s).toOpaque())
         guard r >= 0, let p else { throw SystemError("sd_event_add", errno: .init(rawValue: -r)) }
@@ -77,14 +81,18 @@ public final class EventLoop {
 
     /// Calls `handler(revents)` whenever `fd` is ready.
     @discardableResult
-    public func watch(fd: Int32, events: UInt32 = IOEvents.readable,
-                      _ handler: @escaping (UInt32) -> Void) throws(SystemError) -> Source {
+    public func watch(
+        fd: Int32, events: UInt32 = IOEvents.readable,
+        _ handler: @escaping (UInt32) -> Void
+    ) throws(SystemError) -> Source {
         try register(Source(io: handler)) { ud in
             var p: OpaquePointer?
-            let r = sd_event_add_io(event, &p, fd, events, { _, _, revents, ud in
-                Unmanaged<Source>.fromOpaque(ud!).takeUnretainedValue().io!(revents)
-                return 0
-            }, ud)
+            let r = sd_event_add_io(
+                event, &p, fd, events,
+                { _, _, revents, ud in
+                    Unmanaged<Source>.fromOpaque(ud!).takeUnretainedValue().io!(revents)
+                    return 0
+                }, ud)
             return (r, p)
         }
     }
@@ -94,10 +102,12 @@ public final class EventLoop {
     public func timer(_ handler: @escaping () -> Void) throws(SystemError) -> Source {
         let s = try register(Source(fire: handler)) { ud in
             var p: OpaquePointer?
-            let r = sd_event_add_time(event, &p, CLOCK_MONOTONIC, UInt64.max, 1, { _, _, ud in
-                Unmanaged<Source>.fromOpaque(ud!).takeUnretainedValue().fire!()
-                return 0
-            }, ud)
+            let r = sd_event_add_time(
+                event, &p, CLOCK_MONOTONIC, UInt64.max, 1,
+                { _, _, ud in
+                    Unmanaged<Source>.fromOpaque(ud!).takeUnretainedValue().fire!()
+                    return 0
+                }, ud)
             return (r, p)
         }
         s.arm(at: nil)
@@ -109,10 +119,12 @@ public final class EventLoop {
     public func onSignal(_ sig: Int32, _ handler: @escaping (signalfd_siginfo) -> Void) throws(SystemError) -> Source {
         try register(Source(signal: handler)) { ud in
             var p: OpaquePointer?
-            let r = sd_event_add_signal(event, &p, sig, { _, si, ud in
-                Unmanaged<Source>.fromOpaque(ud!).takeUnretainedValue().signal!(si!.pointee)
-                return 0
-            }, ud)
+            let r = sd_event_add_signal(
+                event, &p, sig,
+                { _, si, ud in
+                    Unmanaged<Source>.fromOpaque(ud!).takeUnretainedValue().signal!(si!.pointee)
+                    return 0
+                }, ud)
             return (r, p)
         }
     }

@@ -45,8 +45,10 @@ public enum MemoryProbe {
     public static func cgroupFootprint(_ dir: String, v1: Bool) -> UInt64? {
         let usageFile = v1 ? "/memory.usage_in_bytes" : "/memory.current"
         guard let usageText = try? Posix.readFile(dir + usageFile),
-              let usage = UInt64(usageText.trimmingWhitespace()) else { return nil }
-        let inactive = (try? Posix.readFile(dir + "/memory.stat"))
+            let usage = UInt64(usageText.trimmingWhitespace())
+        else { return nil }
+        let inactive =
+            (try? Posix.readFile(dir + "/memory.stat"))
             .flatMap { statValue($0, v1 ? "total_inactive_file" : "inactive_file") } ?? 0
         return usage > inactive ? usage - inactive : 0
     }
@@ -74,7 +76,9 @@ public enum MemoryProbe {
     }
 
     static func processGroup(of pid: Int32) -> Int32? {
-        guard let stat = try? Posix.readFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
+        guard let stat = try? Posix.readFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else {
+            return nil
+        }
         // After "comm)": state ppid pgrp ...
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         return fields.count > 2 ? Int32(fields[2]) : nil
@@ -99,9 +103,10 @@ public final class KernelFile {
 
     /// Reads the file afresh; false when it cannot be read.
     public func refresh() -> Bool {
-        let n = (try? buffer.withUnsafeMutableBytes { b throws(SystemError) in
-            try Posix.call("pread") { pread(fd, b.baseAddress, b.count, 0) }
-        }) ?? 0
+        let n =
+            (try? buffer.withUnsafeMutableBytes { b throws(SystemError) in
+                try Posix.call("pread") { pread(fd, b.baseAddress, b.count, 0) }
+            }) ?? 0
         length = n
         return n > 0
     }
@@ -126,8 +131,10 @@ public final class PSITrigger {
     public let fd: Int32
     public let specification: String
 
-    public init(path: String = "/proc/pressure/memory", stallMicroseconds: Int64,
-                windowMicroseconds: Int64) throws(SystemError) {
+    public init(
+        path: String = "/proc/pressure/memory", stallMicroseconds: Int64,
+        windowMicroseconds: Int64
+    ) throws(SystemError) {
         specification = "some \(max(1, stallMicroseconds)) \(windowMicroseconds)"
         fd = try Posix.call("open", path) { open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC) }
         let text = Array((specification + "\n").utf8), fd = fd

@@ -14,9 +14,13 @@ public final class MemoryWatch {
     public init(loop: EventLoop, sample: @escaping () -> Void) throws(SystemError) {
         self.sample = sample
         let context = Unmanaged.passUnretained(self).toOpaque()
-        guard let w = lc_memwatch_new(UnsafeMutableRawPointer(loop.event), { ctx in
-            Unmanaged<MemoryWatch>.fromOpaque(ctx!).takeUnretainedValue().sample()
-        }, context) else {
+        guard
+            let w = lc_memwatch_new(
+                UnsafeMutableRawPointer(loop.event),
+                { ctx in
+                    Unmanaged<MemoryWatch>.fromOpaque(ctx!).takeUnretainedValue().sample()
+                }, context)
+        else {
             throw SystemError("memory watch", errno: Errno(rawValue: errno))
         }
         watch = w
@@ -34,8 +38,10 @@ public final class MemoryWatch {
     /// below `handBackAt` bytes or MemTotal is no longer `total`; the next
     /// sample after the time `available - critical` would take to fill at
     /// `fillRate` bytes/s.
-    public func quiet(handBackAt: UInt64, total: UInt64, critical: UInt64, fillRate: UInt64,
-                      shortest: Int64, longest: Int64) {
+    public func quiet(
+        handBackAt: UInt64, total: UInt64, critical: UInt64, fillRate: UInt64,
+        shortest: Int64, longest: Int64
+    ) {
         lc_memwatch_quiet(watch, handBackAt, total, critical, fillRate, shortest, longest)
     }
 
@@ -55,9 +61,10 @@ public final class MemoryWatch {
 
     public var state: State {
         let s = lc_memwatch_get(watch)
-        return State(available: s.at_ns > 0 ? s.available : nil,
-                     perCPU: s.at_ns > 0 && s.percpu >= 0 ? UInt64(s.percpu) : nil, at: s.at_ns > 0 ? s.at_ns : nil,
-                     quietSamples: s.quiet_samples, quiet: s.quiet != 0)
+        return State(
+            available: s.at_ns > 0 ? s.available : nil,
+            perCPU: s.at_ns > 0 && s.percpu >= 0 ? UInt64(s.percpu) : nil, at: s.at_ns > 0 ? s.at_ns : nil,
+            quietSamples: s.quiet_samples, quiet: s.quiet != 0)
     }
 
     /// Nanoseconds until `headroom` bytes could be gone at `fillRate` bytes

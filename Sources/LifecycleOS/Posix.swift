@@ -27,8 +27,10 @@ public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
 /// error; any other failure is thrown, naming the call and its subject.
 public enum Posix {
     @discardableResult
-    public static func call<T: BinaryInteger>(_ name: String, _ subject: String = "",
-                                               _ body: () -> T) throws(SystemError) -> T {
+    public static func call<T: BinaryInteger>(
+        _ name: String, _ subject: String = "",
+        _ body: () -> T
+    ) throws(SystemError) -> T {
         while true {
             let r = body()
             if r != -1 { return r }
@@ -40,9 +42,11 @@ public enum Posix {
     }
 
     /// A call on a non-blocking descriptor: nil when it would block.
-    public static func nonBlocking<T: BinaryInteger>(_ name: String, _ subject: String = "",
-                                                      _ body: () -> T) throws(SystemError) -> T? {
-        do { return try call(name, subject, body) } catch where error.errno == .resourceTemporarilyUnavailable {
+    public static func nonBlocking<T: BinaryInteger>(
+        _ name: String, _ subject: String = "",
+        _ body: () -> T
+    ) throws(SystemError) -> T? {
+        do { return try call(name, subject, body) } catch  where error.errno == .resourceTemporarilyUnavailable {
             return nil
         }
     }
@@ -79,7 +83,7 @@ public enum Posix {
     /// Creates a directory; false when it already exists.
     @discardableResult
     public static func makeDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) -> Bool {
-        do { try call("mkdir", path) { mkdir(path, mode) } } catch where error.errno == .fileExists { return false }
+        do { try call("mkdir", path) { mkdir(path, mode) } } catch  where error.errno == .fileExists { return false }
         return true
     }
 

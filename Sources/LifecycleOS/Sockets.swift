@@ -38,7 +38,9 @@ public enum UnixSocket {
         let received: Int?
         do {
             received = try buffer.withUnsafeMutableBytes { b throws(SystemError) in
-                try Posix.nonBlocking("recv", "fd \(fd)") { recv(fd, b.baseAddress, cap, Int32(MSG_DONTWAIT) | Int32(MSG_TRUNC)) }
+                try Posix.nonBlocking("recv", "fd \(fd)") {
+                    recv(fd, b.baseAddress, cap, Int32(MSG_DONTWAIT) | Int32(MSG_TRUNC))
+                }
             }
         } catch {
             return .closed
@@ -53,14 +55,17 @@ public enum UnixSocket {
     /// socket file), with the given mode.
     public static func listen(path: String, mode: mode_t) throws(SystemError) -> Int32 {
         let fd = try Posix.call("socket") {
-            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            socket(
+                AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         }
         do {
             var addr = try address(path)
-            _ = try? Posix.call("unlink", path) { unlink(path) }     // a stale socket file
+            _ = try? Posix.call("unlink", path) { unlink(path) }  // a stale socket file
             try Posix.call("bind", path) {
                 withUnsafePointer(to: &addr) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    }
                 }
             }
             try Posix.call("chmod", path) { chmod(path, mode) }
@@ -74,12 +79,16 @@ public enum UnixSocket {
 
     /// Connects to a stream socket (blocking).
     public static func connect(path: String) throws(SystemError) -> Int32 {
-        let fd = try Posix.call("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        let fd = try Posix.call("socket") {
+            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        }
         do {
             var addr = try address(path)
             try Posix.call("connect", path) {
                 withUnsafePointer(to: &addr) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    }
                 }
             }
         } catch {

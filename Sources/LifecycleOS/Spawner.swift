@@ -16,8 +16,10 @@ public struct SpawnRequest {
     public var group: any AppGroup
     public var inherit: [(source: Int32, target: Int32)]
 
-    public init(executable: String, argv0: String? = nil, arguments: [String], environment: [String: String],
-                workingDirectory: String?, group: any AppGroup, inherit: [(source: Int32, target: Int32)] = []) {
+    public init(
+        executable: String, argv0: String? = nil, arguments: [String], environment: [String: String],
+        workingDirectory: String?, group: any AppGroup, inherit: [(source: Int32, target: Int32)] = []
+    ) {
         self.executable = executable
         self.argv0 = argv0
         self.arguments = arguments
@@ -67,10 +69,11 @@ public enum Spawner {
         var envpC: [UnsafeMutablePointer<CChar>?] = envp + [nil]
         var map: [Int32] = request.inherit.flatMap { [$0.source, $0.target] }
         var pidfd: Int32 = -1, step: Int32 = 0, atomic: Int32 = 0
-        let (cgroupFD, v1ProcsFD): (Int32, Int32) = switch request.group.placement {
-        case .cgroup(let directory, let v1Procs): (directory, v1Procs)
-        case .processGroup: (-1, -1)
-        }
+        let (cgroupFD, v1ProcsFD): (Int32, Int32) =
+            switch request.group.placement {
+            case .cgroup(let directory, let v1Procs): (directory, v1Procs)
+            case .processGroup: (-1, -1)
+            }
         let pid: pid_t = request.executable.withCString { path in
             (request.workingDirectory ?? "").withCString { cwd in
                 argvC.withUnsafeMutableBufferPointer { a in
@@ -89,8 +92,10 @@ public enum Spawner {
         }
         request.group.spawned()
         guard pid > 0 else {
-            let names = [1: "clone3", 2: "join memory cgroup", 3: "set up file descriptors",
-                         4: "reset signals", 5: "setsid", 6: "chdir", 7: "execve"]
+            let names = [
+                1: "clone3", 2: "join memory cgroup", 3: "set up file descriptors",
+                4: "reset signals", 5: "setsid", 6: "chdir", 7: "execve",
+            ]
             throw SpawnError(step: names[Int(step)] ?? "spawn", errno: Errno(rawValue: Glibc.errno))
         }
         request.group.pid = pid

@@ -39,8 +39,10 @@ public final class DaemonUnderTest {
     public private(set) var stopped = false
 
     /// `apps`: name -> manifest text. `daemon`: extra daemon config lines.
-    public init(apps: [String: String], daemon: String = "", cgroupRoot: String? = nil,
-         environment: [String: String] = [:]) throws {
+    public init(
+        apps: [String: String], daemon: String = "", cgroupRoot: String? = nil,
+        environment: [String: String] = [:]
+    ) throws {
         dir = FileManager.default.temporaryDirectory.path + "/lifecycled-test-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
         socket = dir + "/control.sock"
@@ -48,7 +50,8 @@ public final class DaemonUnderTest {
         var preamble = daemon.contains("event_history") ? "" : "event_history = 10000\n"
         if !daemon.contains("state_directory") { preamble += "state_directory = \"state\"\n" }
         // Tables ([memory]) must come after the top-level keys.
-        try "apps_dir = \"apps\"\n\(preamble)\(daemon)\n".write(toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
+        try "apps_dir = \"apps\"\n\(preamble)\(daemon)\n".write(
+            toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
         for (name, text) in apps {
             try text.write(toFile: dir + "/apps/\(name).toml", atomically: true, encoding: .utf8)
         }
@@ -59,11 +62,14 @@ public final class DaemonUnderTest {
         for (k, v) in environment { env[k] = v }
         let log = open(dir + "/daemon.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         defer { close(log) }
-        let p = try Spawner.spawn(SpawnRequest(
-            executable: binary("lifecycled"),
-            arguments: ["--config", dir + "/lifecycled.toml", "--control-socket", socket, "--cgroup-root", self.cgroupRoot],
-            environment: env, workingDirectory: dir, group: AppProcessGroup(),
-            inherit: [(log, 1), (log, 2)]))
+        let p = try Spawner.spawn(
+            SpawnRequest(
+                executable: binary("lifecycled"),
+                arguments: [
+                    "--config", dir + "/lifecycled.toml", "--control-socket", socket, "--cgroup-root", self.cgroupRoot,
+                ],
+                environment: env, workingDirectory: dir, group: AppProcessGroup(),
+                inherit: [(log, 1), (log, 2)]))
         pid = p.pid
         pidfd = p.pidfd
         // READY=1 arrives only once the socket listens and the daemon sits in its leaf.
@@ -95,7 +101,10 @@ public final class DaemonUnderTest {
     /// gone with the v2 subtree; rmdir from the leaves up.
     private func removeV1(_ path: String) {
         guard let children = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
-        for child in children where (try? FileManager.default.attributesOfItem(atPath: path + "/" + child)[.type] as? FileAttributeType) == .typeDirectory {
+        for child in children
+        where (try? FileManager.default.attributesOfItem(atPath: path + "/" + child)[.type] as? FileAttributeType)
+            == .typeDirectory
+        {
             removeV1(path + "/" + child)
         }
         rmdir(path)
@@ -109,7 +118,10 @@ public final class DaemonUnderTest {
         guard FileManager.default.fileExists(atPath: path) else { return }
         try? "1".write(toFile: path + "/cgroup.kill", atomically: false, encoding: .utf8)
         let children = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [])
-            .filter { (try? FileManager.default.attributesOfItem(atPath: path + "/" + $0)[.type] as? FileAttributeType) == .typeDirectory }
+            .filter {
+                (try? FileManager.default.attributesOfItem(atPath: path + "/" + $0)[.type] as? FileAttributeType)
+                    == .typeDirectory
+            }
         for child in children { removeSubtree(path + "/" + child) }
         let fd = inotify_init1(Int32(IN_CLOEXEC))
         defer { close(fd) }
@@ -150,7 +162,13 @@ public final class DaemonUnderTest {
     /// Runs supervisorctl against this daemon; returns (exit code, stdout, stderr).
     public func ctl(_ args: [String], user: String? = nil) throws -> (Int32, String, String) {
         var argv = [binary("supervisorctl")] + args + ["--socket", socket]
-        if let user { argv = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups"] + argv }
+        if let user {
+            argv =
+                [
+                    "/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)",
+                    "--clear-groups",
+                ] + argv
+        }
         return try run(argv)
     }
 
@@ -199,7 +217,8 @@ public final class Follower {
             }
             let r: ControlResponse
             do { r = try client.readResponse() } catch {
-                throw TestFailure("timed out waiting for \(what); saw: \(seen.suffix(12).map(describe).joined(separator: " | "))")
+                throw TestFailure(
+                    "timed out waiting for \(what); saw: \(seen.suffix(12).map(describe).joined(separator: " | "))")
             }
             guard let e = r.event else { continue }
             seen.append(e)
@@ -214,7 +233,9 @@ public final class Follower {
 
     @discardableResult
     public func acknowledged(_ app: String, _ event: String) throws -> EventRecord {
-        try wait("\(app) acknowledging \(event)") { $0.app == app && $0.kind == .acknowledged && $0.event?.rawValue == event }
+        try wait("\(app) acknowledging \(event)") {
+            $0.app == app && $0.kind == .acknowledged && $0.event?.rawValue == event
+        }
     }
 
     @discardableResult
@@ -246,7 +267,9 @@ public final class NotifySocket: @unchecked Sendable {
         addr.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &addr.sun_path) { raw in for (i, b) in path.utf8.enumerated() { raw[i] = b } }
         let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         guard r == 0 else { throw TestFailure("cannot bind \(path)") }
         let t = Thread { [weak self] in
@@ -254,7 +277,7 @@ public final class NotifySocket: @unchecked Sendable {
             while true {
                 let n = recv(fd, &buf, buf.count, 0)
                 if n < 0 && errno == EINTR { continue }
-                guard n > 0, let self else { return }   // shut down
+                guard n > 0, let self else { return }  // shut down
                 let text = String(decoding: buf[0..<n], as: UTF8.self)
                 self.condition.lock()
                 self.lines += text.split(separator: "\n").map(String.init)
@@ -300,10 +323,11 @@ public func run(_ argv: [String], environment: [String: String]? = nil) throws -
     let out = open(dir + ".out", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
     let err = open(dir + ".err", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
     defer { close(out); close(err); unlink(dir + ".out"); unlink(dir + ".err") }
-    let p = try Spawner.spawn(SpawnRequest(
-        executable: argv[0], arguments: Array(argv.dropFirst()),
-        environment: environment ?? ProcessInfo.processInfo.environment, workingDirectory: nil,
-        group: AppProcessGroup(), inherit: [(out, 1), (err, 2)]))
+    let p = try Spawner.spawn(
+        SpawnRequest(
+            executable: argv[0], arguments: Array(argv.dropFirst()),
+            environment: environment ?? ProcessInfo.processInfo.environment, workingDirectory: nil,
+            group: AppProcessGroup(), inherit: [(out, 1), (err, 2)]))
     var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
     guard poll(&pfd, 1, 60_000) == 1 else { kill(p.pid, SIGKILL); throw TestFailure("\(argv[0]) did not finish") }
     var st = lc_child_status()
@@ -330,7 +354,9 @@ public func waitForLine(_ path: String, _ line: String, seconds: Int32 = 20) thr
     while !lines(path).contains(line) {
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let left = Int32(max(1, deadline.timeIntervalSinceNow * 1000))
-        guard Date() < deadline, poll(&p, 1, left) == 1 else { throw TestFailure("\(path) never got the line '\(line)'") }
+        guard Date() < deadline, poll(&p, 1, left) == 1 else {
+            throw TestFailure("\(path) never got the line '\(line)'")
+        }
         var buf = [UInt8](repeating: 0, count: 4096)
         _ = read(fd, &buf, buf.count)
     }

@@ -1,7 +1,7 @@
 // The fuzzers compile this module's files together with LifecycleModel's
 // into one module, where there is nothing to import.
 #if canImport(LifecycleModel)
-@_exported import LifecycleModel
+    @_exported import LifecycleModel
 #endif
 
 // The app channel's wire format: the one definition, used by the daemon, the
@@ -51,8 +51,10 @@ public struct EventMessage: Sendable, Equatable {
     /// Launch options (launch events only): ordered key/value pairs.
     public var options: [KeyValue]
 
-    public init(sequence: UInt32, event: LifecycleEvent, launchedInBackground: Bool = false,
-                deadline: Int64?, budgetEnd: Int64?, options: [KeyValue] = []) {
+    public init(
+        sequence: UInt32, event: LifecycleEvent, launchedInBackground: Bool = false,
+        deadline: Int64?, budgetEnd: Int64?, options: [KeyValue] = []
+    ) {
         self.sequence = sequence
         self.event = event
         self.launchedInBackground = launchedInBackground
@@ -116,7 +118,8 @@ struct Writer {
     mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
     mutating func i64(_ v: Int64?) { withUnsafeBytes(of: (v ?? -1).littleEndian) { bytes += $0 } }
     mutating func string(_ s: String) {
-        let fitting = s.utf8.count <= Int(UInt16.max) ? s : DaemonMessage.shortened(s, by: s.utf8.count - Int(UInt16.max))
+        let fitting =
+            s.utf8.count <= Int(UInt16.max) ? s : DaemonMessage.shortened(s, by: s.utf8.count - Int(UInt16.max))
         let utf8 = Array(fitting.utf8)
         u16(UInt16(utf8.count))
         bytes += utf8
@@ -167,11 +170,17 @@ struct Reader {
 
 /// Reads the header; returns the type and id.
 func readHeader(_ r: inout Reader, size: Int) throws(WireError) -> (MessageType, UInt32) {
-    guard size <= Wire.maxMessageSize else { throw WireError("message of \(size) bytes exceeds \(Wire.maxMessageSize)") }
+    guard size <= Wire.maxMessageSize else {
+        throw WireError("message of \(size) bytes exceeds \(Wire.maxMessageSize)")
+    }
     let version = try r.u8("version")
-    guard version == Wire.version else { throw WireError("unsupported protocol version \(version) (this side speaks \(Wire.version))") }
+    guard version == Wire.version else {
+        throw WireError("unsupported protocol version \(version) (this side speaks \(Wire.version))")
+    }
     let raw = try r.u8("type")
-    guard let type = MessageType(rawValue: raw) else { throw WireError("unknown message type 0x\(String(raw, radix: 16))") }
+    guard let type = MessageType(rawValue: raw) else {
+        throw WireError("unknown message type 0x\(String(raw, radix: 16))")
+    }
     let flags = try r.u16("flags")
     guard flags == 0 else { throw WireError("unknown flags 0x\(String(flags, radix: 16))") }
     return (type, try r.u32("id"))
@@ -192,7 +201,8 @@ extension DaemonMessage {
                 let excess = bytes.count - Wire.maxMessageSize
                 let i = options.indices.max { options[$0].value.utf8.count < options[$1].value.utf8.count }!
                 if options[i].value.utf8.count > excess + Self.ellipsis.utf8.count {
-                    options[i].value = Self.shortened(options[i].value, by: excess + Self.ellipsis.utf8.count)
+                    options[i].value =
+                        Self.shortened(options[i].value, by: excess + Self.ellipsis.utf8.count)
                         + Self.ellipsis
                 } else {
                     options.removeLast()
@@ -258,11 +268,14 @@ extension DaemonMessage {
                 let k = try r.string("option key", max: Wire.maxMessageSize)
                 options.append(KeyValue(k, try r.string("option value", max: Wire.maxMessageSize)))
             }
-            message = .event(EventMessage(sequence: id, event: event, launchedInBackground: mode == 1,
-                                          deadline: deadline, budgetEnd: budgetEnd, options: options))
+            message = .event(
+                EventMessage(
+                    sequence: id, event: event, launchedInBackground: mode == 1,
+                    deadline: deadline, budgetEnd: budgetEnd, options: options))
         case .backgroundTaskReply:
             let task = try r.u32("task")
-            message = .backgroundTaskReply(request: id, task: task == 0 ? nil : task, budgetEnd: try r.i64("budget end"))
+            message = .backgroundTaskReply(
+                request: id, task: task == 0 ? nil : task, budgetEnd: try r.i64("budget end"))
         case .backgroundTasksExpiring:
             // One way to write each message: its id is 0, so that decoding
             // then encoding gives back the same bytes.

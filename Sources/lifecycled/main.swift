@@ -22,7 +22,10 @@ struct Lifecycled: ParsableCommand {
     @Option(help: "Control socket path (overrides the config's control_socket).")
     var controlSocket: String?
 
-    @Option(help: "Cgroup subtree for the apps: an absolute cgroup path, \"auto\", or \"none\" for the process-group fallback (overrides cgroup_root).")
+    @Option(
+        help:
+            "Cgroup subtree for the apps: an absolute cgroup path, \"auto\", or \"none\" for the process-group fallback (overrides cgroup_root)."
+    )
     var cgroupRoot: String?
 
     @Flag(help: "Check the configuration and every app manifest, print what is wrong, and exit.")
@@ -38,8 +41,9 @@ struct Lifecycled: ParsableCommand {
         }
         let logger = Logger(label: "lifecycled")
         do {
-            let daemon = try Daemon(options: .init(configPath: config, controlSocket: controlSocket, cgroupRoot: cgroupRoot),
-                                    logger: logger)
+            let daemon = try Daemon(
+                options: .init(configPath: config, controlSocket: controlSocket, cgroupRoot: cgroupRoot),
+                logger: logger)
             try daemon.run()
         } catch let e as ConfigError {
             logger.critical("configuration error: \(e)")

@@ -13,11 +13,14 @@ enum Exit {
 }
 
 struct Connection: ParsableArguments {
-    @Option(name: .long, help: "Control socket of lifecycled (default: $LIFECYCLED_SOCKET or /run/lifecycled/control.sock).")
+    @Option(
+        name: .long, help: "Control socket of lifecycled (default: $LIFECYCLED_SOCKET or /run/lifecycled/control.sock)."
+    )
     var socket: String?
 
     var path: String {
-        socket ?? ProcessInfo.processInfo.environment[ControlDefaults.socketEnvironmentKey] ?? ControlDefaults.socketPath
+        socket ?? ProcessInfo.processInfo.environment[ControlDefaults.socketEnvironmentKey]
+            ?? ControlDefaults.socketPath
     }
 
     func client() throws -> ControlClient {
@@ -64,12 +67,17 @@ struct Supervisorctl: ParsableCommand {
             2 unknown app; 3 permission denied; 4 no daemon at the socket; 5 unreadable \
             response; 64 bad arguments.
             """,
-        subcommands: [Status.self, Launch.self, Activate.self, Home.self, Interruption.self,
-                      Lock.self, Unlock.self, Stop.self, Kill.self, Events.self, Jetsam.self, Pressure.self])
+        subcommands: [
+            Status.self, Launch.self, Activate.self, Home.self, Interruption.self,
+            Lock.self, Unlock.self, Stop.self, Kill.self, Events.self, Jetsam.self, Pressure.self,
+        ])
 }
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show every app (or the ones named): state, pid, time in state, background tasks, memory footprint and band, last termination; and the memory level.")
+    static let configuration = CommandConfiguration(
+        abstract:
+            "Show every app (or the ones named): state, pid, time in state, background tasks, memory footprint and band, last termination; and the memory level."
+    )
     @OptionGroup var connection: Connection
     @Flag(help: "One JSON object: {daemon, apps:[{name,state,pid,...}]}.") var json = false
     @Argument(help: "Apps to show (default: all).") var apps: [String] = []
@@ -94,18 +102,23 @@ enum StatusTable {
             if let left = a.backgroundTimeRemaining, !a.backgroundTasks.isEmpty { tasks += " (\(duration(left)) left)" }
             var memory = a.footprint.map(bytes) ?? "-"
             if let limit = a.memoryLimit { memory += " / \(bytes(limit))" }
-            rows.append([a.name, a.state.rawValue, a.pid.map(String.init) ?? "-",
-                         a.state == .notRunning && a.lastTermination == nil ? "-" : duration(a.secondsInState),
-                         tasks, memory, a.band?.rawValue ?? "-", a.statusLine.map { "\"\($0)\"" } ?? "-",
-                         a.lastTermination?.description ?? "-"])
+            rows.append([
+                a.name, a.state.rawValue, a.pid.map(String.init) ?? "-",
+                a.state == .notRunning && a.lastTermination == nil ? "-" : duration(a.secondsInState),
+                tasks, memory, a.band?.rawValue ?? "-", a.statusLine.map { "\"\($0)\"" } ?? "-",
+                a.lastTermination?.description ?? "-",
+            ])
         }
         let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
         var out = rows.map { r in
-            r.enumerated().map { i, s in i == r.count - 1 ? s : s.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
-                .joined(separator: "  ")
+            r.enumerated().map { i, s in
+                i == r.count - 1 ? s : s.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+            }
+            .joined(separator: "  ")
         }
         let d = report.daemon
-        var footer = "foreground: \(d.foreground.isEmpty ? "-" : d.foreground.joined(separator: ", ")) (\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
+        var footer =
+            "foreground: \(d.foreground.isEmpty ? "-" : d.foreground.joined(separator: ", ")) (\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
         if d.locked { footer += ", locked" }
         if d.interruptions > 0 { footer += ", interrupted" }
         if d.shuttingDown { footer += ", shutting down" }
@@ -113,10 +126,13 @@ enum StatusTable {
         if let m = d.memory {
             var line = "memory: \(m.level.rawValue)\(m.simulated ? " (simulated)" : "")"
             if let a = m.reading.available, let t = m.reading.total {
-                line += ", available \(bytes(a)) of \(bytes(t)) (\(String(format: "%.0f", Double(a) * 100 / Double(max(t, 1)))) %)"
+                line +=
+                    ", available \(bytes(a)) of \(bytes(t)) (\(String(format: "%.0f", Double(a) * 100 / Double(max(t, 1)))) %)"
             }
             if let s = m.reading.stallPercent { line += ", stall \(String(format: "%.1f", s)) %" }
-            if let u = m.reading.appsTotal, let b = m.reading.budget { line += ", apps \(bytes(u)) of \(bytes(b)) budget" }
+            if let u = m.reading.appsTotal, let b = m.reading.budget {
+                line += ", apps \(bytes(u)) of \(bytes(b)) budget"
+            }
             line += "; accounted by \(m.accounting)"
             if let quiet = m.quiet, let n = m.quietSamples {
                 line += "; sampling \(quiet ? "quietly" : "in full") (\(n) quiet sample\(n == 1 ? "" : "s"))"
@@ -137,15 +153,18 @@ enum StatusTable {
 }
 
 struct Launch: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Launch an app: into the foreground, or with --background into the background.")
+    static let configuration = CommandConfiguration(
+        abstract: "Launch an app: into the foreground, or with --background into the background.")
     @OptionGroup var connection: Connection
-    @Flag(help: "Launch into the background (willFinishLaunching, didFinishLaunching, didEnterBackground).") var background = false
+    @Flag(help: "Launch into the background (willFinishLaunching, didFinishLaunching, didEnterBackground).")
+    var background = false
     @Argument var app: String
     func run() throws { _ = try connection.request(ControlRequest(.launch, app: app, background: background)) }
 }
 
 struct Activate: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Bring an app to the foreground, launching it when needed.")
+    static let configuration = CommandConfiguration(
+        abstract: "Bring an app to the foreground, launching it when needed.")
     @OptionGroup var connection: Connection
     @Argument var app: String
     func run() throws { _ = try connection.request(ControlRequest(.activate, app: app)) }
@@ -158,7 +177,8 @@ struct Home: ParsableCommand {
 }
 
 struct Interruption: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "A temporary interruption (alert, call banner): begin or end.")
+    static let configuration = CommandConfiguration(
+        abstract: "A temporary interruption (alert, call banner): begin or end.")
     enum Phase: String, ExpressibleByArgument, CaseIterable { case begin, end }
     @OptionGroup var connection: Connection
     @Argument(help: "begin or end") var phase: Phase
@@ -168,7 +188,8 @@ struct Interruption: ParsableCommand {
 }
 
 struct Lock: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Lock the screen: foreground apps go to the background until unlock.")
+    static let configuration = CommandConfiguration(
+        abstract: "Lock the screen: foreground apps go to the background until unlock.")
     @OptionGroup var connection: Connection
     func run() throws { _ = try connection.request(ControlRequest(.lock)) }
 }
@@ -180,7 +201,8 @@ struct Unlock: ParsableCommand {
 }
 
 struct Stop: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Quit an app as the user would (willTerminate; killed if suspended).")
+    static let configuration = CommandConfiguration(
+        abstract: "Quit an app as the user would (willTerminate; killed if suspended).")
     @OptionGroup var connection: Connection
     @Argument var app: String
     func run() throws { _ = try connection.request(ControlRequest(.stop, app: app)) }
@@ -194,7 +216,8 @@ struct Kill: ParsableCommand {
 }
 
 struct Events: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Recent transitions and delivered events, with acknowledgement times; --follow streams new ones.")
+    static let configuration = CommandConfiguration(
+        abstract: "Recent transitions and delivered events, with acknowledgement times; --follow streams new ones.")
     @OptionGroup var connection: Connection
     @Flag(name: .shortAndLong, help: "Keep streaming new records.") var follow = false
     @Flag(help: "One JSON object per line.") var json = false
@@ -240,7 +263,8 @@ struct Events: ParsableCommand {
         switch r.kind {
         case .transition: s += "\(r.from ?? "?") -> \(r.to ?? "?")"
         case .delivered: s += "delivered \(r.event?.rawValue ?? "?")" + (r.sequence.map { " #\($0)" } ?? "")
-        case .acknowledged: s += "acknowledged \(r.event?.rawValue ?? "?") in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
+        case .acknowledged:
+            s += "acknowledged \(r.event?.rawValue ?? "?") in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
         case .frozen: s += "frozen in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
         case .memoryLevel: s += "memory \(r.from ?? "?") -> \(r.to ?? "?")"
         case .jetsam: s += "jetsam"
@@ -272,25 +296,34 @@ struct Jetsam: ParsableCommand {
             return
         }
         if kills.isEmpty { return print("no kills for memory recorded") }
-        var rows = [["TIME", "APP", "PID", "REASON", "FOOTPRINT", "STATE", "BAND", "LEVEL", "MEMORY", "NEXT CANDIDATES"]]
+        var rows = [
+            ["TIME", "APP", "PID", "REASON", "FOOTPRINT", "STATE", "BAND", "LEVEL", "MEMORY", "NEXT CANDIDATES"]
+        ]
         for k in kills {
             var reading = [String]()
             if let a = k.reading.available { reading.append("avail \(StatusTable.bytes(a))") }
             if let s = k.reading.stallPercent { reading.append("stall \(String(format: "%.0f", s))%") }
-            if let u = k.reading.appsTotal, let b = k.reading.budget { reading.append("apps \(StatusTable.bytes(u))/\(StatusTable.bytes(b))") }
+            if let u = k.reading.appsTotal, let b = k.reading.budget {
+                reading.append("apps \(StatusTable.bytes(u))/\(StatusTable.bytes(b))")
+            }
             var footprint = k.footprint.map(StatusTable.bytes) ?? "-"
             if let l = k.limit { footprint += " > \(StatusTable.bytes(l))" }
             let others = k.candidates.filter { $0.app != k.app }.prefix(3).map(\.app)
             rows.append([
-                Events.formatter.string(from: Date(timeIntervalSince1970: k.time)), k.app, k.pid.map(String.init) ?? "-",
+                Events.formatter.string(from: Date(timeIntervalSince1970: k.time)), k.app,
+                k.pid.map(String.init) ?? "-",
                 k.reason.rawValue + (k.lastNotice ? " (noticed)" : ""), footprint, k.state.rawValue, k.band.rawValue,
-                k.level.rawValue + (k.simulated ? " (simulated)" : ""), reading.isEmpty ? "-" : reading.joined(separator: ", "),
+                k.level.rawValue + (k.simulated ? " (simulated)" : ""),
+                reading.isEmpty ? "-" : reading.joined(separator: ", "),
                 others.isEmpty ? "-" : others.joined(separator: ", "),
             ])
         }
         let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
         for r in rows {
-            print(r.enumerated().map { i, s in i == r.count - 1 ? s : s.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+            print(
+                r.enumerated().map { i, s in
+                    i == r.count - 1 ? s : s.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                }
                 .joined(separator: "  "))
         }
     }
@@ -298,7 +331,9 @@ struct Jetsam: ParsableCommand {
 
 struct Pressure: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Inject a memory level, for demos and tests: warning tells running apps, critical kills one app as real pressure would. Recorded as simulated; the next real measurement takes over.")
+        abstract:
+            "Inject a memory level, for demos and tests: warning tells running apps, critical kills one app as real pressure would. Recorded as simulated; the next real measurement takes over."
+    )
     enum Level: String, ExpressibleByArgument, CaseIterable { case normal, warning, critical }
     @OptionGroup var connection: Connection
     @Argument(help: "normal, warning or critical") var level: Level

@@ -58,7 +58,9 @@ import Testing
         #expect(out.contains("a  not-running -> inactive"))
         #expect(out.contains("a  acknowledged didBecomeActive in"))
         let (_, json, _) = try d.ctl(["events", "--json"])
-        let records = try json.split(separator: "\n").map { try JSONDecoder().decode(EventRecord.self, from: Data($0.utf8)) }
+        let records = try json.split(separator: "\n").map {
+            try JSONDecoder().decode(EventRecord.self, from: Data($0.utf8))
+        }
         let ack = try #require(records.first { $0.kind == .acknowledged && $0.event == .didBecomeActive })
         #expect((ack.latencyMicroseconds ?? -1) >= 0)
         #expect(try d.stop() == 0)
@@ -81,8 +83,10 @@ import Testing
         let s = scratch()
         let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a")], daemon: "control_group = \"daemon\"")
         chmod(d.dir, 0o755)
-        let argv = ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=daemon",
-                    binary("supervisorctl"), "activate", "a", "--socket", d.socket]
+        let argv = [
+            "/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=daemon",
+            binary("supervisorctl"), "activate", "a", "--socket", d.socket,
+        ]
         let (code, _, err) = try run(argv)
         #expect(code == 0, "a member of the control group was refused: \(err)")
         #expect(try d.status("a").state != .notRunning)
@@ -112,8 +116,9 @@ import Testing
         let (_, table, _) = try d.ctl(["jetsam"])
         let rows = table.split(separator: "\n")
         #expect(rows.first?.hasPrefix("TIME") == true)
-        #expect(rows.count == 2 && rows[1].contains("  a  ") && rows[1].contains("memory-pressure")
-            && rows[1].contains("critical (simulated)"))
+        #expect(
+            rows.count == 2 && rows[1].contains("  a  ") && rows[1].contains("memory-pressure")
+                && rows[1].contains("critical (simulated)"))
         let (_, status, _) = try d.ctl(["status"])
         #expect(status.contains("MEMORY") && status.contains("BAND"))
         #expect(status.split(separator: "\n").contains { $0.hasPrefix("memory: ") })

@@ -28,10 +28,11 @@ import Testing
     @Test(arguments: cases.map(\.mode))
     func aBrokenAppIsKilledWithItsReasonAndNoOneElseNotices(mode: String) throws {
         let s = scratch()
-        let d = try DaemonUnderTest(apps: [
-            "good": recorder(s + "/good"),
-            "rogue": "command = [\"/usr/bin/env\", \"python3\", \"\(Self.rogue)\", \"\(mode)\"]\n",
-        ], daemon: "foreground_slots = 2")
+        let d = try DaemonUnderTest(
+            apps: [
+                "good": recorder(s + "/good"),
+                "rogue": "command = [\"/usr/bin/env\", \"python3\", \"\(Self.rogue)\", \"\(mode)\"]\n",
+            ], daemon: "foreground_slots = 2")
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "good"))
         try f.acknowledged("good", "didBecomeActive")
@@ -84,7 +85,7 @@ import Testing
     @Test func aClientThatSendsHalfALineBlocksNobody() throws {
         let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
         let slow = try d.client()
-        try slow.writeRaw(Array("{\"command\":\"sta".utf8))    // and then nothing
+        try slow.writeRaw(Array("{\"command\":\"sta".utf8))  // and then nothing
         #expect(try d.command(ControlRequest(.status)).ok)
         let long = try d.client()
         try? long.writeRaw([UInt8](repeating: 0x41, count: 70_000))
@@ -108,9 +109,10 @@ import Testing
         env["LIFECYCLE_FD"] = "3"
         env["LIFECYCLE_PROTOCOL"] = "2"
         let err = open(s + "/stderr", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        let p = try Spawner.spawn(SpawnRequest(
-            executable: executable, arguments: Array(argv.dropFirst()), environment: env, workingDirectory: nil,
-            group: AppProcessGroup(), inherit: [(appEnd, 3), (err, 2)]))
+        let p = try Spawner.spawn(
+            SpawnRequest(
+                executable: executable, arguments: Array(argv.dropFirst()), environment: env, workingDirectory: nil,
+                group: AppProcessGroup(), inherit: [(appEnd, 3), (err, 2)]))
         close(appEnd)
         close(err)
         var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)

@@ -28,7 +28,8 @@ enum Client: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case .swift: ["example-recorder", "--log", log] + arguments
         case .c: [repositoryRoot + "/.build/clib/c-recorder", "--log", log] + arguments
         case .python:
-            ["/usr/bin/env", "python3", repositoryRoot + "/Examples/python-recorder/recorder.py", "--log", log] + arguments
+            ["/usr/bin/env", "python3", repositoryRoot + "/Examples/python-recorder/recorder.py", "--log", log]
+                + arguments
         }
     }
 }
@@ -100,7 +101,8 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         try f.state("a", "suspended")
         try d.command(ControlRequest(.unlock))
         try f.acknowledged("a", "didBecomeActive")
-        #expect(lines(a).suffix(4) == ["willResignActive", "didEnterBackground", "willEnterForeground", "didBecomeActive"])
+        #expect(
+            lines(a).suffix(4) == ["willResignActive", "didEnterBackground", "willEnterForeground", "didBecomeActive"])
 
         // Another app takes the one foreground slot.
         try d.command(ControlRequest(.activate, app: "b"))
@@ -113,7 +115,9 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
 
     @Test(arguments: Client.allCases) func backgroundLaunchAndStops(client: Client) throws {
         let s = scratch(), a = s + "/a.events", b = s + "/b.events"
-        let d = try DaemonUnderTest(apps: ["a": recorder(a, client: client), "b": recorder(b, "background_modes = [\"audio\"]", client: client)])
+        let d = try DaemonUnderTest(apps: [
+            "a": recorder(a, client: client), "b": recorder(b, "background_modes = [\"audio\"]", client: client),
+        ])
         let f = try d.follow()
         try d.command(ControlRequest(.launch, app: "a", background: true))
         try f.state("a", "suspended")
@@ -154,13 +158,16 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
     @Test(arguments: Client.allCases) func appHangingInDidEnterBackgroundIsKilledAtItsDeadline(client: Client) throws {
         let s = scratch()
         let d = try DaemonUnderTest(apps: [
-            "h": recorder(s + "/h", "[timeouts]\nbackground = 0.5", client: client, arguments: ["--hang", "didEnterBackground"]),
+            "h": recorder(
+                s + "/h", "[timeouts]\nbackground = 0.5", client: client, arguments: ["--hang", "didEnterBackground"])
         ])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "h"))
         try f.acknowledged("h", "didBecomeActive")
         try d.command(ControlRequest(.home))
-        let sent = try f.wait("didEnterBackground delivered") { $0.kind == .delivered && $0.event == .didEnterBackground }
+        let sent = try f.wait("didEnterBackground delivered") {
+            $0.kind == .delivered && $0.event == .didEnterBackground
+        }
         let killed = try f.wait("the kill") { $0.kind == .killed }
         #expect(killed.reason == "background-watchdog")
         let waited = Double(killed.monotonic - sent.monotonic) / 1e9
@@ -173,7 +180,8 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
     @Test func launchWatchdog() throws {
         let s = scratch()
         let d = try DaemonUnderTest(apps: [
-            "h": "command = [\"example-recorder\", \"--log\", \"\(s)/h\", \"--hang\", \"didFinishLaunching\"]\n[timeouts]\nlaunch = 0.3\n",
+            "h":
+                "command = [\"example-recorder\", \"--log\", \"\(s)/h\", \"--hang\", \"didFinishLaunching\"]\n[timeouts]\nlaunch = 0.3\n"
         ])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "h"))
@@ -218,8 +226,9 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
     @Test func budgetRunsOutExpirationThenKill() throws {
         let s = scratch(), log = s + "/w"
         let d = try DaemonUnderTest(apps: [
-            "w": worker(log, "\"--work-ms\", \"60000\", \"--ignore-expiration\"",
-                        "background_task_budget = 1.0\nexpiration_warning = 0.5"),
+            "w": worker(
+                log, "\"--work-ms\", \"60000\", \"--ignore-expiration\"",
+                "background_task_budget = 1.0\nexpiration_warning = 0.5")
         ])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "w"))
@@ -241,7 +250,10 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         let s = scratch(), log = s + "/a.events"
         // A continuous mode keeps it running in the background, so the stop
         // reaches it (a suspended app would be killed without notice).
-        let d = try DaemonUnderTest(apps: ["a": "command = [\"example-recorder\", \"--log\", \"\(log)\", \"--async\"]\nbackground_modes = [\"audio\"]\n"])
+        let d = try DaemonUnderTest(apps: [
+            "a":
+                "command = [\"example-recorder\", \"--log\", \"\(log)\", \"--async\"]\nbackground_modes = [\"audio\"]\n"
+        ])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "a"))
         try f.acknowledged("a", "willFinishLaunching")
@@ -251,8 +263,11 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         try f.state("a", "background")
         try d.command(ControlRequest(.stop, app: "a"))
         #expect(try f.terminated("a").reason == "stopped-by-user")
-        #expect(lines(log) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive",
-                               "willResignActive", "didEnterBackground", "willTerminate"])
+        #expect(
+            lines(log) == [
+                "willFinishLaunching", "didFinishLaunching", "didBecomeActive",
+                "willResignActive", "didEnterBackground", "willTerminate",
+            ])
         #expect(try d.stop() == 0)
     }
 
@@ -261,9 +276,11 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         let err = open(s + "/stderr", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
         var env = ProcessInfo.processInfo.environment
         env["LIFECYCLE_FD"] = nil
-        let p = try Spawner.spawn(SpawnRequest(executable: binary("example-recorder"), arguments: ["--log", log],
-                                               environment: env, workingDirectory: s, group: AppProcessGroup(),
-                                               inherit: [(err, 2)]))
+        let p = try Spawner.spawn(
+            SpawnRequest(
+                executable: binary("example-recorder"), arguments: ["--log", log],
+                environment: env, workingDirectory: s, group: AppProcessGroup(),
+                inherit: [(err, 2)]))
         close(err)
         try waitForLine(log, "didBecomeActive")
         kill(p.pid, SIGTERM)
@@ -273,8 +290,11 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         lc_reap(p.pid, &st)
         close(p.pidfd)
         #expect(st.exited == 1 && st.value == 0)
-        #expect(lines(log) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive",
-                               "willResignActive", "didEnterBackground", "willTerminate"])
+        #expect(
+            lines(log) == [
+                "willFinishLaunching", "didFinishLaunching", "didBecomeActive",
+                "willResignActive", "didEnterBackground", "willTerminate",
+            ])
         #expect(lines(s + "/stderr").joined().contains("not started by lifecycled"))
     }
 
@@ -289,7 +309,7 @@ func interruptAndResume(_ d: DaemonUnderTest, _ f: Follower, _ app: String) thro
         try f.acknowledged("saver", "didEnterBackground")
         let saved = try #require(lines(state).first.flatMap { Int($0) })
         #expect(saved >= 1)
-        try d.command(ControlRequest(.stop, app: "saver"))   // suspended: killed without notice
+        try d.command(ControlRequest(.stop, app: "saver"))  // suspended: killed without notice
         try f.terminated("saver")
         #expect(lines(state).first.flatMap { Int($0) } == saved, "the saved state survives the kill")
         #expect(try d.stop() == 0)

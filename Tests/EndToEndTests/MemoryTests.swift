@@ -36,11 +36,15 @@ func availableMemory() throws -> UInt64 {
         let s = scratch()
         // 3 × 64 MiB suspended + 128 MiB in front ≈ 320 MiB against 240 MiB:
         // two kills bring it under; the third suspended app and the front one stay.
-        let d = try DaemonUnderTest(apps: [
-            "s1": hog(s + "/s1", mb: 64), "s2": hog(s + "/s2", mb: 64),
-            "low": hog(s + "/low", mb: 64, "[memory]\nband = \"low\""),
-            "front": hog(s + "/front", mb: 128),
-        ], daemon: "[memory]\nbudget = \"240M\"\nbudget_warning = 95\navailable_warning = \"off\"\navailable_critical = \"off\"")
+        let d = try DaemonUnderTest(
+            apps: [
+                "s1": hog(s + "/s1", mb: 64), "s2": hog(s + "/s2", mb: 64),
+                "low": hog(s + "/low", mb: 64, "[memory]\nband = \"low\""),
+                "front": hog(s + "/front", mb: 128),
+            ],
+            daemon:
+                "[memory]\nbudget = \"240M\"\nbudget_warning = 95\navailable_warning = \"off\"\navailable_critical = \"off\""
+        )
         let f = try d.follow()
         try suspend(d, f, "s1")
         try suspend(d, f, "low")
@@ -79,9 +83,13 @@ func availableMemory() throws -> UInt64 {
 
     @Test func warningReachesRunningAppsNotSuspendedOnes() throws {
         let s = scratch()
-        let d = try DaemonUnderTest(apps: [
-            "sleeper": hog(s + "/sleeper", mb: 1), "front": hog(s + "/front", mb: 96),
-        ], daemon: "[memory]\nbudget = \"160M\"\nbudget_warning = 50\navailable_warning = \"off\"\navailable_critical = \"off\"")
+        let d = try DaemonUnderTest(
+            apps: [
+                "sleeper": hog(s + "/sleeper", mb: 1), "front": hog(s + "/front", mb: 96),
+            ],
+            daemon:
+                "[memory]\nbudget = \"160M\"\nbudget_warning = 50\navailable_warning = \"off\"\navailable_critical = \"off\""
+        )
         let f = try d.follow()
         try suspend(d, f, "sleeper")
         try d.command(ControlRequest(.activate, app: "front"))
@@ -112,8 +120,9 @@ func availableMemory() throws -> UInt64 {
         let s = scratch()
         let d = try DaemonUnderTest(apps: [
             "polite": hog(s + "/polite", mb: 1, "[memory]\nlast_notice = true"),
-            "stuck": recorder(s + "/stuck", "[memory]\nlast_notice = true\nband = \"low\"",
-                              arguments: ["--hang", "willBeKilledForMemory"]),
+            "stuck": recorder(
+                s + "/stuck", "[memory]\nlast_notice = true\nband = \"low\"",
+                arguments: ["--hang", "willBeKilledForMemory"]),
         ])
         let f = try d.follow()
         try suspend(d, f, "stuck")
@@ -121,7 +130,9 @@ func availableMemory() throws -> UInt64 {
 
         // The stuck one (low band) goes first: told, no answer, killed at 250 ms.
         try d.command(ControlRequest(.pressure, level: "critical"))
-        let told = try f.wait("the notice") { $0.app == "stuck" && $0.kind == .delivered && $0.event == .willBeKilledForMemory }
+        let told = try f.wait("the notice") {
+            $0.app == "stuck" && $0.kind == .delivered && $0.event == .willBeKilledForMemory
+        }
         let killed = try f.wait("the kill") { $0.app == "stuck" && $0.kind == .killed }
         #expect(Double(killed.monotonic - told.monotonic) / 1e6 >= 249)
         #expect(lines(s + "/stuck").last == "willBeKilledForMemory")
@@ -144,12 +155,14 @@ func availableMemory() throws -> UInt64 {
         let available = try availableMemory()
         let warning = available - (600 << 20), critical = available - (3 << 30)
         let s = scratch()
-        let d = try DaemonUnderTest(apps: ["big": hog(s + "/big", mb: 1024)], daemon: """
-            [memory]
-            available_warning = "\(warning >> 10)K"
-            available_critical = "\(critical >> 10)K"
-            hysteresis = 1
-            """)
+        let d = try DaemonUnderTest(
+            apps: ["big": hog(s + "/big", mb: 1024)],
+            daemon: """
+                [memory]
+                available_warning = "\(warning >> 10)K"
+                available_critical = "\(critical >> 10)K"
+                hysteresis = 1
+                """)
         func memory() throws -> MemoryStatus { try #require(d.command(ControlRequest(.status)).status?.daemon.memory) }
         // No event says a quiet sample was taken: look at the count.
         let deadline = Posix.monotonicNanoseconds() + 10_000_000_000
@@ -185,14 +198,16 @@ func availableMemory() throws -> UInt64 {
         // MiB each and the small apps of other suites running meanwhile.
         let critical = available - (1344 << 20)
         let s = scratch()
-        let d = try DaemonUnderTest(apps: [
-            "s1": hog(s + "/s1", mb: 384), "s2": hog(s + "/s2", mb: 384), "front": hog(s + "/front", mb: 768),
-        ], daemon: """
-            [memory]
-            available_warning = "off"
-            available_critical = "\(critical >> 10)K"
-            hysteresis = \(Double(64 << 20) * 100 / Double(total))
-            """)
+        let d = try DaemonUnderTest(
+            apps: [
+                "s1": hog(s + "/s1", mb: 384), "s2": hog(s + "/s2", mb: 384), "front": hog(s + "/front", mb: 768),
+            ],
+            daemon: """
+                [memory]
+                available_warning = "off"
+                available_critical = "\(critical >> 10)K"
+                hysteresis = \(Double(64 << 20) * 100 / Double(total))
+                """)
         let f = try d.follow()
         try suspend(d, f, "s1")
         try suspend(d, f, "s2")
@@ -218,8 +233,9 @@ func availableMemory() throws -> UInt64 {
             let footprint = try #require(try d.status("a").footprint)
             #expect(footprint >= 48 << 20 && footprint < 96 << 20, "\(root ?? "cgroups"): \(footprint)")
             let memory = try #require(try d.command(ControlRequest(.status)).status?.daemon.memory)
-            #expect(memory.accounting == (root == nil ? "cgroup-v1 memory controller" : "/proc PSS")
-                || memory.accounting == "cgroup-v2 memory controller")
+            #expect(
+                memory.accounting == (root == nil ? "cgroup-v1 memory controller" : "/proc PSS")
+                    || memory.accounting == "cgroup-v2 memory controller")
             #expect(memory.reading.available != nil && memory.reading.total != nil)
             #expect(try d.stop() == 0)
         }

@@ -33,7 +33,9 @@ func httpGet(port: UInt16, path: String, seconds: Int) -> String? {
     addr.sin_port = port.bigEndian
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
     let connected = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
     }
     guard connected == 0 else { return nil }
     let request = "GET \(path) HTTP/1.0\r\nHost: localhost\r\n\r\n"
@@ -65,13 +67,15 @@ func notifying(_ command: [String], launch: Double) -> String {
         let s = scratch()
         try "hello from a frozen server\n".write(toFile: s + "/index.txt", atomically: true, encoding: .utf8)
         let port = try freePort()
-        let d = try DaemonUnderTest(apps: ["web": """
+        let d = try DaemonUnderTest(apps: [
+            "web": """
             command = ["/usr/bin/env", "python3", "-m", "http.server", "--bind", "127.0.0.1", "\(port)"]
             working_directory = "\(s)"
             delivery = "signals"
             [timeouts]
             background_grace = 0.2
-            """])
+            """
+        ])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "web"))
         try f.state("web", "active")
@@ -103,7 +107,8 @@ func notifying(_ command: [String], launch: Double) -> String {
         let gate = s + "/gate"
         mkfifo(gate, 0o600)
         // systemd's own systemd-notify, as a service script would use it.
-        let script = "trap 'systemd-notify STOPPING=1; exit 0' TERM; systemd-notify --status=warming-up; read go < \(gate); "
+        let script =
+            "trap 'systemd-notify STOPPING=1; exit 0' TERM; systemd-notify --status=warming-up; read go < \(gate); "
             + "systemd-notify --ready --status=serving; while true; do sleep 100 & wait $!; done"
         let d = try DaemonUnderTest(apps: ["svc": notifying(["/bin/sh", "-c", script], launch: 20)])
         let f = try d.follow()
@@ -143,17 +148,19 @@ func notifying(_ command: [String], launch: Double) -> String {
 
     @Test func aProgramFloodingItsNotifySocketHarmsNoOne() throws {
         let s = scratch()
-        let spam = "import os, socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
+        let spam =
+            "import os, socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
             + "a = chr(0) + os.environ['NOTIFY_SOCKET'][1:]; [s.sendto(b'STATUS=spam', a) for _ in iter(int, 1)]"
-        let d = try DaemonUnderTest(apps: [
-            "spammer": "command = [\"/usr/bin/env\", \"python3\", \"-c\", \"\(spam)\"]\ndelivery = \"signals\"\n"
-                + "[timeouts]\nbackground_grace = 60\n",
-            "good": recorder(s + "/good"),
-        ], daemon: "foreground_slots = 2\nevent_history = 0")
+        let d = try DaemonUnderTest(
+            apps: [
+                "spammer": "command = [\"/usr/bin/env\", \"python3\", \"-c\", \"\(spam)\"]\ndelivery = \"signals\"\n"
+                    + "[timeouts]\nbackground_grace = 60\n",
+                "good": recorder(s + "/good"),
+            ], daemon: "foreground_slots = 2\nevent_history = 0")
         let f = try d.follow(["good"])
         let flood = try d.follow(["spammer"])
         try d.command(ControlRequest(.launch, app: "spammer", background: true))
-        try flood.wait("the flood to begin") { $0.kind == .notified }    // and it never stops
+        try flood.wait("the flood to begin") { $0.kind == .notified }  // and it never stops
         try d.command(ControlRequest(.activate, app: "good"))
         try f.acknowledged("good", "didBecomeActive")
         for _ in 0..<20 {

@@ -21,7 +21,8 @@ func plain(_ log: String, _ extra: String = "") -> String {
 /// CPU time of a process (utime + stime), in clock ticks, from /proc.
 func cpuTicks(_ pid: Int32) -> Int? {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = stat.lastIndex(of: ")") else { return nil }
+        let close = stat.lastIndex(of: ")")
+    else { return nil }
     let f = stat[stat.index(after: close)...].split(separator: " ")
     guard f.count > 13, let u = Int(f[11]), let s = Int(f[12]) else { return nil }
     return u + s
@@ -52,8 +53,11 @@ func measure(seconds: Double) {
         let frozen = try f.wait("frozen") { $0.kind == .frozen }
         try f.state("busy", "suspended")
         #expect(frozen.latencyMicroseconds != nil)
-        let group = try FileManager.default.contentsOfDirectory(atPath: d.cgroupPath + "/apps").first { $0.hasPrefix("busy.") }
-        let events = try String(contentsOfFile: d.cgroupPath + "/apps/\(try #require(group))/cgroup.events", encoding: .utf8)
+        let group = try FileManager.default.contentsOfDirectory(atPath: d.cgroupPath + "/apps").first {
+            $0.hasPrefix("busy.")
+        }
+        let events = try String(
+            contentsOfFile: d.cgroupPath + "/apps/\(try #require(group))/cgroup.events", encoding: .utf8)
         #expect(events.contains("frozen 1"))
         let t0 = try #require(cpuTicks(pid))
         measure(seconds: 0.3)
@@ -97,11 +101,11 @@ func measure(seconds: Double) {
         let s = scratch()
         let d = try DaemonUnderTest(apps: [
             "stubborn": """
-                command = ["/bin/sh", "-c", "trap '' TERM; echo started > \(s)/log; while :; do sleep 1; done"]
-                delivery = "signals"
-                [timeouts]
-                terminate = 0.3
-                """,
+            command = ["/bin/sh", "-c", "trap '' TERM; echo started > \(s)/log; while :; do sleep 1; done"]
+            delivery = "signals"
+            [timeouts]
+            terminate = 0.3
+            """
         ])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "stubborn"))
@@ -141,7 +145,8 @@ func measure(seconds: Double) {
         let s = scratch()
         // The app starts a grandchild that would outlive it, then exits.
         let d = try DaemonUnderTest(apps: [
-            "forker": "command = [\"/bin/sh\", \"-c\", \"sleep 1000 & echo $! > \(s)/grandchild; exec sleep 1000\"]\ndelivery = \"signals\"\n",
+            "forker":
+                "command = [\"/bin/sh\", \"-c\", \"sleep 1000 & echo $! > \(s)/grandchild; exec sleep 1000\"]\ndelivery = \"signals\"\n"
         ])
         let f = try d.follow()
         try d.command(ControlRequest(.launch, app: "forker", background: true))
@@ -162,7 +167,7 @@ func measure(seconds: Double) {
         var p = pollfd(fd: watch, events: Int16(POLLIN), revents: 0)
         #expect(poll(&p, 1, 10_000) == 1, "grandchild \(g) survived its app")
         var reaped = false
-        for _ in 0..<5000 where !reaped {          // reaping has no event to wait on: the bound is the failure
+        for _ in 0..<5000 where !reaped {  // reaping has no event to wait on: the bound is the failure
             reaped = !FileManager.default.fileExists(atPath: "/proc/\(g)")
             if !reaped { usleep(1000) }
         }
@@ -178,7 +183,8 @@ func zombies(of parent: Int32) -> [Int32] {
     let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap { Int32($0) } ?? []
     return pids.filter { pid in
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return false }
+            let close = stat.lastIndex(of: ")")
+        else { return false }
         let f = stat[stat.index(after: close)...].split(separator: " ")
         return f.count > 2 && f[0] == "Z" && Int32(f[1]) == parent
     }
@@ -207,14 +213,17 @@ func zombies(of parent: Int32) -> [Int32] {
 
     @Test func unitFilesVerifyWithoutWarnings() throws {
         let dir = scratch()
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
         for unit in ["lifecycled.service", "lifecycled.socket"] {
             var text = try String(contentsOfFile: root + "/systemd/" + unit, encoding: .utf8)
             text = text.replacingOccurrences(of: "/usr/local/bin/lifecycled", with: binary("lifecycled"))
             try text.write(toFile: dir + "/" + unit, atomically: true, encoding: .utf8)
         }
-        let (code, out, err) = try run(["/usr/bin/systemd-analyze", "verify", "--man=no",
-                                        dir + "/lifecycled.service", dir + "/lifecycled.socket"])
+        let (code, out, err) = try run([
+            "/usr/bin/systemd-analyze", "verify", "--man=no",
+            dir + "/lifecycled.service", dir + "/lifecycled.socket",
+        ])
         #expect(code == 0)
         #expect(err.isEmpty, "systemd-analyze warned: \(err)")
         #expect(out.isEmpty)
@@ -222,7 +231,8 @@ func zombies(of parent: Int32) -> [Int32] {
 
     @Test func socketActivation() throws {
         let s = scratch()
-        try "apps_dir = \"apps\"\ncontrol_socket = \"\(s)/unused.sock\"\n".write(toFile: s + "/d.toml", atomically: true, encoding: .utf8)
+        try "apps_dir = \"apps\"\ncontrol_socket = \"\(s)/unused.sock\"\n".write(
+            toFile: s + "/d.toml", atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: s + "/apps", withIntermediateDirectories: true)
         try recorder(s + "/a.events").write(toFile: s + "/apps/a.toml", atomically: true, encoding: .utf8)
         let sock = s + "/activated.sock"
@@ -230,10 +240,14 @@ func zombies(of parent: Int32) -> [Int32] {
         defer { close(log) }
         var env = ProcessInfo.processInfo.environment
         env["PATH"] = buildDirectory + ":" + (env["PATH"] ?? "")
-        let p = try Spawner.spawn(SpawnRequest(
-            executable: "/usr/bin/systemd-socket-activate",
-            arguments: ["-l", sock, binary("lifecycled"), "--config", s + "/d.toml", "--cgroup-root", "/lifecycled-sa-\(getpid())"],
-            environment: env, workingDirectory: s, group: AppProcessGroup(), inherit: [(log, 1), (log, 2)]))
+        let p = try Spawner.spawn(
+            SpawnRequest(
+                executable: "/usr/bin/systemd-socket-activate",
+                arguments: [
+                    "-l", sock, binary("lifecycled"), "--config", s + "/d.toml", "--cgroup-root",
+                    "/lifecycled-sa-\(getpid())",
+                ],
+                environment: env, workingDirectory: s, group: AppProcessGroup(), inherit: [(log, 1), (log, 2)]))
         defer {
             kill(p.pid, SIGKILL)
             var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)

@@ -66,8 +66,10 @@ final class FakeDaemon {
 
 /// Bytes of Tests/golden/vectors.txt's reject.daemon.reply-truncated, and the text Wire.swift
 /// and wire.c give for them.
-let truncatedReply: [UInt8] = [0x01, 0x02, 0x00, 0x00, 0x2a, 0x00, 0x00, 0x00,
-                               0x03, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]
+let truncatedReply: [UInt8] = [
+    0x01, 0x02, 0x00, 0x00, 0x2a, 0x00, 0x00, 0x00,
+    0x03, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+]
 let truncatedReplyError = "truncated: budget end needs 8 bytes at offset 12, 7 left"
 
 let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -114,7 +116,8 @@ let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().del
     }
 
     @Test func theDefaultTimeoutIsTheCLibrarys() throws {
-        let header = try String(contentsOf: repository.appendingPathComponent("clib/include/lifecycle.h"), encoding: .utf8)
+        let header = try String(
+            contentsOf: repository.appendingPathComponent("clib/include/lifecycle.h"), encoding: .utf8)
         let d = try FakeDaemon()
         let app = Application(delegate: Recorder(), channel: d.channel)
         #expect(header.contains("#define LIFECYCLE_TASK_REPLY_TIMEOUT_MS \(app.taskReplyTimeoutMilliseconds)\n"))
@@ -146,7 +149,8 @@ let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().del
 
 @MainActor @Suite struct QueueBoundTests {
     @Test func theBoundIsTheCLibrarys() throws {
-        let header = try String(contentsOf: repository.appendingPathComponent("clib/include/lifecycle.h"), encoding: .utf8)
+        let header = try String(
+            contentsOf: repository.appendingPathComponent("clib/include/lifecycle.h"), encoding: .utf8)
         #expect(header.contains("#define LIFECYCLE_MAX_QUEUED \(Wire.maxQueuedWhileWaiting)\n"))
     }
 
@@ -178,9 +182,10 @@ let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().del
         for i in 1...Wire.maxQueuedWhileWaiting { d.send(.backgroundTasksExpiring([UInt32(i)])) }
         d.send(.backgroundTaskReply(request: 1, task: 6, budgetEnd: nil))
         #expect(app.beginBackgroundTask(name: "x") == .invalid)
-        try #require(app.channelError == .tooManyQueued)   // else run() would wait for the daemon
-        #expect("\(ChannelError.tooManyQueued)" ==
-                    "more than 64 messages arrived while waiting for a background task reply")
+        try #require(app.channelError == .tooManyQueued)  // else run() would wait for the daemon
+        #expect(
+            "\(ChannelError.tooManyQueued)" == "more than 64 messages arrived while waiting for a background task reply"
+        )
         // Final: the loop ends at once with it (main exits 1), nothing more is sent.
         #expect(app.run() == .tooManyQueued)
         #expect(recorder.log.isEmpty)
@@ -260,16 +265,21 @@ let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().del
     func run(_ arguments: [String], sending bytes: [UInt8]?) throws -> Outcome {
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
         var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
-        while dir.path != "/" && !FileManager.default.fileExists(atPath: dir.appendingPathComponent("example-recorder").path) {
+        while dir.path != "/"
+            && !FileManager.default.fileExists(atPath: dir.appendingPathComponent("example-recorder").path)
+        {
             dir = dir.deletingLastPathComponent()
         }
         let recorder = dir.appendingPathComponent("example-recorder").path
-        try #require(FileManager.default.isExecutableFile(atPath: recorder),
-                     "example-recorder beside the test binary (swift build --build-tests builds it)")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: recorder),
+            "example-recorder beside the test binary (swift build --build-tests builds it)")
         let d = try FakeDaemon()
         var errors: [Int32] = [-1, -1]
         // Its stderr: a stream socket, created close-on-exec (no pipe2 in Glibc's Swift overlay).
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &errors) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &errors) == 0 else {
+            throw POSIXError(.init(rawValue: errno) ?? .EIO)
+        }
         defer { close(errors[0]) }
         let log = NSTemporaryDirectory() + "/client-exit-\(getpid())-\(UUID().uuidString)"
         defer { unlink(log) }

@@ -6,14 +6,16 @@ extension Harness {
     /// Launches `id` into the background and lets it be suspended.
     mutating func suspend(_ id: AppID) {
         eventsUntilQuiet(id, after: send(.launch(id, .background)))
-        if supervisor.snapshot(id)!.state == .background { advance(.seconds(5)) }   // plain: grace
+        if supervisor.snapshot(id)!.state == .background { advance(.seconds(5)) }  // plain: grace
     }
 
     /// Reports measurements that give `level` under the default thresholds
     /// (or injects it, `simulated`), with these footprints.
     @discardableResult
-    mutating func memory(_ level: MemoryLevel, simulated: Bool = false, _ footprints: [AppID: UInt64] = [:]) -> [Effect] {
-        let report = MemoryReport(footprints: footprints, measurements: Harness.measurements(simulated ? .critical : level))
+    mutating func memory(_ level: MemoryLevel, simulated: Bool = false, _ footprints: [AppID: UInt64] = [:]) -> [Effect]
+    {
+        let report = MemoryReport(
+            footprints: footprints, measurements: Harness.measurements(simulated ? .critical : level))
         return send(simulated ? .simulateMemoryLevel(level, report) : .memory(report))
     }
 
@@ -21,11 +23,12 @@ extension Harness {
     /// below 20 %, critical below 10 %) read as `level`.
     static func measurements(_ level: MemoryLevel) -> MemoryMeasurements {
         let total: UInt64 = 1 << 34
-        let available: UInt64 = switch level {
-        case .critical: 1 << 30                 // 6.25 %
-        case .warning: total / 100 * 15
-        case .normal: total / 2
-        }
+        let available: UInt64 =
+            switch level {
+            case .critical: 1 << 30  // 6.25 %
+            case .warning: total / 100 * 15
+            case .normal: total / 2
+            }
         return MemoryMeasurements(available: available, total: total)
     }
 
@@ -62,7 +65,8 @@ extension AppPolicy {
         h.launchActive("fg")
         let effects = h.memory(.warning)
         #expect(Harness.events("fg", in: effects) == [.didReceiveMemoryWarning])
-        #expect(Harness.events("p", in: effects) == [.didReceiveMemoryWarning], "plain programs get their mapped signal")
+        #expect(
+            Harness.events("p", in: effects) == [.didReceiveMemoryWarning], "plain programs get their mapped signal")
         #expect(Harness.events("sleeper", in: effects) == [], "a suspended app is never told")
         #expect(!effects.contains(.thaw("sleeper")))
         // The library app acknowledges it like any callback, within its deadline.
@@ -75,10 +79,11 @@ extension AppPolicy {
     @Test func warningWaitsForTheAcknowledgementInFlight() {
         var h = Harness(apps: ["a"])
         h.launchActive("a")
-        let home = h.send(.home)                          // willResignActive in flight
+        let home = h.send(.home)  // willResignActive in flight
         let warning = h.memory(.warning)
         #expect(Harness.events("a", in: warning) == [], "the next event waits for the acknowledgement")
-        #expect(h.eventsUntilQuiet("a", after: home) == [.willResignActive, .didReceiveMemoryWarning, .didEnterBackground])
+        #expect(
+            h.eventsUntilQuiet("a", after: home) == [.willResignActive, .didReceiveMemoryWarning, .didEnterBackground])
         #expect(h.state("a") == .suspended)
     }
 
@@ -104,8 +109,10 @@ extension AppPolicy {
     /// low-band suspended, two normal suspended (s1 used before s2), one in
     /// the background with a task, one active.
     func world() -> Harness {
-        var h = Harness(["s1": .band(.normal), "s2": .band(.normal), "low": .band(.low),
-                         "bg": .band(.low), "fg": .band(.low)])
+        var h = Harness([
+            "s1": .band(.normal), "s2": .band(.normal), "low": .band(.low),
+            "bg": .band(.low), "fg": .band(.low),
+        ])
         h.launchActive("s1"); h.advance(.seconds(1))
         h.launchActive("s2"); h.advance(.seconds(1))
         h.ackAll("s1")
@@ -221,7 +228,9 @@ extension MemoryLimitTests {
         #expect(h.supervisor.snapshot("a")!.last?.reason == .memoryLimit(footprint: 100 << 20, limit: 100 << 20))
         h.launchActive("b")
         h.send(.exited("b", generation: 1, .outOfMemory))
-        #expect(h.supervisor.snapshot("b")!.last?.reason == .signaled(signal: 9), "no limit of its own: the machine's OOM killer")
+        #expect(
+            h.supervisor.snapshot("b")!.last?.reason == .signaled(signal: 9),
+            "no limit of its own: the machine's OOM killer")
     }
 }
 
@@ -238,7 +247,8 @@ extension MemoryLimitTests {
 
     @Test func suspendedAppIsThawedToldAndKilledOnAcknowledgement() {
         var (h, effects) = noticed()
-        #expect(effects.firstIndex(of: .thaw("a"))! < effects.firstIndex { if case .deliver = $0 { true } else { false } }!)
+        #expect(
+            effects.firstIndex(of: .thaw("a"))! < effects.firstIndex { if case .deliver = $0 { true } else { false } }!)
         let d = h.outstanding("a")!
         #expect(d.event == .willBeKilledForMemory)
         #expect(d.deadline == h.now + .milliseconds(250))
@@ -272,9 +282,10 @@ extension MemoryLimitTests {
 
 @Suite struct MemoryGaugeTests {
     func m(available: Double? = nil, stall: Double? = nil, budget: Double? = nil) -> MemoryMeasurements {
-        MemoryMeasurements(available: available.map { UInt64($0 * 10) }, total: available == nil ? nil : 1000,
-                           stallPercent: stall, appsTotal: budget.map { UInt64($0 * 10) },
-                           budget: budget == nil ? nil : 1000)
+        MemoryMeasurements(
+            available: available.map { UInt64($0 * 10) }, total: available == nil ? nil : 1000,
+            stallPercent: stall, appsTotal: budget.map { UInt64($0 * 10) },
+            budget: budget == nil ? nil : 1000)
     }
 
     @Test func eachSignalReachesEachLevel() {
@@ -294,7 +305,7 @@ extension MemoryLimitTests {
     }
 
     @Test func hysteresisKeepsTheLevelUntilTheSignalIsClearByTheMargin() {
-        var g = MemoryGauge(thresholds: MemoryThresholds())    // critical below 10 %, margin 2 points
+        var g = MemoryGauge(thresholds: MemoryThresholds())  // critical below 10 %, margin 2 points
         #expect(g.update(m(available: 9)) == .critical)
         #expect(g.update(m(available: 10.5)) == .critical, "back over the threshold, not past the margin")
         #expect(g.update(m(available: 11.9)) == .critical)

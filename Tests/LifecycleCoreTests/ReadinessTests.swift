@@ -17,7 +17,9 @@ import Testing
         #expect(h.state("p") == .inactive, "launched, not yet ready")
         #expect(h.advance(.seconds(1)).isEmpty)
         let ready = h.send(.ready("p", generation: 1))
-        #expect(ready == [.transition("p", from: .inactive, to: .active)], "silently: no signal right after readiness either")
+        #expect(
+            ready == [.transition("p", from: .inactive, to: .active)],
+            "silently: no signal right after readiness either")
         #expect(h.advance(.seconds(5)).isEmpty, "no launch watchdog once ready")
     }
 
@@ -49,7 +51,8 @@ import Testing
     @Test func warningsWaitForReadiness() {
         var h = Harness(["p": notifying])
         h.send(.activate("p"))
-        #expect(Harness.events("p", in: h.send(.memory(MemoryReport(measurements: Harness.measurements(.warning))))) == [])
+        #expect(
+            Harness.events("p", in: h.send(.memory(MemoryReport(measurements: Harness.measurements(.warning))))) == [])
         #expect(Harness.events("p", in: h.send(.ready("p", generation: 1))) == [.didReceiveMemoryWarning])
     }
 }

@@ -7,7 +7,8 @@ import Testing
         var h = Harness(apps: ["a"])
         let effects = h.send(.launch("a", .foreground))
         #expect(effects.first == .spawn("a", generation: 1, mode: .foreground))
-        #expect(h.eventsUntilQuiet("a", after: effects) == [.willFinishLaunching, .didFinishLaunching, .didBecomeActive])
+        #expect(
+            h.eventsUntilQuiet("a", after: effects) == [.willFinishLaunching, .didFinishLaunching, .didBecomeActive])
         #expect(h.state("a") == .active)
         #expect(h.transitions("a") == [.inactive, .active])
     }
@@ -15,7 +16,8 @@ import Testing
     @Test func launchIntoBackgroundThenSuspended() {
         var h = Harness(apps: ["a"])
         let effects = h.send(.launch("a", .background))
-        #expect(h.eventsUntilQuiet("a", after: effects) == [.willFinishLaunching, .didFinishLaunching, .didEnterBackground])
+        #expect(
+            h.eventsUntilQuiet("a", after: effects) == [.willFinishLaunching, .didFinishLaunching, .didEnterBackground])
         #expect(h.log.contains(.freeze("a")))
         #expect(h.transitions("a") == [.background, .suspended])
     }
@@ -99,7 +101,10 @@ import Testing
     @Test func userQuitsFrontApp() {
         var h = Harness(apps: ["a"])
         h.launchActive("a")
-        #expect(h.eventsUntilQuiet("a", after: h.send(.stop("a"))) == [.willResignActive, .didEnterBackground, .willTerminate])
+        #expect(
+            h.eventsUntilQuiet("a", after: h.send(.stop("a"))) == [
+                .willResignActive, .didEnterBackground, .willTerminate,
+            ])
         h.exit("a")
         #expect(h.state("a") == .notRunning)
         #expect(h.supervisor.snapshot("a")!.last?.reason == .stoppedByUser(killedAfterDeadline: false))
@@ -190,7 +195,10 @@ import Testing
         h.send(.interruptionBegan)
         let seq = h.outstanding("a")!.sequence
         h.now = h.now + .seconds(6)
-        #expect(h.send(.acknowledged("a", generation: 1, sequence: seq)) == [.kill("a", .eventWatchdog(event: .willResignActive))])
+        #expect(
+            h.send(.acknowledged("a", generation: 1, sequence: seq)) == [
+                .kill("a", .eventWatchdog(event: .willResignActive))
+            ])
     }
 }
 
@@ -237,7 +245,8 @@ import Testing
         h.eventsUntilQuiet("a", after: h.send(.home))
         h.advance(.seconds(20))
         // A second task draws on the same budget: it ends at 30 s, not 50 s.
-        #expect(h.send(.beginBackgroundTask("a", generation: 1, request: 2, name: "t2"))
+        #expect(
+            h.send(.beginBackgroundTask("a", generation: 1, request: 2, name: "t2"))
                 == [.backgroundTaskReply("a", request: 2, task: 2, budgetEnd: .zero + .seconds(30))])
         h.advance(.seconds(5))
         #expect(h.advance(.seconds(5)).contains(.kill("a", .backgroundTaskExpired)))
@@ -249,9 +258,12 @@ import Testing
         h.send(.beginBackgroundTask("a", generation: 1, request: 1, name: "t1"))
         h.eventsUntilQuiet("a", after: h.send(.home))
         h.advance(.seconds(26))
-        #expect(h.send(.beginBackgroundTask("a", generation: 1, request: 2, name: "late"))
-                == [.backgroundTaskReply("a", request: 2, task: 2, budgetEnd: .zero + .seconds(30)),
-                    .expireBackgroundTasks("a", [2])])
+        #expect(
+            h.send(.beginBackgroundTask("a", generation: 1, request: 2, name: "late"))
+                == [
+                    .backgroundTaskReply("a", request: 2, task: 2, budgetEnd: .zero + .seconds(30)),
+                    .expireBackgroundTasks("a", [2]),
+                ])
     }
 
     @Test func budgetRestartsOnEachStay() {
@@ -276,8 +288,9 @@ import Testing
         h.now = h.now + .seconds(30)
         let effects = h.send(.beginBackgroundTask("a", generation: 1, request: 2, name: "t2"))
         #expect(effects.contains(.kill("a", .backgroundTaskExpired)))
-        #expect(effects.contains(.backgroundTaskReply("a", request: 2, task: nil, budgetEnd: nil)) ||
-                effects.contains(.backgroundTaskReply("a", request: 2, task: nil, budgetEnd: .zero + .seconds(30))))
+        #expect(
+            effects.contains(.backgroundTaskReply("a", request: 2, task: nil, budgetEnd: nil))
+                || effects.contains(.backgroundTaskReply("a", request: 2, task: nil, budgetEnd: .zero + .seconds(30))))
     }
 
     @Test func tooManyTasksGetTheInvalidID() {
@@ -286,7 +299,8 @@ import Testing
         for i in 0..<Supervisor.maxBackgroundTasks {
             h.send(.beginBackgroundTask("a", generation: 1, request: UInt32(i), name: "t"))
         }
-        #expect(h.send(.beginBackgroundTask("a", generation: 1, request: 999, name: "t"))
+        #expect(
+            h.send(.beginBackgroundTask("a", generation: 1, request: 999, name: "t"))
                 == [.backgroundTaskReply("a", request: 999, task: nil, budgetEnd: nil)])
     }
 
@@ -314,7 +328,8 @@ import Testing
         policy.exitsOnSuspend = true
         var h = Harness(["a": policy])
         h.launchActive("a")
-        #expect(h.eventsUntilQuiet("a", after: h.send(.home)) == [.willResignActive, .didEnterBackground, .willTerminate])
+        #expect(
+            h.eventsUntilQuiet("a", after: h.send(.home)) == [.willResignActive, .didEnterBackground, .willTerminate])
         #expect(!h.log.contains(.freeze("a")))
         h.exit("a")
         #expect(h.supervisor.snapshot("a")!.last?.reason == .exitedOnSuspend(killedAfterDeadline: false))
@@ -327,7 +342,8 @@ import Testing
         policy.exitsOnSuspend = true
         var h = Harness(["a": policy])
         h.launchActive("a")
-        #expect(h.eventsUntilQuiet("a", after: h.send(.lock)) == [.willResignActive, .didEnterBackground, .willTerminate])
+        #expect(
+            h.eventsUntilQuiet("a", after: h.send(.lock)) == [.willResignActive, .didEnterBackground, .willTerminate])
         #expect(h.supervisor.foreground.isEmpty)
         h.exit("a")
         #expect(h.state("a") == .notRunning)
@@ -385,7 +401,8 @@ import Testing
     @Test func plainStopSendsWillTerminateThenKills() {
         var h = Harness(["p": .plain])
         h.send(.activate("p"))
-        #expect(Harness.events("p", in: h.send(.stop("p"))) == [.willResignActive, .didEnterBackground, .willTerminate])
+        #expect(
+            Harness.events("p", in: h.send(.stop("p"))) == [.willResignActive, .didEnterBackground, .willTerminate])
         #expect(h.advance(.seconds(5)) == [.kill("p", .stoppedByUser(killedAfterDeadline: true))])
     }
 }
@@ -394,8 +411,12 @@ import Testing
     @Test func ackForAnEventNeverSentIsAProtocolViolation() {
         var h = Harness(apps: ["a"])
         h.launchActive("a")
-        #expect(h.send(.acknowledged("a", generation: 1, sequence: 77)) ==
-                [.kill("a", .protocolViolation(message: "acknowledged event 77, which was not awaiting an acknowledgement"))])
+        #expect(
+            h.send(.acknowledged("a", generation: 1, sequence: 77)) == [
+                .kill(
+                    "a", .protocolViolation(message: "acknowledged event 77, which was not awaiting an acknowledgement")
+                )
+            ])
     }
 
     @Test func reportsAboutAnEarlierRunAreIgnored() {

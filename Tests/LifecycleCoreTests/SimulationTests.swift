@@ -49,7 +49,9 @@ struct Simulation {
             p.backgroundTaskBudget = .seconds(Int.random(in: 6...30, using: &rng))
             p.memory.band = MemoryBand.allCases.randomElement(using: &rng)!
             p.memory.lastNotice = Int.random(in: 0..<4, using: &rng) == 0
-            if Int.random(in: 0..<5, using: &rng) == 0 { p.memory.limit = UInt64.random(in: 50...150, using: &rng) << 20 }
+            if Int.random(in: 0..<5, using: &rng) == 0 {
+                p.memory.limit = UInt64.random(in: 50...150, using: &rng) << 20
+            }
             policies["app\(i)"] = p
         }
         ids = policies.keys.sorted()
@@ -100,7 +102,9 @@ struct Simulation {
         case 40..<42: return .kill(id)
         case 42..<50: return .beginBackgroundTask(id, generation: gen, request: UInt32(steps), name: "t")
         case 50..<56:
-            if let t = openTasks[id]?.randomElement(using: &rng) { return .endBackgroundTask(id, generation: gen, task: t) }
+            if let t = openTasks[id]?.randomElement(using: &rng) {
+                return .endBackgroundTask(id, generation: gen, task: t)
+            }
             return .tick
         case 56..<58:
             if sup.snapshot(id)!.state != .notRunning && !frozen.contains(id) {
@@ -116,8 +120,9 @@ struct Simulation {
             // Available memory around both thresholds (warning 20 %, critical
             // 10 %, 2 points of hysteresis), so levels rise and fall and flap.
             let percent: UInt64 = random([50, 50, 21, 15, 11, 9, 5])
-            let report = MemoryReport(footprints: footprints,
-                                      measurements: MemoryMeasurements(available: percent << 30, total: 100 << 30))
+            let report = MemoryReport(
+                footprints: footprints,
+                measurements: MemoryMeasurements(available: percent << 30, total: 100 << 30))
             if Bool.random(using: &rng) { return .memory(report) }
             return .simulateMemoryLevel(random([.normal, .normal, .warning, .critical, .critical]), report)
         default:
@@ -141,12 +146,15 @@ struct Simulation {
                 if d.event == .willTerminate {
                     // Most apps exit promptly; some hang until SIGKILL.
                     if Int.random(in: 0..<4, using: &rng) > 0 {
-                        schedule(after: .milliseconds(Int64.random(in: 0...6000, using: &rng)), .exited(id, generation: gen, .exited(0)))
+                        schedule(
+                            after: .milliseconds(Int64.random(in: 0...6000, using: &rng)),
+                            .exited(id, generation: gen, .exited(0)))
                     }
                 } else if d.deadline != nil, Int.random(in: 0..<10, using: &rng) > 0 {
                     // Usually within the deadline; sometimes too late.
-                    schedule(after: .milliseconds(Int64.random(in: 0...5500, using: &rng)),
-                             .acknowledged(id, generation: gen, sequence: d.sequence))
+                    schedule(
+                        after: .milliseconds(Int64.random(in: 0...5500, using: &rng)),
+                        .acknowledged(id, generation: gen, sequence: d.sequence))
                 }
             case .backgroundTaskReply(let id, _, let task?, _):
                 openTasks[id, default: []].insert(task)
@@ -154,7 +162,9 @@ struct Simulation {
                 // A well-behaved app ends its tasks when they expire; some do not.
                 if Bool.random(using: &rng) {
                     let gen = sup.snapshot(id)!.generation
-                    for t in tasks { schedule(after: .milliseconds(10), .endBackgroundTask(id, generation: gen, task: t)) }
+                    for t in tasks {
+                        schedule(after: .milliseconds(10), .endBackgroundTask(id, generation: gen, task: t))
+                    }
                 }
             case .freeze(let id): frozen.insert(id)
             case .thaw(let id): frozen.remove(id)
@@ -183,7 +193,9 @@ struct Simulation {
         for effect in effects {
             switch effect {
             case .transition(let id, let from, let to):
-                if lastState[id, default: .notRunning] != from { fail("\(id): transition from \(from) but was \(lastState[id, default: .notRunning])") }
+                if lastState[id, default: .notRunning] != from {
+                    fail("\(id): transition from \(from) but was \(lastState[id, default: .notRunning])")
+                }
                 if to == .active && from != .inactive { fail("\(id): became active from \(from), not inactive") }
                 if to == .suspended && from != .background { fail("\(id): suspended from \(from), not background") }
                 lastState[id] = to
@@ -194,7 +206,8 @@ struct Simulation {
             case .memoryKill(let k) where k.cause == .memoryPressure:
                 checkPressureKill(k, after: input)
             case .memoryKill(let k):
-                if let limit = sup.policy(k.app).memory.limit, let f = k.footprint, f > limit {} else {
+                if let limit = sup.policy(k.app).memory.limit, let f = k.footprint, f > limit {
+                } else {
                     fail("\(k.app): killed for its limit without being over it")
                 }
                 dying.insert(k.app)
@@ -205,7 +218,9 @@ struct Simulation {
             }
         }
         let foregroundApps = ids.filter { [.active].contains(sup.snapshot($0)!.state) }
-        if foregroundApps.count > sup.foregroundSlots { fail("\(foregroundApps.count) active apps > \(sup.foregroundSlots) slots") }
+        if foregroundApps.count > sup.foregroundSlots {
+            fail("\(foregroundApps.count) active apps > \(sup.foregroundSlots) slots")
+        }
         if sup.foreground.count > sup.foregroundSlots { fail("foreground list over its slots") }
         if let t = sup.nextDeadline(), t <= now { fail("a timer due at \(t) did not fire") }
         for id in ids {
@@ -215,7 +230,8 @@ struct Simulation {
             if s.state != .suspended && frozen.contains(id) && !s.stopping { fail("\(id): frozen but \(s.state)") }
             if let awaiting = s.awaiting, !s.stopping || awaiting != .willTerminate {
                 if sup.timers.deadline(id, .ack) == nil && sup.timers.deadline(id, .terminate) == nil
-                    && sup.timers.deadline(id, .notice) == nil {
+                    && sup.timers.deadline(id, .notice) == nil
+                {
                     fail("\(id): awaits \(awaiting) with no deadline")
                 }
             }
@@ -236,7 +252,9 @@ extension Simulation {
     mutating func checkPressureKill(_ k: MemoryKill, after input: Input) {
         switch input {
         case .memory, .simulateMemoryLevel:
-            if sup.memoryLevel != .critical { return fail("\(k.app): pressure kill while the level is \(sup.memoryLevel)") }
+            if sup.memoryLevel != .critical {
+                return fail("\(k.app): pressure kill while the level is \(sup.memoryLevel)")
+            }
         default: return fail("\(k.app): pressure kill without a memory report")
         }
         if let victim { fail("\(k.app): killed while \(victim), the previous victim, has not ended") }
@@ -266,7 +284,9 @@ extension Supervisor {
             var sim = Simulation(seed: seed)
             sim.run(steps: 300)
             if !sim.violations.isEmpty {
-                Issue.record("seed \(seed) (replay with Simulation(seed: \(seed))): \(sim.violations.prefix(3).joined(separator: "; "))")
+                Issue.record(
+                    "seed \(seed) (replay with Simulation(seed: \(seed))): \(sim.violations.prefix(3).joined(separator: "; "))"
+                )
                 return
             }
             // After settling, nothing waits forever.

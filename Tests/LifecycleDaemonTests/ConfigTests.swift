@@ -27,29 +27,31 @@ func daemonError(_ text: String) -> ConfigError? {
 
 @Suite struct ManifestTests {
     @Test func fullManifest() throws {
-        let m = try ConfigLoader.loadApp(path: write("""
-            command = ["example-recorder", "--log", "/tmp/x"]
-            environment = { GREETING = "hello", LANG = "C" }
-            working_directory = "/tmp"
-            delivery = "signals"
-            background_modes = ["audio"]
-            exits_on_suspend = true
-            autostart = "background"
+        let m = try ConfigLoader.loadApp(
+            path: write(
+                """
+                command = ["example-recorder", "--log", "/tmp/x"]
+                environment = { GREETING = "hello", LANG = "C" }
+                working_directory = "/tmp"
+                delivery = "signals"
+                background_modes = ["audio"]
+                exits_on_suspend = true
+                autostart = "background"
 
-            [timeouts]
-            launch = 2
-            event = 1.5
-            background = 3
-            terminate = 4
-            background_task_budget = 20
-            expiration_warning = 2
-            background_grace = 0.25
+                [timeouts]
+                launch = 2
+                event = 1.5
+                background = 3
+                terminate = 4
+                background_task_budget = 20
+                expiration_warning = 2
+                background_grace = 0.25
 
-            [signals]
-            willResignActive = "SIGUSR1"
-            willTerminate = "none"
-            didBecomeActive = "SIGRTMIN+2"
-            """, "player.toml"))
+                [signals]
+                willResignActive = "SIGUSR1"
+                willTerminate = "none"
+                didBecomeActive = "SIGRTMIN+2"
+                """, "player.toml"))
         #expect(m.name == "player")
         #expect(m.command == ["example-recorder", "--log", "/tmp/x"])
         #expect(m.environment == ["GREETING": "hello", "LANG": "C"])
@@ -81,9 +83,13 @@ func daemonError(_ text: String) -> ConfigError? {
     @Test func badValues() {
         #expect(appError("command = \"x\"\n")?.message == "expected an array of strings, got string")
         #expect(appError("command = [\"x\"]\ndelivery = \"smoke\"\n")?.line == 2)
-        #expect(appError("command = [\"x\"]\nbackground_modes = [\"teleport\"]\n")?.message.hasPrefix("unknown background mode \"teleport\"") == true)
+        #expect(
+            appError("command = [\"x\"]\nbackground_modes = [\"teleport\"]\n")?.message.hasPrefix(
+                "unknown background mode \"teleport\"") == true)
         #expect(appError("command = [\"x\"]\n[timeouts]\nevent = -1\n")?.key == "timeouts.event")
-        #expect(appError("command = [\"x\"]\n[signals]\nwillTerminate = \"SIGNOPE\"\n")?.message == "unknown signal \"SIGNOPE\"")
+        #expect(
+            appError("command = [\"x\"]\n[signals]\nwillTerminate = \"SIGNOPE\"\n")?.message
+                == "unknown signal \"SIGNOPE\"")
         #expect(appError("command = [\"x\"]\nenvironment = { A = 1 }\n")?.key == "environment.A")
         #expect(appError("command = [\"x\"]\nenvironment = { A = 1 }\n")?.line == 2)
         #expect(appError("delivery = \"library\"\n")?.message == "missing: every app needs a command")
@@ -103,7 +109,8 @@ func daemonError(_ text: String) -> ConfigError? {
         let dir = (path as NSString).deletingLastPathComponent
         try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
         try "command = [\"a\"]\n".write(toFile: dir + "/apps/good.toml", atomically: true, encoding: .utf8)
-        try "command = [\"a\"]\ncolour = \"red\"\n".write(toFile: dir + "/apps/bad.toml", atomically: true, encoding: .utf8)
+        try "command = [\"a\"]\ncolour = \"red\"\n".write(
+            toFile: dir + "/apps/bad.toml", atomically: true, encoding: .utf8)
         try "not a manifest".write(toFile: dir + "/apps/README", atomically: true, encoding: .utf8)
         let (config, apps, problems) = try ConfigLoader.load(path: path)
         #expect(config.foregroundSlots == 2)
@@ -131,7 +138,8 @@ func daemonError(_ text: String) -> ConfigError? {
     }
 
     @Test func shippedDefaultConfigIsValid() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
         let (config, apps, problems) = try ConfigLoader.load(path: root + "/config/lifecycled.toml")
         #expect(problems.isEmpty)
         #expect(Set(apps.map(\.name)) == ["recorder", "saver", "worker", "plain", "c-recorder", "python-recorder"])
@@ -145,7 +153,8 @@ func daemonError(_ text: String) -> ConfigError? {
     }
 
     @Test func everyKey() throws {
-        let c = try daemon("""
+        let c = try daemon(
+            """
             state_directory = "/var/lib/elsewhere"
             [memory]
             monitor = true
@@ -162,7 +171,8 @@ func daemonError(_ text: String) -> ConfigError? {
             budget_critical = 110
             hysteresis = 1
             kill_history = 50
-            """).memory
+            """
+        ).memory
         #expect(c.interval == .seconds(2) && c.minInterval == .milliseconds(50))
         #expect(c.fillRate == 4 << 30)
         #expect(c.availableWarning == .bytes(3 << 30) && c.availableCritical == .percent(5))
@@ -197,30 +207,37 @@ func daemonError(_ text: String) -> ConfigError? {
         #expect(e?.message.contains("expected a size like") == true)
         #expect(daemonError("[memory]\nstall_warning = 120\n")?.message == "120.0 % is out of range 0...100")
         #expect(daemonError("[memory]\nbudget_warning = 95\nbudget_critical = 90\n")?.key == "memory.budget_warning")
-        #expect(daemonError("[memory]\navailable_warning = 5\n")?.message.contains("must not be below available_critical") == true)
+        #expect(
+            daemonError("[memory]\navailable_warning = 5\n")?.message.contains("must not be below available_critical")
+                == true)
         #expect(daemonError("[memory]\ninterval = 0.001\n")?.key == "memory.min_interval")
-        #expect(daemonError("[memory]\nwobble = 1\n")?.description.hasSuffix("d.toml:2: memory.wobble: unknown key") == true)
+        #expect(
+            daemonError("[memory]\nwobble = 1\n")?.description.hasSuffix("d.toml:2: memory.wobble: unknown key") == true
+        )
     }
 
     @Test func appMemory() throws {
-        let m = try ConfigLoader.loadApp(path: write("""
-            command = ["x"]
-            [memory]
-            band = "low"
-            limit = "256M"
-            last_notice = true
-            last_notice_timeout = 0.5
-            [signals]
-            didReceiveMemoryWarning = "SIGUSR2"
-            willBeKilledForMemory = "SIGRTMIN+1"
-            """))
+        let m = try ConfigLoader.loadApp(
+            path: write(
+                """
+                command = ["x"]
+                [memory]
+                band = "low"
+                limit = "256M"
+                last_notice = true
+                last_notice_timeout = 0.5
+                [signals]
+                didReceiveMemoryWarning = "SIGUSR2"
+                willBeKilledForMemory = "SIGRTMIN+1"
+                """))
         #expect(m.policy.memory.band == .low && m.policy.memory.limit == 256 << 20)
         #expect(m.policy.memory.lastNotice && m.policy.memory.lastNoticeTimeout == .milliseconds(500))
         #expect(m.signals[.didReceiveMemoryWarning] == SIGUSR2)
         let player = try ConfigLoader.loadApp(path: write("command = [\"x\"]\nbackground_modes = [\"audio\"]\n"))
         #expect(player.policy.memory.band == .high, "an app someone listens to is killed last")
         let plain = try ConfigLoader.loadApp(path: write("command = [\"x\"]\n"))
-        #expect(plain.policy.memory.band == .normal && plain.policy.memory.limit == nil && !plain.policy.memory.lastNotice)
+        #expect(
+            plain.policy.memory.band == .normal && plain.policy.memory.limit == nil && !plain.policy.memory.lastNotice)
     }
 
     @Test func appMemoryErrors() {
@@ -240,15 +257,17 @@ func daemonError(_ text: String) -> ConfigError? {
         let cases: [(String, Int)] = [
             ("command = [\"x\"]\n\n\nname = \"unterminated\n", 4),
             ("command = [\"x\"]\n[timeouts\nlaunch = 1\n", 2),
-            ("command = [\"x\"]\ncommand = [\"y\"]\n", 2),                       // duplicate key
-            ("command = [\"x\"]\n[timeouts]\nlaunch = 1\n[timeouts]\nevent = 1\n", 4),   // duplicate table
-            ("command = [\"x\",\n  \"y\"\n\nbroken = 1\n", 4),                  // unterminated array
+            ("command = [\"x\"]\ncommand = [\"y\"]\n", 2),  // duplicate key
+            ("command = [\"x\"]\n[timeouts]\nlaunch = 1\n[timeouts]\nevent = 1\n", 4),  // duplicate table
+            ("command = [\"x\",\n  \"y\"\n\nbroken = 1\n", 4),  // unterminated array
             ("command = [\"x\"]\nenvironment = { A = \"1\", \n", 2),
             ("command = [\"x\"]\nlimit = 12abc\n", 2),
         ]
         for (text, line) in cases {
             let e = appError(text)
-            #expect(e?.message.hasPrefix("TOML syntax") == true, "\(text.debugDescription): \(e?.description ?? "accepted")")
+            #expect(
+                e?.message.hasPrefix("TOML syntax") == true, "\(text.debugDescription): \(e?.description ?? "accepted")"
+            )
             #expect(e?.line == line, "\(text.debugDescription): \(e?.description ?? "accepted")")
         }
     }

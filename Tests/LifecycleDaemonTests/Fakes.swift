@@ -76,7 +76,7 @@ final class FakeStarter: ProcessStarter {
     }
     var spawned: [Spawned] = []
     var failWith: SpawnError?
-    private var nextPID: Int32 = 4_000_000     // above any pid_max: no real process
+    private var nextPID: Int32 = 4_000_000  // above any pid_max: no real process
 
     func spawn(_ request: SpawnRequest) throws(SpawnError) -> SpawnedProcess {
         if let failWith { throw failWith }
@@ -93,7 +93,8 @@ final class FakeStarter: ProcessStarter {
 
 /// A daemon shell over fakes, with the config and manifests given.
 func shellUnderTest(_ manifests: [String: String], daemon: String = "") throws
-    -> (Daemon, FakeConfinement, FakeStarter) {
+    -> (Daemon, FakeConfinement, FakeStarter)
+{
     let config = write("apps_dir = \"apps\"\nstate_directory = \"state\"\n" + daemon, "lifecycled.toml")
     let dir = (config as NSString).deletingLastPathComponent
     try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
@@ -101,7 +102,8 @@ func shellUnderTest(_ manifests: [String: String], daemon: String = "") throws
         try text.write(toFile: dir + "/apps/\(name).toml", atomically: true, encoding: .utf8)
     }
     let confinement = FakeConfinement(), starter = FakeStarter()
-    let shell = try Daemon(settings: Settings(configPath: config), confinement: confinement, starter: starter,
-                           options: .init(configPath: config), logger: .init(label: "test"), standalone: true)
+    let shell = try Daemon(
+        settings: Settings(configPath: config), confinement: confinement, starter: starter,
+        options: .init(configPath: config), logger: .init(label: "test"), standalone: true)
     return (shell, confinement, starter)
 }

@@ -58,17 +58,30 @@ import Testing
         let m = monitor()
         let s = sample(m)
         #expect(m.quietPoint(after: s, measuredLevel: .warning, coreLevel: .warning, limited: false, now: 1) == nil)
-        #expect(m.quietPoint(after: s, measuredLevel: .normal, coreLevel: .critical, limited: false, now: 1) == nil, "a simulated level in the core")
-        #expect(m.quietPoint(after: s, measuredLevel: .normal, coreLevel: .normal, limited: true, now: 1) == nil, "an app with a limit")
+        #expect(
+            m.quietPoint(after: s, measuredLevel: .normal, coreLevel: .critical, limited: false, now: 1) == nil,
+            "a simulated level in the core")
+        #expect(
+            m.quietPoint(after: s, measuredLevel: .normal, coreLevel: .normal, limited: true, now: 1) == nil,
+            "an app with a limit")
         let budget = monitor { $0.budget = 1 << 30 }
-        #expect(budget.quietPoint(after: sample(budget), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1) == nil)
+        #expect(
+            budget.quietPoint(after: sample(budget), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1)
+                == nil)
         let stallNoTrigger = monitor { $0.stallCritical = 40 }
-        #expect(stallNoTrigger.quietPoint(after: sample(stallNoTrigger), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1) == nil,
-                "the pressure file must be read at every sample")
+        #expect(
+            stallNoTrigger.quietPoint(
+                after: sample(stallNoTrigger), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1)
+                == nil,
+            "the pressure file must be read at every sample")
         let noCritical = monitor { $0.availableCritical = nil }
-        #expect(noCritical.quietPoint(after: sample(noCritical), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1) == nil)
+        #expect(
+            noCritical.quietPoint(
+                after: sample(noCritical), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1) == nil)
         let off = monitor { $0.monitor = false }
-        #expect(off.quietPoint(after: sample(off), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1) == nil)
+        #expect(
+            off.quietPoint(after: sample(off), measuredLevel: .normal, coreLevel: .normal, limited: false, now: 1)
+                == nil)
     }
 
     @Test func aQuietPSITriggerLetsSamplesBeQuietExceptJustAfterItFired() throws {
@@ -76,15 +89,21 @@ import Testing
             $0.psiTrigger = true
             $0.stallWarning = 10
         }
-        guard m.trigger != nil else { return }   // no PSI on this kernel: covered by the test above
+        guard m.trigger != nil else { return }  // no PSI on this kernel: covered by the test above
         let now = Posix.monotonicNanoseconds()
-        #expect(m.quietPoint(after: sample(m), measuredLevel: .normal, coreLevel: .normal, limited: false, now: now) != nil)
+        #expect(
+            m.quietPoint(after: sample(m), measuredLevel: .normal, coreLevel: .normal, limited: false, now: now) != nil)
         _ = m.sample(groups: { [:] }, limited: [:], now: now, triggered: true)
         // For two trigger windows after it fired, the stall is read at every sample.
         let after = m.sample(groups: { [:] }, limited: [:], now: now + ms)
         var gauge = MemoryGauge(thresholds: m.thresholds)
         try #require(gauge.update(after.measurements) == .normal, "no real memory stall on the test machine")
-        #expect(m.quietPoint(after: after, measuredLevel: .normal, coreLevel: .normal, limited: false, now: now + ms) == nil)
-        #expect(m.quietPoint(after: after, measuredLevel: .normal, coreLevel: .normal, limited: false, now: now + 5_000_000_000) != nil)
+        #expect(
+            m.quietPoint(after: after, measuredLevel: .normal, coreLevel: .normal, limited: false, now: now + ms) == nil
+        )
+        #expect(
+            m.quietPoint(
+                after: after, measuredLevel: .normal, coreLevel: .normal, limited: false, now: now + 5_000_000_000)
+                != nil)
     }
 }

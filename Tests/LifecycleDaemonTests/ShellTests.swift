@@ -22,25 +22,35 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
             return answer
         }
         func statusReport(_ apps: [AppID]?) -> StatusReport {
-            StatusReport(daemon: DaemonStatus(pid: 1, foregroundSlots: 1, foreground: [], locked: false,
-                                              interruptions: 0, confinement: "fake", shuttingDown: false), apps: [])
+            StatusReport(
+                daemon: DaemonStatus(
+                    pid: 1, foregroundSlots: 1, foreground: [], locked: false,
+                    interruptions: 0, confinement: "fake", shuttingDown: false), apps: [])
         }
         func recentRecords(apps: Set<AppID>) -> [EventRecord] { [] }
         func kills(limit: Int?) -> [KillRecord] { [] }
-        func simulateMemoryLevel(_ level: MemoryLevel) -> [Effect] { submit(.simulateMemoryLevel(level, MemoryReport())) }
+        func simulateMemoryLevel(_ level: MemoryLevel) -> [Effect] {
+            submit(.simulateMemoryLevel(level, MemoryReport()))
+        }
     }
 
     @Test func changesNeedPermissionReadingDoesNot() {
         let target = Target()
         let front = CommandFront(target: target, permissions: Permissions(controlGroup: nil))
-        guard case .failure(let f) = front.execute(.activate("a"), from: someone) else { Issue.record("allowed"); return }
+        guard case .failure(let f) = front.execute(.activate("a"), from: someone) else {
+            Issue.record("allowed"); return
+        }
         #expect(f.code == .permissionDenied && f.message.contains("'activate'"))
         #expect(target.submitted.isEmpty, "nothing reaches the core")
-        guard case .success(.status) = front.execute(.status(apps: nil), from: someone) else { Issue.record("refused"); return }
+        guard case .success(.status) = front.execute(.status(apps: nil), from: someone) else {
+            Issue.record("refused"); return
+        }
         guard case .failure(let unknown) = front.execute(.status(apps: ["zz"]), from: .unknown) else { return }
         #expect(unknown.code == .unknownApp && unknown.message == "unknown app 'zz'")
         for command in [Command.home, .pressure(.critical), .stop("a"), .interruptionBegin] {
-            guard case .failure(let f) = front.execute(command, from: .unknown) else { Issue.record("\(command)"); continue }
+            guard case .failure(let f) = front.execute(command, from: .unknown) else {
+                Issue.record("\(command)"); continue
+            }
             #expect(f.code == .permissionDenied, "no credentials, no changes")
         }
     }
@@ -49,7 +59,9 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         let target = Target()
         target.answer = [.refused(.screenLocked)]
         let front = CommandFront(target: target, permissions: Permissions(controlGroup: nil))
-        guard case .failure(let f) = front.execute(.activate("a"), from: root) else { Issue.record("not refused"); return }
+        guard case .failure(let f) = front.execute(.activate("a"), from: root) else {
+            Issue.record("not refused"); return
+        }
         #expect(f == CommandFailure(code: .refused, message: "the screen is locked", refusal: "screen-locked"))
         #expect(target.submitted == [.activate("a")])
     }
@@ -58,7 +70,8 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         let target = Target()
         let front = CommandFront(target: target, permissions: Permissions(controlGroup: nil))
         defer { withExtendedLifetime(target) {} }
-        guard case .success(.follow(let filter)) = front.execute(.events(apps: ["a"], follow: true), from: someone) else {
+        guard case .success(.follow(let filter)) = front.execute(.events(apps: ["a"], follow: true), from: someone)
+        else {
             Issue.record("not following"); return
         }
         #expect(filter == ["a"])
@@ -68,9 +81,13 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
 
     /// The JSON transport turns requests into commands and names what is missing.
     @Test func jsonRequestsBecomeCommands() throws {
-        #expect(try ControlServer.command(ControlRequest(.launch, app: "a", background: true)).get() == .launch("a", .background))
+        #expect(
+            try ControlServer.command(ControlRequest(.launch, app: "a", background: true)).get()
+                == .launch("a", .background))
         #expect(try ControlServer.command(ControlRequest(.pressure, level: "warning")).get() == .pressure(.warning))
-        guard case .failure(let f) = ControlServer.command(ControlRequest(.stop)) else { Issue.record("accepted"); return }
+        guard case .failure(let f) = ControlServer.command(ControlRequest(.stop)) else {
+            Issue.record("accepted"); return
+        }
         #expect(f.message == "'stop' needs an app")
         guard case .failure(let g) = ControlServer.command(ControlRequest(.pressure, level: "dire")) else { return }
         #expect(g.message == "'pressure' needs a level: normal, warning or critical (got 'dire')")
@@ -93,13 +110,17 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
 
     func acknowledge(_ shell: Daemon, _ fd: Int32, _ messages: [DaemonMessage]) {
         for case .event(let e) in messages {
-            _ = AppMessage.acknowledge(sequence: e.sequence).encoded().withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            _ = AppMessage.acknowledge(sequence: e.sequence).encoded().withUnsafeBytes {
+                send(fd, $0.baseAddress, $0.count, 0)
+            }
         }
         shell.readChannel("a", shell.runs["a"]!)
     }
 
     @Test func aLaunchFreezeAndKillOverFakes() throws {
-        let (shell, confinement, starter) = try shellUnderTest(["a": "command = [\"/bin/true\"]\nmemory.limit = \"64M\"\n"])
+        let (shell, confinement, starter) = try shellUnderTest([
+            "a": "command = [\"/bin/true\"]\nmemory.limit = \"64M\"\n"
+        ])
         guard case .success = shell.front!.execute(.activate("a"), from: root) else { Issue.record("refused"); return }
         let spawn = try #require(starter.spawned.first)
         #expect(spawn.request.executable == "/bin/true")
@@ -145,7 +166,9 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
     }
 
     @Test func theKernelsOOMKillIsReportedAsAFactAndTheCoreNamesTheLimit() throws {
-        let (shell, confinement, starter) = try shellUnderTest(["a": "command = [\"/bin/true\"]\nmemory.limit = \"64M\"\n"])
+        let (shell, confinement, starter) = try shellUnderTest([
+            "a": "command = [\"/bin/true\"]\nmemory.limit = \"64M\"\n"
+        ])
         _ = shell.front!.execute(.launch("a", .background), from: root)
         let spawn = try #require(starter.spawned.first)
         confinement.groups["a.1"]!.oom = true

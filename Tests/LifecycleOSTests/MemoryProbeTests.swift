@@ -20,7 +20,9 @@ func write(_ text: String, _ name: String) -> String {
         #expect(f.integer(after: "MemTotal:") == 24_562_064)
         #expect(f.integer(after: "MemAvailable:") == 23_000_000)
         #expect(f.integer(after: "SwapTotal:") == nil)
-        let psi = try #require(KernelFile(write("some avg10=0.00 avg60=0.00 avg300=0.00 total=1234\nfull avg10=0.00 total=99\n", "memory")))
+        let psi = try #require(
+            KernelFile(write("some avg10=0.00 avg60=0.00 avg300=0.00 total=1234\nfull avg10=0.00 total=99\n", "memory"))
+        )
         #expect(psi.refresh() && psi.integer(after: "total=") == 1234, "the some line comes first")
     }
 

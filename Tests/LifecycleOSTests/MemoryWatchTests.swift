@@ -114,13 +114,16 @@ import Testing
         let perCPU = try #require(PerCPUFreePages())
         let (before, after) = try freeing(mb: 512, perCPU)
         // 512 MiB freed; other tests running meanwhile may take up to 128.
-        #expect(after.0 + after.1 >= before.0 + before.1 + (384 << 20),
-                "MemAvailable \(before.0 >> 20) -> \(after.0 >> 20) MiB, per-CPU \(before.1 >> 20) -> \(after.1 >> 20) MiB")
+        #expect(
+            after.0 + after.1 >= before.0 + before.1 + (384 << 20),
+            "MemAvailable \(before.0 >> 20) -> \(after.0 >> 20) MiB, per-CPU \(before.1 >> 20) -> \(after.1 >> 20) MiB")
     }
 
     @Test func zoneinfoPerCPUCounts() {
         func pages(_ text: String) -> Int64 {
-            Array(text.utf8CString).withUnsafeBufferPointer { lc_zoneinfo_percpu_pages($0.baseAddress, text.utf8.count) }
+            Array(text.utf8CString).withUnsafeBufferPointer {
+                lc_zoneinfo_percpu_pages($0.baseAddress, text.utf8.count)
+            }
         }
         let text = """
             Node 0, zone   Normal
@@ -168,12 +171,16 @@ import Testing
         #expect(MemoryWatch.fillInterval(headroom: 3 << 30, fillRate: 6 << 30, shortest: s, longest: l) == 500 * ms)
         #expect(MemoryWatch.fillInterval(headroom: 0, fillRate: 6 << 30, shortest: s, longest: l) == s)
         #expect(MemoryWatch.fillInterval(headroom: .max, fillRate: 1, shortest: s, longest: l) == l)
-        #expect(MemoryWatch.fillInterval(headroom: 1 << 20, fillRate: 0, shortest: s, longest: l) == l, "no rate: as if 1 B/s")
+        #expect(
+            MemoryWatch.fillInterval(headroom: 1 << 20, fillRate: 0, shortest: s, longest: l) == l,
+            "no rate: as if 1 B/s")
     }
 
     @Test func meminfoValues() {
         func value(_ text: String, _ key: String) -> Int64 {
-            Array(text.utf8CString).withUnsafeBufferPointer { lc_integer_after($0.baseAddress, text.utf8.count, key, key.utf8.count) }
+            Array(text.utf8CString).withUnsafeBufferPointer {
+                lc_integer_after($0.baseAddress, text.utf8.count, key, key.utf8.count)
+            }
         }
         let text = "MemTotal:       24562064 kB\nMemFree:  1 kB\nMemAvailable:   23000000 kB\n"
         #expect(value(text, "MemTotal:") == 24_562_064)

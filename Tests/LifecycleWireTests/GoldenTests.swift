@@ -6,43 +6,59 @@ import LifecycleWire
 /// implementation of the protocol is tested against these same bytes.
 @Suite struct GoldenVectorTests {
     static let event: [UInt8] = [
-        0x01, 0x01, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00,          // v1, event, flags, seq 7
-        0x05, 0x00, 0x01, 0x00,                                  // didEnterBackground, fg, 1 option
-        0x00, 0xCA, 0x9A, 0x3B, 0x00, 0x00, 0x00, 0x00,          // deadline 1_000_000_000
-        0x00, 0x5E, 0xD0, 0xB2, 0x00, 0x00, 0x00, 0x00,          // budget end 3_000_000_000
-        0x01, 0x00, 0x6B, 0x02, 0x00, 0x76, 0x31,                // "k" = "v1"
+        0x01, 0x01, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00,  // v1, event, flags, seq 7
+        0x05, 0x00, 0x01, 0x00,  // didEnterBackground, fg, 1 option
+        0x00, 0xCA, 0x9A, 0x3B, 0x00, 0x00, 0x00, 0x00,  // deadline 1_000_000_000
+        0x00, 0x5E, 0xD0, 0xB2, 0x00, 0x00, 0x00, 0x00,  // budget end 3_000_000_000
+        0x01, 0x00, 0x6B, 0x02, 0x00, 0x76, 0x31,  // "k" = "v1"
     ]
 
     @Test func eventMessage() throws {
-        let m = DaemonMessage.event(EventMessage(
-            sequence: 7, event: .didEnterBackground, deadline: 1_000_000_000,
-            budgetEnd: 3_000_000_000, options: [KeyValue("k", "v1")]))
+        let m = DaemonMessage.event(
+            EventMessage(
+                sequence: 7, event: .didEnterBackground, deadline: 1_000_000_000,
+                budgetEnd: 3_000_000_000, options: [KeyValue("k", "v1")]))
         #expect(m.encoded() == Self.event)
         #expect(try DaemonMessage.decode(Self.event) == m)
     }
 
     @Test func eventWithoutDeadline() throws {
-        let bytes: [UInt8] = [0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
-                              0x03, 0x01, 0x00, 0x00] + Array(repeating: 0xFF, count: 16)
-        let m = DaemonMessage.event(EventMessage(sequence: 1, event: .didBecomeActive,
-                                                 launchedInBackground: true, deadline: nil, budgetEnd: nil))
+        let bytes: [UInt8] =
+            [
+                0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+                0x03, 0x01, 0x00, 0x00,
+            ] + Array(repeating: 0xFF, count: 16)
+        let m = DaemonMessage.event(
+            EventMessage(
+                sequence: 1, event: .didBecomeActive,
+                launchedInBackground: true, deadline: nil, budgetEnd: nil))
         #expect(m.encoded() == bytes)
         #expect(try DaemonMessage.decode(bytes) == m)
     }
 
     @Test func memoryEvents() throws {
-        let warning: [UInt8] = [0x01, 0x01, 0x00, 0x00, 0x0C, 0x00, 0x00, 0x00,
-                                0x08, 0x00, 0x00, 0x00,                              // didReceiveMemoryWarning
-                                0x00, 0xCA, 0x9A, 0x3B, 0x00, 0x00, 0x00, 0x00]       // deadline 1 s
+        let warning: [UInt8] =
+            [
+                0x01, 0x01, 0x00, 0x00, 0x0C, 0x00, 0x00, 0x00,
+                0x08, 0x00, 0x00, 0x00,  // didReceiveMemoryWarning
+                0x00, 0xCA, 0x9A, 0x3B, 0x00, 0x00, 0x00, 0x00,
+            ]  // deadline 1 s
             + Array(repeating: 0xFF, count: 8)
-        let notice: [UInt8] = [0x01, 0x01, 0x00, 0x00, 0x0D, 0x00, 0x00, 0x00,
-                               0x09, 0x00, 0x00, 0x00,                               // willBeKilledForMemory
-                               0x80, 0xB2, 0xE6, 0x0E, 0x00, 0x00, 0x00, 0x00]        // deadline 250 ms
+        let notice: [UInt8] =
+            [
+                0x01, 0x01, 0x00, 0x00, 0x0D, 0x00, 0x00, 0x00,
+                0x09, 0x00, 0x00, 0x00,  // willBeKilledForMemory
+                0x80, 0xB2, 0xE6, 0x0E, 0x00, 0x00, 0x00, 0x00,
+            ]  // deadline 250 ms
             + Array(repeating: 0xFF, count: 8)
-        let w = DaemonMessage.event(EventMessage(sequence: 12, event: .didReceiveMemoryWarning,
-                                                 deadline: 1_000_000_000, budgetEnd: nil))
-        let n = DaemonMessage.event(EventMessage(sequence: 13, event: .willBeKilledForMemory,
-                                                 deadline: 250_000_000, budgetEnd: nil))
+        let w = DaemonMessage.event(
+            EventMessage(
+                sequence: 12, event: .didReceiveMemoryWarning,
+                deadline: 1_000_000_000, budgetEnd: nil))
+        let n = DaemonMessage.event(
+            EventMessage(
+                sequence: 13, event: .willBeKilledForMemory,
+                deadline: 250_000_000, budgetEnd: nil))
         #expect(w.encoded() == warning)
         #expect(n.encoded() == notice)
         #expect(try DaemonMessage.decode(warning) == w)
@@ -50,18 +66,26 @@ import LifecycleWire
     }
 
     @Test func backgroundTaskReply() throws {
-        let bytes: [UInt8] = [0x01, 0x02, 0x00, 0x00, 0x2A, 0x00, 0x00, 0x00,
-                              0x03, 0x00, 0x00, 0x00] + Array(repeating: 0xFF, count: 8)
+        let bytes: [UInt8] =
+            [
+                0x01, 0x02, 0x00, 0x00, 0x2A, 0x00, 0x00, 0x00,
+                0x03, 0x00, 0x00, 0x00,
+            ] + Array(repeating: 0xFF, count: 8)
         #expect(DaemonMessage.backgroundTaskReply(request: 42, task: 3, budgetEnd: nil).encoded() == bytes)
         #expect(try DaemonMessage.decode(bytes) == .backgroundTaskReply(request: 42, task: 3, budgetEnd: nil))
-        let invalid: [UInt8] = [0x01, 0x02, 0x00, 0x00, 0x2A, 0x00, 0x00, 0x00,
-                                0x00, 0x00, 0x00, 0x00] + Array(repeating: 0xFF, count: 8)
+        let invalid: [UInt8] =
+            [
+                0x01, 0x02, 0x00, 0x00, 0x2A, 0x00, 0x00, 0x00,
+                0x00, 0x00, 0x00, 0x00,
+            ] + Array(repeating: 0xFF, count: 8)
         #expect(try DaemonMessage.decode(invalid) == .backgroundTaskReply(request: 42, task: nil, budgetEnd: nil))
     }
 
     @Test func expiring() throws {
-        let bytes: [UInt8] = [0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-                              0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]
+        let bytes: [UInt8] = [
+            0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x02, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
+        ]
         #expect(DaemonMessage.backgroundTasksExpiring([1, 2]).encoded() == bytes)
         #expect(try DaemonMessage.decode(bytes) == .backgroundTasksExpiring([1, 2]))
     }
@@ -105,8 +129,10 @@ import LifecycleWire
 
     @Test func longTaskNamesAreCutOnACharacterBoundary() throws {
         let name = String(repeating: "é", count: 200)  // 400 bytes
-        guard case .beginBackgroundTask(_, let decoded) = try AppMessage.decode(
-            AppMessage.beginBackgroundTask(request: 1, name: name).encoded()) else { Issue.record(); return }
+        guard
+            case .beginBackgroundTask(_, let decoded) = try AppMessage.decode(
+                AppMessage.beginBackgroundTask(request: 1, name: name).encoded())
+        else { Issue.record(); return }
         #expect(decoded.utf8.count == 256)
     }
 }
@@ -155,7 +181,11 @@ import LifecycleWire
     @Test func everyRejectedVectorIsRejectedWithItsReason() {
         for v in Self.vectors where v.name.hasPrefix("reject.") {
             do {
-                if v.name.hasPrefix("reject.app.") { _ = try AppMessage.decode(v.bytes) } else { _ = try DaemonMessage.decode(v.bytes) }
+                if v.name.hasPrefix("reject.app.") {
+                    _ = try AppMessage.decode(v.bytes)
+                } else {
+                    _ = try DaemonMessage.decode(v.bytes)
+                }
                 Issue.record("\(v.name) was accepted")
             } catch {
                 #expect(error.description == v.error, "\(v.name)")

@@ -65,9 +65,10 @@ import Testing
     @Test func theHeaderHasExactlyTheseEvents() {
         var inHeader = Self.headerEvents()
         #expect(inHeader.removeValue(forKey: "NONE") == 0)
-        let inSwift = Dictionary(uniqueKeysWithValues: LifecycleEvent.allCases.map {
-            (Self.upperSnake($0.rawValue), Int($0.wireCode))
-        })
+        let inSwift = Dictionary(
+            uniqueKeysWithValues: LifecycleEvent.allCases.map {
+                (Self.upperSnake($0.rawValue), Int($0.wireCode))
+            })
         #expect(inHeader.count == LifecycleEvent.allCases.count)
         #expect(inHeader == inSwift)
         #expect(inHeader.values.max() == LifecycleEvent.allCases.map { Int($0.wireCode) }.max())
@@ -76,7 +77,8 @@ import Testing
     /// lifecycle_callbacks has one callback per event, named after it.
     @Test func everyEventHasACallback() throws {
         let start = try #require(Self.headerText.range(of: "typedef struct lifecycle_callbacks {"))
-        let end = try #require(Self.headerText.range(of: "} lifecycle_callbacks;", range: start.upperBound..<Self.headerText.endIndex))
+        let end = try #require(
+            Self.headerText.range(of: "} lifecycle_callbacks;", range: start.upperBound..<Self.headerText.endIndex))
         let body = Self.headerText[start.upperBound..<end.lowerBound]
         let callbacks = Set(body.matches(of: #/lifecycle_event_fn\s+([a-z_]+);/#).map { String($0.output.1) })
         #expect(callbacks == Set(LifecycleEvent.allCases.map { Self.upperSnake($0.rawValue).lowercased() }))

@@ -13,11 +13,12 @@ import Testing
     }
 
     @Test func terminationCodesAreStable() {
-        #expect(TerminationCode.allCases.map(\.rawValue) == [
-            "exited", "signaled", "launch-failed", "launch-watchdog", "event-watchdog", "background-watchdog",
-            "background-task-expired", "stopped-by-user", "killed-by-user", "exits-on-suspend", "shutdown",
-            "protocol-violation", "memory-pressure", "per-app-limit",
-        ])
+        #expect(
+            TerminationCode.allCases.map(\.rawValue) == [
+                "exited", "signaled", "launch-failed", "launch-watchdog", "event-watchdog", "background-watchdog",
+                "background-task-expired", "stopped-by-user", "killed-by-user", "exits-on-suspend", "shutdown",
+                "protocol-violation", "memory-pressure", "per-app-limit",
+            ])
     }
 
     @Test func backgroundModesAreASetWithManifestNames() {
@@ -43,24 +44,30 @@ import Testing
 /// encoder must never produce one, whatever it is asked to send.
 @Suite struct EncoderBoundTests {
     @Test func aLongLaunchFailureDescriptionIsCutToFit() throws {
-        let long = String(repeating: "é", count: 5000)   // 10,000 UTF-8 bytes
-        let event = EventMessage(sequence: 1, event: .willFinishLaunching, deadline: 5, budgetEnd: nil, options: [
-            KeyValue(LaunchOptionKey.launchMode.rawValue, "foreground"),
-            KeyValue(LaunchOptionKey.previousReason.rawValue, TerminationCode.launchFailed.rawValue),
-            KeyValue(LaunchOptionKey.previousDescription.rawValue, "launch failed: " + long),
-        ])
+        let long = String(repeating: "é", count: 5000)  // 10,000 UTF-8 bytes
+        let event = EventMessage(
+            sequence: 1, event: .willFinishLaunching, deadline: 5, budgetEnd: nil,
+            options: [
+                KeyValue(LaunchOptionKey.launchMode.rawValue, "foreground"),
+                KeyValue(LaunchOptionKey.previousReason.rawValue, TerminationCode.launchFailed.rawValue),
+                KeyValue(LaunchOptionKey.previousDescription.rawValue, "launch failed: " + long),
+            ])
         let bytes = DaemonMessage.event(event).encoded()
         #expect(bytes.count <= Wire.maxMessageSize)
         guard case .event(let decoded) = try DaemonMessage.decode(bytes) else { Issue.record("not an event"); return }
         #expect(decoded.options.count == 3)
         #expect(decoded.options[0] == event.options[0] && decoded.options[1] == event.options[1])
-        #expect(decoded.options[2].value.hasPrefix("launch failed: éé") && decoded.options[2].value.hasSuffix("é\u{2026}"))
+        #expect(
+            decoded.options[2].value.hasPrefix("launch failed: éé") && decoded.options[2].value.hasSuffix("é\u{2026}"))
     }
 
     @Test func tooManyOptionsAreLeftOutLastFirst() throws {
         let options = (0..<600).map { KeyValue("key\($0)", "v") }
-        let bytes = DaemonMessage.event(EventMessage(sequence: 2, event: .didFinishLaunching, deadline: nil,
-                                                     budgetEnd: nil, options: options)).encoded()
+        let bytes = DaemonMessage.event(
+            EventMessage(
+                sequence: 2, event: .didFinishLaunching, deadline: nil,
+                budgetEnd: nil, options: options)
+        ).encoded()
         #expect(bytes.count <= Wire.maxMessageSize)
         guard case .event(let decoded) = try DaemonMessage.decode(bytes) else { Issue.record("not an event"); return }
         #expect(decoded.options == Array(options.prefix(decoded.options.count)))

@@ -32,15 +32,17 @@ extension Daemon {
                 budgetEnd: d.budgetEnd?.nanoseconds, options: options)
             run.sent[d.sequence] = (d.event, Posix.monotonicNanoseconds())
             if !send(id, .event(message)) {
-                logger.warning("\(id): cannot deliver \(d.event.rawValue) (channel full or closed); its deadline still applies",
-                               metadata: ["app": "\(id)"])
+                logger.warning(
+                    "\(id): cannot deliver \(d.event.rawValue) (channel full or closed); its deadline still applies",
+                    metadata: ["app": "\(id)"])
             }
             record(id, .delivered, event: d.event, sequence: d.sequence)
         } else {
             let signal = m.signals[d.event]
             if let signal { Posix.signal(pidfd: run.pidfd, signal) }
-            record(id, .delivered, event: d.event, sequence: d.sequence,
-                   detail: signal.map { "signal \(Posix.signalName($0))" } ?? "no signal mapped")
+            record(
+                id, .delivered, event: d.event, sequence: d.sequence,
+                detail: signal.map { "signal \(Posix.signalName($0))" } ?? "no signal mapped")
         }
     }
 
@@ -73,14 +75,19 @@ extension Daemon {
                 run.channelSource = nil
                 return
             case .oversized:
-                submit(.protocolViolation(id, generation: run.generation,
-                                          message: "message larger than \(Wire.maxMessageSize) bytes"))
+                submit(
+                    .protocolViolation(
+                        id, generation: run.generation,
+                        message: "message larger than \(Wire.maxMessageSize) bytes"))
             case .message(let bytes):
                 do {
                     let message = try AppMessage.decode(bytes)
-                    if case .acknowledge = message {} else if flooding(run) {
-                        submit(.protocolViolation(id, generation: run.generation,
-                                                  message: "flood: more than \(Self.floodLimit) background-task requests in one second"))
+                    if case .acknowledge = message {
+                    } else if flooding(run) {
+                        submit(
+                            .protocolViolation(
+                                id, generation: run.generation,
+                                message: "flood: more than \(Self.floodLimit) background-task requests in one second"))
                         return
                     }
                     switch message {

@@ -65,8 +65,9 @@ extension Daemon {
             return fail("\(executable): \(error)")
         }
         if let channel { Posix.close(channel.app) }
-        let run = Run(generation: generation, pid: process.pid, pidfd: process.pidfd, group: group,
-                      channel: channel?.daemon ?? -1)
+        let run = Run(
+            generation: generation, pid: process.pid, pidfd: process.pidfd, group: group,
+            channel: channel?.daemon ?? -1)
         runs.insert(run, for: id)
         if run.channel >= 0 {
             run.channelSource = try? loop.watch(fd: run.channel) { [unowned self, unowned run] _ in
@@ -88,8 +89,10 @@ extension Daemon {
     /// The daemon's environment minus what belongs to the daemon alone.
     func appEnvironment() -> [String: String] {
         var env = ProcessInfo.processInfo.environment
-        for k in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
-                  "JOURNAL_STREAM", "INVOCATION_ID", Wire.socketEnvironmentKey, ControlDefaults.socketEnvironmentKey] {
+        for k in [
+            "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
+            "JOURNAL_STREAM", "INVOCATION_ID", Wire.socketEnvironmentKey, ControlDefaults.socketEnvironmentKey,
+        ] {
             env[k] = nil
         }
         return env

@@ -23,13 +23,16 @@ extension Daemon {
                     lc_recv_notify(run.notify, b.baseAddress, UInt(b.count), &pid)
                 }
             }
-            guard let n = received.flatMap({ $0 }) else { return }      // all read (or failed: next turn)
+            guard let n = received.flatMap({ $0 }) else { return }  // all read (or failed: next turn)
             guard n <= buffer.count else {
-                logger.warning("\(id): notification of \(n) bytes ignored (at most \(buffer.count))", metadata: ["app": "\(id)"])
+                logger.warning(
+                    "\(id): notification of \(n) bytes ignored (at most \(buffer.count))", metadata: ["app": "\(id)"])
                 continue
             }
             guard pid > 0, run.group.contains(pid) else {
-                logger.warning("\(id): notification from pid \(pid), not one of its processes, ignored", metadata: ["app": "\(id)"])
+                logger.warning(
+                    "\(id): notification from pid \(pid), not one of its processes, ignored", metadata: ["app": "\(id)"]
+                )
                 continue
             }
             for line in String(decoding: buffer[0..<n], as: UTF8.self).split(separator: "\n") {

@@ -28,7 +28,7 @@ extension Daemon {
         guard let (id, run) = runs.removeMain(pid: pid) else { return }
         var status = exit
         if status == .signaled(SIGKILL), run.group.oomKilled() {
-            status = .outOfMemory     // the kernel's OOM killer, in its cgroup: the core says why
+            status = .outOfMemory  // the kernel's OOM killer, in its cgroup: the core says why
         }
         tearDown(id, run)
         submit(.exited(id, generation: run.generation, status))

@@ -34,7 +34,8 @@ public struct DaemonConfig: Sendable {
     public var eventHistory: Int = 1000
     public var logLevel: String = "info"
     /// Persistent state: the kill log. systemd's StateDirectory= sets it.
-    public var stateDirectory: String = ProcessInfo.processInfo.environment["STATE_DIRECTORY"]
+    public var stateDirectory: String =
+        ProcessInfo.processInfo.environment["STATE_DIRECTORY"]
         .flatMap { $0.split(separator: ":").first.map(String.init) } ?? "/var/lib/lifecycled"
     public var memory = MemoryConfig()
 
@@ -114,14 +115,16 @@ public struct AppManifest: Sendable {
 public enum ConfigLoader {
     /// Loads the daemon file and every manifest of its apps directory. A bad
     /// manifest is reported in `problems` and skipped; a bad daemon file throws.
-    public static func load(path: String) throws(ConfigError) -> (DaemonConfig, [AppManifest], problems: [ConfigError]) {
+    public static func load(path: String) throws(ConfigError) -> (DaemonConfig, [AppManifest], problems: [ConfigError])
+    {
         let config = try loadDaemon(path: path)
         var apps: [AppManifest] = []
         var problems: [ConfigError] = []
         let dir = config.appsDirectory
         let names: [String]
         do { names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted() } catch {
-            throw ConfigError(file: path, line: nil, key: "apps_dir", message: "cannot read '\(dir)': \(error.localizedDescription)")
+            throw ConfigError(
+                file: path, line: nil, key: "apps_dir", message: "cannot read '\(dir)': \(error.localizedDescription)")
         }
         for name in names where name.hasSuffix(".toml") {
             do { apps.append(try loadApp(path: dir + "/" + name)) } catch { problems.append(error) }
@@ -140,7 +143,9 @@ public enum ConfigLoader {
             case "control_socket": c.controlSocket = try doc.string(value, key)
             case "control_socket_mode":
                 let s = try doc.string(value, key)
-                guard let m = UInt32(s, radix: 8), m <= 0o777 else { throw doc.error(key, "expected an octal mode like \"0660\", got \"\(s)\"") }
+                guard let m = UInt32(s, radix: 8), m <= 0o777 else {
+                    throw doc.error(key, "expected an octal mode like \"0660\", got \"\(s)\"")
+                }
                 c.controlSocketMode = m
             case "control_group":
                 let g = try doc.string(value, key)
@@ -164,7 +169,7 @@ public enum ConfigLoader {
             default: throw doc.error(key, "unknown key")
             }
         }
-        c.appsDirectory = resolve(c.appsDirectory, base: base)   // also the default
+        c.appsDirectory = resolve(c.appsDirectory, base: base)  // also the default
         return c
     }
 
@@ -219,7 +224,8 @@ public enum ConfigLoader {
         default: inverted = false
         }
         if inverted {
-            throw doc.error("available_warning", "must not be below available_critical (warning comes first)", table: table)
+            throw doc.error(
+                "available_warning", "must not be below available_critical (warning comes first)", table: table)
         }
         return m
     }
@@ -228,8 +234,9 @@ public enum ConfigLoader {
         let fileName = (path as NSString).lastPathComponent
         let name = String(fileName.dropLast(".toml".count))
         guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) else {
-            throw ConfigError(file: path, line: nil, key: nil,
-                              message: "app name '\(name)' (from the file name) may only use letters, digits, '-' and '_'")
+            throw ConfigError(
+                file: path, line: nil, key: nil,
+                message: "app name '\(name)' (from the file name) may only use letters, digits, '-' and '_'")
         }
         let doc = try Document(path: path)
         var m = AppManifest(name: name, file: path, command: [])
@@ -250,7 +257,9 @@ public enum ConfigLoader {
             case "working_directory": m.workingDirectory = resolve(try doc.string(value, key), base: base)
             case "delivery":
                 let d = try doc.string(value, key)
-                guard let delivery = Delivery(rawValue: d) else { throw doc.error(key, "expected \"library\" or \"signals\", got \"\(d)\"") }
+                guard let delivery = Delivery(rawValue: d) else {
+                    throw doc.error(key, "expected \"library\" or \"signals\", got \"\(d)\"")
+                }
                 m.policy.delivery = delivery
             case "background_modes":
                 for name in try doc.strings(value, key) {
@@ -301,7 +310,8 @@ public enum ConfigLoader {
                     case "band":
                         let b = try doc.string(v, k, table: "memory")
                         guard let band = MemoryBand(rawValue: b) else {
-                            throw doc.error(k, "expected \"low\", \"normal\" or \"high\", got \"\(b)\"", table: "memory")
+                            throw doc.error(
+                                k, "expected \"low\", \"normal\" or \"high\", got \"\(b)\"", table: "memory")
                         }
                         m.policy.memory.band = band
                         sawBand = true
@@ -318,20 +328,31 @@ public enum ConfigLoader {
             case "signals":
                 guard let t = value.table else { throw doc.error(key, "expected a table") }
                 try doc.each(t, table: "signals") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
-                    guard let event = LifecycleEvent(rawValue: k), event != .willFinishLaunching, event != .didFinishLaunching else {
-                        throw doc.error(k, "not an event that maps to a signal (willResignActive, didEnterBackground, willEnterForeground, didBecomeActive, willTerminate, didReceiveMemoryWarning, willBeKilledForMemory)", table: "signals")
+                    guard let event = LifecycleEvent(rawValue: k), event != .willFinishLaunching,
+                        event != .didFinishLaunching
+                    else {
+                        throw doc.error(
+                            k,
+                            "not an event that maps to a signal (willResignActive, didEnterBackground, willEnterForeground, didBecomeActive, willTerminate, didReceiveMemoryWarning, willBeKilledForMemory)",
+                            table: "signals")
                     }
                     let s = try doc.string(v, k, table: "signals")
                     if s == "none" { m.signals[event] = nil; return }
-                    guard let number = signalNumber(s) else { throw doc.error(k, "unknown signal \"\(s)\"", table: "signals") }
+                    guard let number = signalNumber(s) else {
+                        throw doc.error(k, "unknown signal \"\(s)\"", table: "signals")
+                    }
                     m.signals[event] = number
                 }
             default: throw doc.error(key, "unknown key")
             }
         }
-        guard sawCommand else { throw ConfigError(file: path, line: nil, key: "command", message: "missing: every app needs a command") }
+        guard sawCommand else {
+            throw ConfigError(file: path, line: nil, key: "command", message: "missing: every app needs a command")
+        }
         if m.policy.awaitsReadiness && m.policy.delivery == .library {
-            throw doc.error("readiness", "only for delivery = \"signals\": a library app is ready when it returns from didFinishLaunching")
+            throw doc.error(
+                "readiness",
+                "only for delivery = \"signals\": a library app is ready when it returns from didFinishLaunching")
         }
         // Someone is listening to (or being guided by) a continuous-mode app.
         if !sawBand && m.policy.continuousBackground { m.policy.memory.band = .high }
@@ -374,7 +395,8 @@ struct Document {
             throw ConfigError(file: path, line: nil, key: nil, message: "cannot read: \(error.localizedDescription)")
         }
         do { root = try TOMLTable(string: text) } catch let e as TOMLParseError {
-            throw ConfigError(file: path, line: Int(e.source.begin.line), key: nil, message: "TOML syntax: \(e.description)")
+            throw ConfigError(
+                file: path, line: Int(e.source.begin.line), key: nil, message: "TOML syntax: \(e.description)")
         } catch {
             throw ConfigError(file: path, line: nil, key: nil, message: "TOML syntax: \(error)")
         }
@@ -405,11 +427,14 @@ struct Document {
     func line(_ key: String, table: String) -> Int? { lines[table + "." + key] ?? lines[table + "."] }
 
     func error(_ key: String, _ message: String, table: String = "") -> ConfigError {
-        ConfigError(file: path, line: line(key, table: table), key: table.isEmpty ? key : "\(table).\(key)", message: message)
+        ConfigError(
+            file: path, line: line(key, table: table), key: table.isEmpty ? key : "\(table).\(key)", message: message)
     }
 
-    func each(_ t: TOMLTable, table: String,
-              _ body: (String, any TOMLValueConvertible) throws(ConfigError) -> Void) throws(ConfigError) {
+    func each(
+        _ t: TOMLTable, table: String,
+        _ body: (String, any TOMLValueConvertible) throws(ConfigError) -> Void
+    ) throws(ConfigError) {
         for key in t.keys.sorted(by: { (line($0, table: table) ?? 0) < (line($1, table: table) ?? 0) }) {
             try body(key, t[key]!)
         }
@@ -425,7 +450,9 @@ struct Document {
         return b
     }
 
-    func int(_ v: any TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int>, table: String = "") throws(ConfigError) -> Int {
+    func int(_ v: any TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int>, table: String = "")
+        throws(ConfigError) -> Int
+    {
         guard let i = v.int else { throw error(key, "expected an integer, got \(v.type)", table: table) }
         guard range.contains(i) else {
             throw error(key, "\(i) is out of range \(range.lowerBound)...\(range.upperBound)", table: table)
@@ -434,9 +461,15 @@ struct Document {
     }
 
     /// A percentage: a number from 0 to `max`.
-    func percent(_ v: any TOMLValueConvertible, _ key: String, table: String, max: Double = 100) throws(ConfigError) -> Double {
+    func percent(_ v: any TOMLValueConvertible, _ key: String, table: String, max: Double = 100) throws(ConfigError)
+        -> Double
+    {
         let p: Double
-        if let i = v.int { p = Double(i) } else if let d = v.double { p = d } else {
+        if let i = v.int {
+            p = Double(i)
+        } else if let d = v.double {
+            p = d
+        } else {
             throw error(key, "expected a percentage (a number), got \(v.type)", table: table)
         }
         guard p >= 0, p <= max else { throw error(key, "\(p) % is out of range 0...\(Int(max))", table: table) }
@@ -451,7 +484,9 @@ struct Document {
         }
         guard let s = v.string else { throw error(key, "expected a size like \"512M\", got \(v.type)", table: table) }
         guard let bytes = parseSize(s), bytes > 0 else {
-            throw error(key, "expected a size like \"512M\", \"1.5G\" or \"65536K\" (powers of 1024), got \"\(s)\"", table: table)
+            throw error(
+                key, "expected a size like \"512M\", \"1.5G\" or \"65536K\" (powers of 1024), got \"\(s)\"",
+                table: table)
         }
         return bytes
     }
@@ -470,7 +505,11 @@ struct Document {
     /// (`table` names the table for error messages.)
     func seconds(_ v: any TOMLValueConvertible, _ key: String, table: String) throws(ConfigError) -> Duration {
         let s: Double
-        if let i = v.int { s = Double(i) } else if let d = v.double { s = d } else {
+        if let i = v.int {
+            s = Double(i)
+        } else if let d = v.double {
+            s = d
+        } else {
             throw error(key, "expected seconds as a number, got \(v.type)", table: table)
         }
         guard s > 0, s <= 86_400 else { throw error(key, "\(s) s is out of range (0, 86400]", table: table) }
@@ -485,13 +524,17 @@ public func parseSize(_ text: String) -> UInt64? {
         s.removeLast(suffix.count)
         break
     }
-    let units: [Character: Double] = ["K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024, "T": 1024 * 1024 * 1024 * 1024]
+    let units: [Character: Double] = [
+        "K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024, "T": 1024 * 1024 * 1024 * 1024,
+    ]
     var factor: Double = 1
     if let last = s.last, let f = units[Character(last.uppercased())] {
         factor = f
         s.removeLast()
     }
-    guard !s.isEmpty, s.allSatisfy({ $0.isNumber || $0 == "." }), let value = Double(s), value.isFinite else { return nil }
+    guard !s.isEmpty, s.allSatisfy({ $0.isNumber || $0 == "." }), let value = Double(s), value.isFinite else {
+        return nil
+    }
     let bytes = value * factor
     guard bytes >= 0, bytes < 1.8e19 else { return nil }
     return UInt64(bytes)

@@ -41,7 +41,8 @@ enum Command: Sendable, Equatable {
     var changes: Bool {
         switch self {
         case .status, .events, .jetsam: false
-        case .launch, .activate, .stop, .kill, .home, .lock, .unlock, .interruptionBegin, .interruptionEnd, .pressure: true
+        case .launch, .activate, .stop, .kill, .home, .lock, .unlock, .interruptionBegin, .interruptionEnd, .pressure:
+            true
         }
     }
 
@@ -118,8 +119,10 @@ final class CommandFront {
 
     func execute(_ command: Command, from caller: Caller) -> Result<CommandResult, CommandFailure> {
         if command.changes && !permissions.mayChange(caller) {
-            return .failure(CommandFailure(code: .permissionDenied,
-                message: "permission denied: '\(command.name)' needs root or membership of the control group"))
+            return .failure(
+                CommandFailure(
+                    code: .permissionDenied,
+                    message: "permission denied: '\(command.name)' needs root or membership of the control group"))
         }
         if let unknown = command.apps.first(where: { !target.knows($0) }) {
             return .failure(CommandFailure(code: .unknownApp, message: "unknown app '\(unknown)'"))

@@ -68,13 +68,15 @@ final class ControlServer: RecordSink {
             let received: Int?
             do {
                 received = try chunk.withUnsafeMutableBytes { b throws(SystemError) in
-                    try Posix.nonBlocking("recv", "control connection") { recv(c.fd, b.baseAddress, b.count, Int32(MSG_DONTWAIT)) }
+                    try Posix.nonBlocking("recv", "control connection") {
+                        recv(c.fd, b.baseAddress, b.count, Int32(MSG_DONTWAIT))
+                    }
                 }
             } catch {
-                return drop(c)   // reset by the peer
+                return drop(c)  // reset by the peer
             }
-            guard let n = received else { return }     // all read
-            guard n > 0 else { return drop(c) }         // EOF
+            guard let n = received else { return }  // all read
+            guard n > 0 else { return drop(c) }  // EOF
             c.input += chunk[0..<n]
             if !processLines(c) { return }
         }
@@ -89,7 +91,10 @@ final class ControlServer: RecordSink {
             if let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) {
                 response = respond(to: request, from: c)
             } else {
-                response = .failure(.badRequest, "bad request: expected one JSON object per line with a known \"command\" (\(line.count) bytes received)")
+                response = .failure(
+                    .badRequest,
+                    "bad request: expected one JSON object per line with a known \"command\" (\(line.count) bytes received)"
+                )
             }
             send(response, to: c)
             if c.dropped { return false }
@@ -110,7 +115,8 @@ final class ControlServer: RecordSink {
         case .failure(let failure): return .failure(failure.code, failure.message)
         }
         switch front.execute(command, from: c.caller) {
-        case .failure(let f): return ControlResponse(ok: false, error: ControlError(code: f.code, message: f.message, refusal: f.refusal))
+        case .failure(let f):
+            return ControlResponse(ok: false, error: ControlError(code: f.code, message: f.message, refusal: f.refusal))
         case .success(.done): return ControlResponse(ok: true)
         case .success(.status(let report)): return ControlResponse(ok: true, status: report)
         case .success(.events(let records)): return ControlResponse(ok: true, events: records)
@@ -146,8 +152,10 @@ final class ControlServer: RecordSink {
         case .pressure:
             guard let level = r.level.flatMap(MemoryLevel.init(rawValue:)) else {
                 let got = r.level.map { "'\($0)'" } ?? "none"
-                return .failure(CommandFailure(code: .badRequest,
-                    message: "'pressure' needs a level: normal, warning or critical (got \(got))"))
+                return .failure(
+                    CommandFailure(
+                        code: .badRequest,
+                        message: "'pressure' needs a level: normal, warning or critical (got \(got))"))
             }
             return .success(.pressure(level))
         }
@@ -191,7 +199,7 @@ final class ControlServer: RecordSink {
                     }
                 }
             } catch {
-                return drop(c)    // the peer is gone
+                return drop(c)  // the peer is gone
             }
             guard let n = sent else {
                 c.source?.setEvents(IOEvents.readable | IOEvents.writable)

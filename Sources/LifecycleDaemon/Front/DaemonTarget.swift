@@ -14,7 +14,7 @@ extension Daemon: CommandTarget {
 
     func simulateMemoryLevel(_ level: MemoryLevel) -> [Effect] {
         let report = memory.simulated(groups: runs.groups)
-        memoryWatch?.loud()     // the next sample, in Swift, ends the simulation
+        memoryWatch?.loud()  // the next sample, in Swift, ends the simulation
         noteLevelChange(to: level, simulated: true, report.measurements)
         return submit(.simulateMemoryLevel(level, report))
     }
@@ -25,7 +25,8 @@ extension Daemon: CommandTarget {
             let s = supervisor.snapshot(id)!
             return AppStatus(
                 name: id, state: s.state, pid: runs[id]?.pid,
-                secondsInState: s.state == .notRunning && s.since == .zero ? 0 : Double((now - s.since).nanoseconds) / 1e9,
+                secondsInState: s.state == .notRunning && s.since == .zero
+                    ? 0 : Double((now - s.since).nanoseconds) / 1e9,
                 delivery: manifests[id]!.policy.delivery,
                 backgroundTasks: s.tasks.map { TaskStatus(id: $0.id, name: $0.name) },
                 backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },

@@ -83,12 +83,15 @@ final class MemoryMonitor {
     /// `triggered`: woken by the PSI trigger. `measuredLevel` is the core's
     /// measured level before this sample, `preview` the level the core would
     /// give these measurements.
-    func sample(groups allGroups: () -> [AppID: any AppGroup], limited: [AppID: UInt64], now: Int64,
-                triggered: Bool = false, measuredLevel: MemoryLevel = .normal,
-                preview: (MemoryMeasurements) -> MemoryLevel = { _ in .normal }) -> MemoryReport {
+    func sample(
+        groups allGroups: () -> [AppID: any AppGroup], limited: [AppID: UInt64], now: Int64,
+        triggered: Bool = false, measuredLevel: MemoryLevel = .normal,
+        preview: (MemoryMeasurements) -> MemoryLevel = { _ in .normal }
+    ) -> MemoryReport {
         var m = MemoryMeasurements()
         if let meminfo, meminfo.refresh(),
-           let total = meminfo.integer(after: "MemTotal:"), let available = meminfo.integer(after: "MemAvailable:") {
+            let total = meminfo.integer(after: "MemTotal:"), let available = meminfo.integer(after: "MemAvailable:")
+        {
             // MemAvailable leaves out the free pages in per-CPU lists,
             // which since Linux 6.7 can hold a killed app's memory for tens
             // of seconds: without them a kill would seem to free nothing,
@@ -105,8 +108,10 @@ final class MemoryMonitor {
         if triggered { readPressureUntil = now + 4_000_000_000 }
         let quiet = trigger != nil && now > readPressureUntil && measuredLevel == .normal
         if quiet {
-            lastStall = nil        // a stall measured later starts afresh
-        } else if let pressure, pressure.refresh(), let stall = pressure.integer(after: "total=") {   // "some" comes first
+            lastStall = nil  // a stall measured later starts afresh
+        } else if let pressure, pressure.refresh(),
+            let stall = pressure.integer(after: "total=")  // the "some" line comes first: its total
+        {
             if let last = lastStall, now > last.at, stall >= last.total {
                 m.stallPercent = min(100, Double(stall - last.total) * 1000 * 100 / Double(now - last.at))
             }
@@ -124,7 +129,7 @@ final class MemoryMonitor {
             m.budget = budget
             if let total = confinement.appsFootprint() {
                 m.appsTotal = total
-            } else {    // /proc accounting: the apps one by one, kept for the core too
+            } else {  // /proc accounting: the apps one by one, kept for the core too
                 for (id, group) in groups where footprints[id] == nil {
                     if let f = group.memoryFootprint() { footprints[id] = f }
                 }
@@ -170,12 +175,17 @@ final class MemoryMonitor {
 
     /// Arms `watch` for the next sample after `sample`, and lets its next
     /// firings be quiet when `quietPoint` allows.
-    func schedule(_ watch: MemoryWatch, after sample: MemoryReport, measuredLevel: MemoryLevel, coreLevel: MemoryLevel,
-                  limits: [AppID: UInt64], now: Int64) {
-        if let q = quietPoint(after: sample, measuredLevel: measuredLevel, coreLevel: coreLevel,
-                              limited: !limits.isEmpty, now: now) {
-            watch.quiet(handBackAt: q.handBackAt, total: q.total, critical: q.critical, fillRate: config.fillRate,
-                        shortest: config.minInterval.nanoseconds, longest: config.interval.nanoseconds)
+    func schedule(
+        _ watch: MemoryWatch, after sample: MemoryReport, measuredLevel: MemoryLevel, coreLevel: MemoryLevel,
+        limits: [AppID: UInt64], now: Int64
+    ) {
+        if let q = quietPoint(
+            after: sample, measuredLevel: measuredLevel, coreLevel: coreLevel,
+            limited: !limits.isEmpty, now: now)
+        {
+            watch.quiet(
+                handBackAt: q.handBackAt, total: q.total, critical: q.critical, fillRate: config.fillRate,
+                shortest: config.minInterval.nanoseconds, longest: config.interval.nanoseconds)
         } else {
             watch.loud()
         }
@@ -190,12 +200,15 @@ final class MemoryMonitor {
     /// needs footprints, the pressure file must be read (a stall threshold
     /// is set and no PSI trigger is armed and quiet), or no available-memory
     /// threshold is set.
-    func quietPoint(after sample: MemoryReport, measuredLevel: MemoryLevel, coreLevel: MemoryLevel, limited: Bool,
-                    now: Int64) -> (handBackAt: UInt64, total: UInt64, critical: UInt64)? {
+    func quietPoint(
+        after sample: MemoryReport, measuredLevel: MemoryLevel, coreLevel: MemoryLevel, limited: Bool,
+        now: Int64
+    ) -> (handBackAt: UInt64, total: UInt64, critical: UInt64)? {
         let t = thresholds
         guard config.monitor, measuredLevel == .normal, coreLevel == .normal, !limited, config.budget == nil,
-              let total = sample.measurements.total, let critical = criticalAvailable,
-              let percent = highestAvailable else { return nil }
+            let total = sample.measurements.total, let critical = criticalAvailable,
+            let percent = highestAvailable
+        else { return nil }
         let stallMatters = t.stallWarning != nil || t.stallCritical != nil
         guard !stallMatters || (trigger != nil && now > readPressureUntil) else { return nil }
         return (UInt64((Double(total) * percent / 100).rounded(.up)), total, critical)
@@ -218,6 +231,7 @@ final class MemoryMonitor {
         }
         let longest = config.interval.nanoseconds, shortest = config.minInterval.nanoseconds
         guard let least = headroom.min() else { return longest }
-        return MemoryWatch.fillInterval(headroom: least, fillRate: config.fillRate, shortest: shortest, longest: longest)
+        return MemoryWatch.fillInterval(
+            headroom: least, fillRate: config.fillRate, shortest: shortest, longest: longest)
     }
 }

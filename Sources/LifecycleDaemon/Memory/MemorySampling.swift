@@ -13,14 +13,17 @@ extension Daemon {
     func sampleMemory(triggered: Bool = false) {
         guard config.memory.monitor else { return }
         let now = Posix.monotonicNanoseconds()
-        let report = memory.sample(groups: { self.runs.groups }, limited: settings.limits, now: now,
-                                   triggered: triggered, measuredLevel: supervisor.gauge.level,
-                                   preview: { self.supervisor.memoryLevel(previewing: $0) })
-        noteLevelChange(to: supervisor.memoryLevel(previewing: report.measurements), simulated: false, report.measurements)
+        let report = memory.sample(
+            groups: { self.runs.groups }, limited: settings.limits, now: now,
+            triggered: triggered, measuredLevel: supervisor.gauge.level,
+            preview: { self.supervisor.memoryLevel(previewing: $0) })
+        noteLevelChange(
+            to: supervisor.memoryLevel(previewing: report.measurements), simulated: false, report.measurements)
         submit(.memory(report))
         guard let memoryWatch else { return }
-        memory.schedule(memoryWatch, after: report, measuredLevel: supervisor.gauge.level,
-                        coreLevel: supervisor.memoryLevel, limits: settings.limits, now: now)
+        memory.schedule(
+            memoryWatch, after: report, measuredLevel: supervisor.gauge.level,
+            coreLevel: supervisor.memoryLevel, limits: settings.limits, now: now)
     }
 
     /// Records a change of level before the core acts on it, so the event
@@ -29,24 +32,30 @@ extension Daemon {
         let before = supervisor.memoryLevel
         guard level != before else { return }
         let detail = (simulated ? "simulated; " : "") + MemoryReading(measurements).summary
-        logger.notice("memory level \(before.rawValue) -> \(level.rawValue): \(detail)",
-                      metadata: ["from-level": "\(before.rawValue)", "to-level": "\(level.rawValue)",
-                                 "simulated": "\(simulated)"])
+        logger.notice(
+            "memory level \(before.rawValue) -> \(level.rawValue): \(detail)",
+            metadata: [
+                "from-level": "\(before.rawValue)", "to-level": "\(level.rawValue)",
+                "simulated": "\(simulated)",
+            ])
         record(EventRecord.daemonWide, .memoryLevel, from: before.rawValue, to: level.rawValue, detail: detail)
     }
 }
 
 extension MemoryReading {
     init(_ m: MemoryMeasurements) {
-        self.init(available: m.available, total: m.total, stallPercent: m.stallPercent,
-                  appsTotal: m.appsTotal, budget: m.budget)
+        self.init(
+            available: m.available, total: m.total, stallPercent: m.stallPercent,
+            appsTotal: m.appsTotal, budget: m.budget)
     }
 
     /// "available 2.1 GiB of 23 GiB (9.1 %), stall 0 %, apps 1 GiB of 2 GiB"
     var summary: String {
         var parts: [String] = []
         if let a = available, let t = total {
-            parts.append("available \(formatBytes(a)) of \(formatBytes(t)) (\(String(format: "%.1f", Double(a) * 100 / Double(max(t, 1)))) %)")
+            parts.append(
+                "available \(formatBytes(a)) of \(formatBytes(t)) (\(String(format: "%.1f", Double(a) * 100 / Double(max(t, 1)))) %)"
+            )
         }
         if let s = stallPercent { parts.append("stall \(String(format: "%.1f", s)) %") }
         if let u = appsTotal, let b = budget { parts.append("apps \(formatBytes(u)) of a \(formatBytes(b)) budget") }

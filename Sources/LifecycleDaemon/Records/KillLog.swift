@@ -24,7 +24,9 @@ final class KillLog {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             path = directory + "/jetsam.log"
         } catch {
-            logger.warning("state directory \(directory) unusable (\(error.localizedDescription)): kill records are kept in memory only")
+            logger.warning(
+                "state directory \(directory) unusable (\(error.localizedDescription)): kill records are kept in memory only"
+            )
             path = nil
             return
         }
@@ -53,7 +55,8 @@ final class KillLog {
             // One write(2) with O_APPEND: a record is never interleaved or torn by a crash of ours.
             let written = try Posix.call("write", path) { line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
             if written != line.count {
-                logger.warning("kill record cut short in \(path) (\(written) of \(line.count) bytes): is the disk full?")
+                logger.warning(
+                    "kill record cut short in \(path) (\(written) of \(line.count) bytes): is the disk full?")
             }
         } catch {
             logger.warning("cannot write the kill record to \(path): \(error)")

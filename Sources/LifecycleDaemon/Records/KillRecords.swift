@@ -20,7 +20,9 @@ extension Daemon {
         var detail = "\(k.cause.rawValue): footprint \(footprint), \(k.state.rawValue), band \(k.band.rawValue)"
         if let limit = k.limit { detail += ", limit \(formatBytes(limit))" }
         detail += "; level \(k.level.rawValue)\(k.simulated ? " (simulated)" : ""); \(reading.summary)"
-        if k.candidates.count > 1 { detail += "; next: " + k.candidates.dropFirst().prefix(5).map(\.app).joined(separator: ", ") }
+        if k.candidates.count > 1 {
+            detail += "; next: " + k.candidates.dropFirst().prefix(5).map(\.app).joined(separator: ", ")
+        }
         var meta: Logger.Metadata = [
             "app": "\(k.app)", "reason": "\(k.cause.rawValue)", "app-state": "\(k.state.rawValue)",
             "band": "\(k.band.rawValue)", "memory-level": "\(k.level.rawValue)", "simulated": "\(k.simulated)",
