@@ -166,3 +166,28 @@ public struct MemoryGauge: Sendable {
         return .normal
     }
 }
+
+/// The kernel's OOM killer, told the same kill order as the core's (suspended
+/// apps first, then background, then the foreground; the lowest band first
+/// within each), through each process's `oom_score_adj`: if the kernel must
+/// kill before the daemon does, it picks as the daemon would. The daemon
+/// itself runs at -900 (OOMScoreAdjust= in its unit).
+public enum OOMScoreAdjust {
+    /// The value for an app in `state` with `band`; nil when it has no process.
+    public static func value(_ state: LifecycleState, band: MemoryBand) -> Int32? {
+        let tier: Int32
+        switch state {
+        case .notRunning: return nil
+        case .suspended: tier = 800
+        case .background: tier = 500
+        case .inactive, .active: tier = 100
+        }
+        let bandOffset: Int32
+        switch band {
+        case .low: bandOffset = 100
+        case .normal: bandOffset = 50
+        case .high: bandOffset = 0
+        }
+        return tier + bandOffset
+    }
+}

@@ -80,6 +80,11 @@ public final class Daemon {
         Posix.blockSignals([SIGCHLD, SIGTERM, SIGINT, SIGHUP])
         signal(SIGPIPE, SIG_IGN)
         _ = lc_become_subreaper()
+        // Protect the one process every app depends on from the kernel's OOM
+        // killer (the unit's OOMScoreAdjust= does it under systemd; lowering
+        // needs CAP_SYS_RESOURCE, so this may not take standalone). Apps get
+        // their own value at their first transition.
+        Posix.setOOMScoreAdjust(getpid(), -900)
         let confinement = Cgroups.confinement(root: options.cgroupRoot ?? settings.config.cgroupRoot)
         if let fallback = confinement as? ProcessGroups {
             logger.warning(

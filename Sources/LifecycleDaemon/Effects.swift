@@ -33,6 +33,11 @@ extension Daemon {
                         "from-state": "\(from.rawValue)", "to-state": "\(to.rawValue)",
                     ]))
             record(id, .transition, from: from.rawValue, to: to.rawValue)
+            if let run = runs[id], let band = settings.manifests[id]?.policy.memory.band,
+                let value = OOMScoreAdjust.value(to, band: band)
+            {
+                run.group.setOOMScoreAdjust(value)
+            }
         case .terminated(let id, let rec):
             logger.notice(
                 "\(id) ended: \(rec.reason)", metadata: metadata(id, ["reason": "\(rec.reason.code.rawValue)"]))

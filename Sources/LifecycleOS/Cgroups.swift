@@ -324,6 +324,10 @@ public final class AppCgroup: AppGroup {
         return Posix.remove(directory: path)
     }
 
+    public func setOOMScoreAdjust(_ value: Int32) {
+        for pid in pids() { Posix.setOOMScoreAdjust(pid, value) }
+    }
+
     public func cpuMicroseconds() -> UInt64? {
         guard let text = try? Posix.readFile(path + "/cpu.stat") else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("usage_usec ") {

@@ -59,6 +59,9 @@ public protocol AppGroup: AnyObject {
     func oomKilled() -> Bool
     /// CPU time of every process of the group, microseconds.
     func cpuMicroseconds() -> UInt64?
+    /// Writes `oom_score_adj` of every process of the group (the value of a
+    /// process that is already gone is not an error).
+    func setOOMScoreAdjust(_ value: Int32)
 }
 
 /// The fallback: each app leads a process group of its own.
@@ -118,6 +121,8 @@ public final class AppProcessGroup: AppGroup {
     public func setMemoryLimit(_ bytes: UInt64) -> Bool { false }
     public func oomKilled() -> Bool { false }
 
+    /// The main process only: its descendants are not tracked without cgroups.
+    public func setOOMScoreAdjust(_ value: Int32) { Posix.setOOMScoreAdjust(pid, value) }
     public func cpuMicroseconds() -> UInt64? {
         guard let stat = try? Posix.readFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else {
             return nil

@@ -137,6 +137,24 @@ public enum Posix {
         }
     }
 
+    /// `/proc/PID/oom_score_adj`. Errors are ignored: a process already
+    /// gone needs none, and a value the kernel refuses changes nothing the
+    /// daemon relies on (its own kill order stands; this only guides the
+    /// kernel's OOM killer).
+    public static func setOOMScoreAdjust(_ pid: Int32, _ value: Int32) {
+        guard pid > 0 else { return }
+        try? writeFile("/proc/\(pid)/oom_score_adj", "\(value)")
+    }
+
+    /// SIGABRT, SIGQUIT, SIGSEGV, SIGBUS, SIGILL and SIGFPE end the process
+    /// within the handler (a line and a backtrace on stderr first), instead
+    /// of the Swift runtime's handler, which returns without ending a process
+    /// that has a C thread it cannot suspend. A supervisor that stays alive
+    /// after its watchdog's SIGABRT is worse than one that dies.
+    public static func dieOnFatalSignals(name: String) throws(SystemError) {
+        try call("sigaction") { lc_die_on_fatal_signals(2, name) }
+    }
+
     public static func setNonBlocking(_ fd: Int32, _ on: Bool = true) throws(SystemError) {
         let flags = try call("fcntl(F_GETFL)") { fcntl(fd, F_GETFL) }
         try call("fcntl(F_SETFL)") { fcntl(fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK) }

@@ -185,6 +185,21 @@ public final class DaemonUnderTest {
         return st.exited != 0 ? st.value : 128 + st.value
     }
 
+    /// Sends `signal` and waits (at most `seconds`, a failure bound) for the
+    /// daemon to end; returns how it ended. Its apps are left as a crash
+    /// leaves them (deinit removes them).
+    public func crash(with signal: Int32, seconds: Int32 = 10) throws -> (signaled: Bool, value: Int32) {
+        kill(pid, signal)
+        var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        guard poll(&p, 1, seconds * 1000) == 1 else {
+            throw TestFailure("lifecycled did not end within \(seconds) s of signal \(signal)")
+        }
+        var st = lc_child_status()
+        lc_reap(pid, &st)
+        stopped = true
+        return (st.exited == 0, st.value)
+    }
+
     public var cgroupPath: String { "/sys/fs/cgroup/unified" + cgroupRoot }
 }
 

@@ -33,6 +33,7 @@ struct Lifecycled: ParsableCommand {
 
     func run() throws {
         if checkConfig { return try check() }
+        try? Posix.dieOnFatalSignals(name: "lifecycled")
         let level = (try? ConfigLoader.loadDaemon(path: config).logLevel).flatMap(Logger.Level.init(rawValue:)) ?? .info
         LoggingSystem.bootstrap { _ in
             var h = DaemonLogHandler(identifier: "lifecycled")

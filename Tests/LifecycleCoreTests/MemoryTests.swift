@@ -106,6 +106,23 @@ extension AppPolicy {
 }
 
 @Suite struct MemoryKillTests {
+    /// The kernel's OOM killer is told the core's order: a higher
+    /// oom_score_adj for every app the core would kill first.
+    @Test func theKernelIsToldTheSameKillOrder() {
+        let tiers: [[LifecycleState]] = [[.suspended], [.background], [.inactive, .active]]
+        var previous: Int32 = 1001
+        for tier in tiers {
+            for band in MemoryBand.allCases {
+                let values = tier.map { OOMScoreAdjust.value($0, band: band)! }
+                #expect(Set(values).count == 1, "one tier, one value: \(tier) \(band)")
+                #expect(values[0] < previous, "\(tier) \(band) after the apps killed before it")
+                #expect(values[0] > 0, "above the daemon and every unmanaged process")
+                previous = values[0]
+            }
+        }
+        #expect(OOMScoreAdjust.value(.notRunning, band: .normal) == nil)
+    }
+
     /// low-band suspended, two normal suspended (s1 used before s2), one in
     /// the background with a task, one active.
     func world() -> Harness {

@@ -49,6 +49,7 @@ final class FakeGroup: AppGroup {
     }
     func oomKilled() -> Bool { oom }
     func cpuMicroseconds() -> UInt64? { nil }
+    func setOOMScoreAdjust(_ value: Int32) { calls.append("oom_score_adj \(value)") }
 }
 
 /// A confinement that makes fake groups, named as the cgroups would be.

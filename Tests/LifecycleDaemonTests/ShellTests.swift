@@ -127,7 +127,8 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         #expect(spawn.request.environment[Wire.socketEnvironmentKey] == "3")
         #expect(spawn.request.environment[Wire.appNameEnvironmentKey] == "a")
         let group = try #require(confinement.groups["a.1"])
-        #expect(group.calls == ["limit \(64 << 20)", "spawned"])
+        // Launched for the foreground: the kernel's OOM killer is told it comes last.
+        #expect(group.calls == ["limit \(64 << 20)", "spawned", "oom_score_adj 150"])
 
         // The launch events arrive one at a time, each after the last was acknowledged.
         var events: [LifecycleEvent] = []
@@ -143,7 +144,9 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         _ = shell.front!.execute(.home, from: root)
         for _ in 0..<2 { acknowledge(shell, spawn.channel, received(spawn.channel)) }
         #expect(shell.supervisor.snapshot("a")?.state == .suspended)
-        #expect(group.calls.suffix(1) == ["freeze"])
+        #expect(
+            group.calls.suffix(3) == ["oom_score_adj 550", "freeze", "oom_score_adj 850"],
+            "in the background, then frozen: the OOM killer's first choice, as the core's")
         #expect(shell.records.history.contains { $0.app == "a" && $0.kind == .frozen })
 
         // A kill reaches the whole group; the exit report completes it.

@@ -106,6 +106,15 @@ long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid);
 /// clock_gettime(CLOCK_MONOTONIC) in nanoseconds.
 long long lc_monotonic_ns(void);
 
+/// Makes SIGABRT, SIGQUIT, SIGSEGV, SIGBUS, SIGILL and SIGFPE end the
+/// process, whatever threads it has: the handler writes one line naming the
+/// signal and its sender, then a backtrace, to `fd`, and re-raises the
+/// signal with its default action (so the process dies of it, with a core
+/// dump where enabled). It replaces the Swift runtime's crash handler,
+/// which returns without ending the process when it cannot suspend a C
+/// thread. `name` prefixes the line (copied). Returns 0 or -1 with errno.
+int lc_die_on_fatal_signals(int fd, const char *name);
+
 #ifdef __cplusplus
 }
 #endif
