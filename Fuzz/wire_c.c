@@ -9,7 +9,8 @@
 //    LC_WIRE_ERROR_MAX; an acceptance leaves the text empty;
 //  - no input decodes both as a daemon message and as an app message;
 //  - the walkers over a decoded message (lifecycle__next_option,
-//    lifecycle__expiring_task) end exactly at the end of the input;
+//    lifecycle__expiring_task, over backgroundTasksExpiring and resume) end
+//    exactly at the end of the input;
 //  - whatever decodes re-encodes to exactly the same bytes (there is one
 //    way to write each message), with the library's own encoders.
 // Corpus: Fuzz/corpus/wire-c (the golden vectors, Fuzz/seed_wire_c.py).
@@ -91,6 +92,10 @@ static void daemon_round_trip(const struct lifecycle__message *m, const uint8_t 
         same_bytes("backgroundTasksExpiring", out, lifecycle__encode_expiring(out, tasks, m->task_count), data, size);
         return;
     }
+    case LC_T_RESUMED:
+        REQUIRE(m->id == 0, "resumed accepted with id %u", (unsigned)m->id);
+        same_bytes("resumed", out, lifecycle__encode_resumed(out), data, size);
+        return;
     default:
         REQUIRE(0, "decode_daemon accepted type 0x%x", (unsigned)m->type);
     }
@@ -111,6 +116,21 @@ static void app_round_trip(const struct lifecycle__message *m, const uint8_t *da
         same_bytes("beginBackgroundTask", out,
                    lifecycle__encode_begin_task(out, m->id, (const char *)m->name.bytes, m->name.length), data, size);
         return;
+    case LC_T_RESUME: {
+        static uint32_t tasks[LC_WIRE_MAX_RESUME_TASKS];
+        REQUIRE(m->name.length <= LC_WIRE_MAX_APP_NAME, "an app name over %d bytes was accepted", LC_WIRE_MAX_APP_NAME);
+        REQUIRE(m->task_count <= LC_WIRE_MAX_RESUME_TASKS, "a resume with %u tasks was accepted",
+                (unsigned)m->task_count);
+        REQUIRE(m->name.bytes >= data && m->tasks == m->name.bytes + m->name.length + 2,
+                "the task count does not follow the app name");
+        REQUIRE(m->tasks + 4u * m->task_count == data + size, "the task ids do not end the message");
+        for (uint16_t i = 0; i < m->task_count; i++) tasks[i] = lifecycle__expiring_task(m, i);
+        same_bytes("resume", out,
+                   lifecycle__encode_resume(out, m->id, (const char *)m->name.bytes, m->name.length, tasks,
+                                            m->task_count),
+                   data, size);
+        return;
+    }
     default:
         REQUIRE(0, "decode_app accepted type 0x%x", (unsigned)m->type);
     }

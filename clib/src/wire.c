@@ -96,8 +96,8 @@ static int end(struct reader *r) {
 }
 
 static int known_type(uint8_t t) {
-    return t == LC_T_EVENT || t == LC_T_TASK_REPLY || t == LC_T_TASKS_EXPIRING || t == LC_T_ACKNOWLEDGE ||
-           t == LC_T_BEGIN_TASK || t == LC_T_END_TASK;
+    return t == LC_T_EVENT || t == LC_T_TASK_REPLY || t == LC_T_TASKS_EXPIRING || t == LC_T_RESUMED ||
+           t == LC_T_ACKNOWLEDGE || t == LC_T_BEGIN_TASK || t == LC_T_END_TASK || t == LC_T_RESUME;
 }
 
 static int header(struct reader *r, struct lifecycle__message *m) {
@@ -158,6 +158,10 @@ int lifecycle__decode_daemon(const uint8_t *bytes, size_t size, struct lifecycle
         }
         break;
     }
+    case LC_T_RESUMED:
+        /* No payload, and like backgroundTasksExpiring one way to write it: id 0. */
+        if (m->id != 0) return fail(&r, "resumed: id must be 0, got %u", (unsigned)m->id);
+        break;
     default:
         return fail(&r, "message type 0x%x is sent by apps, not the daemon", (unsigned)m->type);
     }
@@ -175,6 +179,17 @@ int lifecycle__decode_app(const uint8_t *bytes, size_t size, struct lifecycle__m
         break;
     case LC_T_BEGIN_TASK:
         if (string(&r, "task name", LC_WIRE_MAX_TASK_NAME, &m->name)) return -1;
+        break;
+    case LC_T_RESUME:
+        if (string(&r, "app name", LC_WIRE_MAX_APP_NAME, &m->name)) return -1;
+        if (u16(&r, "task count", &m->task_count)) return -1;
+        if (m->task_count > LC_WIRE_MAX_RESUME_TASKS)
+            return fail(&r, "resume: %u tasks, more than %d", (unsigned)m->task_count, LC_WIRE_MAX_RESUME_TASKS);
+        m->tasks = bytes + r.offset;
+        for (unsigned i = 0; i < m->task_count; i++) {
+            uint32_t t;
+            if (u32(&r, "task", &t)) return -1;
+        }
         break;
     default:
         return fail(&r, "message type 0x%x is sent by the daemon, not apps", (unsigned)m->type);
@@ -254,21 +269,35 @@ size_t lifecycle__encode_acknowledge(uint8_t *out, uint32_t sequence) {
     return put_header(out, LC_T_ACKNOWLEDGE, sequence);
 }
 
-size_t lifecycle__encode_begin_task(uint8_t *out, uint32_t request, const char *name, size_t length) {
-    /* Cut on a character (Unicode scalar) boundary: never in the middle of
-     * a UTF-8 sequence. (Swift drops whole grapheme clusters, which differs
-     * only for names over 256 bytes that end in combining marks.) */
-    if (length > LC_WIRE_MAX_TASK_NAME) {
-        length = LC_WIRE_MAX_TASK_NAME;
+/* A name cut to `max` bytes on a character (Unicode scalar) boundary: never
+ * in the middle of a UTF-8 sequence. (Swift drops whole grapheme clusters,
+ * which differs only for names over the limit that end in combining marks.) */
+static size_t put_name(uint8_t *out, const char *name, size_t length, size_t max) {
+    if (length > max) {
+        length = max;
         while (length > 0 && ((uint8_t)name[length] & 0xC0) == 0x80) length--;
     }
-    size_t n = put_header(out, LC_T_BEGIN_TASK, request);
-    n += put16(out + n, (uint16_t)length);
+    size_t n = put16(out, (uint16_t)length);
     memcpy(out + n, name, length);
     return n + length;
 }
 
+size_t lifecycle__encode_begin_task(uint8_t *out, uint32_t request, const char *name, size_t length) {
+    size_t n = put_header(out, LC_T_BEGIN_TASK, request);
+    return n + put_name(out + n, name, length, LC_WIRE_MAX_TASK_NAME);
+}
+
 size_t lifecycle__encode_end_task(uint8_t *out, uint32_t task) { return put_header(out, LC_T_END_TASK, task); }
+
+size_t lifecycle__encode_resume(uint8_t *out, uint32_t last_acknowledged, const char *name, size_t length,
+                                const uint32_t *tasks, uint16_t count) {
+    if (count > LC_WIRE_MAX_RESUME_TASKS) return 0;
+    size_t n = put_header(out, LC_T_RESUME, last_acknowledged);
+    n += put_name(out + n, name, length, LC_WIRE_MAX_APP_NAME);
+    n += put16(out + n, count);
+    for (unsigned i = 0; i < count; i++) n += put32(out + n, tasks[i]);
+    return n;
+}
 
 size_t lifecycle__encode_event(uint8_t *out, uint32_t sequence, uint8_t event, int background, int64_t deadline,
                                int64_t budget_end, const char *const *options, uint16_t option_count) {
@@ -301,3 +330,5 @@ size_t lifecycle__encode_expiring(uint8_t *out, const uint32_t *tasks, uint16_t 
     for (unsigned i = 0; i < count; i++) n += put32(out + n, tasks[i]);
     return n;
 }
+
+size_t lifecycle__encode_resumed(uint8_t *out) { return put_header(out, LC_T_RESUMED, 0); }

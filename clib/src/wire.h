@@ -28,6 +28,8 @@ enum {
     LC_WIRE_VERSION = LIFECYCLE_PROTOCOL_VERSION,
     LC_WIRE_MAX_MESSAGE = LIFECYCLE_MAX_MESSAGE,
     LC_WIRE_MAX_TASK_NAME = LIFECYCLE_MAX_TASK_NAME,
+    LC_WIRE_MAX_APP_NAME = 256,    /* the app's name in resume: as a task name */
+    LC_WIRE_MAX_RESUME_TASKS = 64, /* task ids in resume: the daemon's limit of open tasks */
     LC_WIRE_HEADER = 8,
     LC_WIRE_ERROR_MAX = 160, /* longest error text, terminator included */
 };
@@ -36,9 +38,11 @@ enum lifecycle__type {
     LC_T_EVENT = 0x01,
     LC_T_TASK_REPLY = 0x02,
     LC_T_TASKS_EXPIRING = 0x03,
+    LC_T_RESUMED = 0x04,
     LC_T_ACKNOWLEDGE = 0x81,
     LC_T_BEGIN_TASK = 0x82,
     LC_T_END_TASK = 0x83,
+    LC_T_RESUME = 0x84,
 };
 
 /* A string inside a message: not terminated. */
@@ -51,7 +55,7 @@ struct lifecycle__str {
  * depends on `type`. Times are -1 for "none". */
 struct lifecycle__message {
     uint8_t type;
-    uint32_t id; /* sequence, request id, task id (or 0) */
+    uint32_t id; /* sequence, request id, task id, last acknowledged sequence (LC_T_RESUME), or 0 */
     /* LC_T_EVENT */
     uint8_t event;         /* 1...9 */
     uint8_t background;    /* launch mode: 0 or 1 */
@@ -61,10 +65,10 @@ struct lifecycle__message {
     const uint8_t *options; /* option_count validated (key, value) pairs */
     /* LC_T_TASK_REPLY */
     uint32_t task;         /* 0 = invalid */
-    /* LC_T_TASKS_EXPIRING */
+    /* LC_T_TASKS_EXPIRING, LC_T_RESUME */
     uint16_t task_count;
     const uint8_t *tasks;  /* task_count u32 LE */
-    /* LC_T_BEGIN_TASK */
+    /* LC_T_BEGIN_TASK: the task's name; LC_T_RESUME: the app's name */
     struct lifecycle__str name;
 };
 
@@ -79,7 +83,7 @@ LIFECYCLE_INTERNAL int lifecycle__decode_app(const uint8_t *bytes, size_t size, 
 /* Walks the options of a decoded event: `*cursor` starts at m->options. */
 LIFECYCLE_INTERNAL void lifecycle__next_option(const uint8_t **cursor, struct lifecycle__str *key,
                                                struct lifecycle__str *value);
-/* The i-th task id of a decoded backgroundTasksExpiring. */
+/* The i-th task id of a decoded backgroundTasksExpiring or resume. */
 LIFECYCLE_INTERNAL uint32_t lifecycle__expiring_task(const struct lifecycle__message *m, uint16_t i);
 
 /* Encoders write into `out` (at least LC_WIRE_MAX_MESSAGE bytes) and return
@@ -89,6 +93,12 @@ LIFECYCLE_INTERNAL size_t lifecycle__encode_acknowledge(uint8_t *out, uint32_t s
  * must be valid UTF-8. */
 LIFECYCLE_INTERNAL size_t lifecycle__encode_begin_task(uint8_t *out, uint32_t request, const char *name, size_t length);
 LIFECYCLE_INTERNAL size_t lifecycle__encode_end_task(uint8_t *out, uint32_t task);
+/* resume: `last_acknowledged` is the sequence number of the last event the
+ * app acknowledged (0 if none); `name` (valid UTF-8) is cut as a task name
+ * is; `tasks` are the ids the app holds open. Returns 0 when `count` exceeds
+ * LC_WIRE_MAX_RESUME_TASKS. */
+LIFECYCLE_INTERNAL size_t lifecycle__encode_resume(uint8_t *out, uint32_t last_acknowledged, const char *name,
+                                                   size_t length, const uint32_t *tasks, uint16_t count);
 
 /* Daemon-side encoders (for the tests' fake daemon). Returns 0 when the
  * message would not fit. `options` holds 2*option_count strings, key then
@@ -99,6 +109,7 @@ LIFECYCLE_INTERNAL size_t lifecycle__encode_event(uint8_t *out, uint32_t sequenc
 LIFECYCLE_INTERNAL size_t lifecycle__encode_task_reply(uint8_t *out, uint32_t request, uint32_t task,
                                                        int64_t budget_end);
 LIFECYCLE_INTERNAL size_t lifecycle__encode_expiring(uint8_t *out, const uint32_t *tasks, uint16_t count);
+LIFECYCLE_INTERNAL size_t lifecycle__encode_resumed(uint8_t *out);
 
 /* 1 when bytes[0..<length] is valid UTF-8 (as Swift's String(validating:)). */
 LIFECYCLE_INTERNAL int lifecycle__valid_utf8(const uint8_t *bytes, size_t length);

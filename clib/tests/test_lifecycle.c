@@ -157,6 +157,11 @@ static void test_golden(void) {
           ok && m.type == LC_T_TASKS_EXPIRING && m.id == 0 && m.task_count == 2 && lifecycle__expiring_task(&m, 0) == 1 &&
               lifecycle__expiring_task(&m, 1) == 2);
 
+    v = vec("daemon.resumed");
+    CHECK("golden resumed encodes byte for byte", same(out, lifecycle__encode_resumed(out), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden resumed decodes: id 0, no payload", ok && m.type == LC_T_RESUMED && m.id == 0);
+
     v = vec("app.acknowledge");
     CHECK("golden acknowledge encodes byte for byte", same(out, lifecycle__encode_acknowledge(out, 7), v->bytes, v->size));
     ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
@@ -173,6 +178,22 @@ static void test_golden(void) {
     CHECK("golden endBackgroundTask encodes byte for byte", same(out, lifecycle__encode_end_task(out, 3), v->bytes, v->size));
     ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
     CHECK("golden endBackgroundTask decodes: task 3", ok && m.type == LC_T_END_TASK && m.id == 3);
+
+    v = vec("app.resume");
+    uint32_t open_tasks[] = {1, 3};
+    CHECK("golden resume encodes byte for byte",
+          same(out, lifecycle__encode_resume(out, 7, "recorder", 8, open_tasks, 2), v->bytes, v->size));
+    ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden resume decodes: last acknowledged 7, \"recorder\", tasks [1, 3]",
+          ok && m.type == LC_T_RESUME && m.id == 7 && str_is(m.name, "recorder") && m.task_count == 2 &&
+              lifecycle__expiring_task(&m, 0) == 1 && lifecycle__expiring_task(&m, 1) == 3);
+
+    v = vec("app.resume-no-tasks");
+    CHECK("golden resume without tasks encodes byte for byte",
+          same(out, lifecycle__encode_resume(out, 0, "recorder", 8, NULL, 0), v->bytes, v->size));
+    ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden resume without tasks decodes: last acknowledged 0, \"recorder\", no tasks",
+          ok && m.type == LC_T_RESUME && m.id == 0 && str_is(m.name, "recorder") && m.task_count == 0);
 
     /* Cross-checks: daemon messages are not app messages and vice versa. */
     int crossed = 1;
@@ -226,7 +247,7 @@ static void test_rejects(void) {
         CHECK(name, versions);
         int types = 1;
         for (int t = 0; t < 256; t++) {
-            if (t >= 1 && t <= 3) continue;
+            if (t >= LC_T_EVENT && t <= LC_T_RESUMED) continue;
             b[1] = (uint8_t)t;
             if (lifecycle__decode_daemon(b, v->size, &m, why) == 0) types = 0;
         }
@@ -280,11 +301,27 @@ static void test_rejects(void) {
         CHECK(name, lifecycle__valid_utf8((const uint8_t *)utf8[i].bytes, strlen(utf8[i].bytes)) == utf8[i].valid);
     }
 
+    /* resume: 64 open tasks fit; the encoder refuses more; the app name is cut as a task name is. */
+    uint32_t many[LC_WIRE_MAX_RESUME_TASKS + 1];
+    for (uint32_t i = 0; i <= LC_WIRE_MAX_RESUME_TASKS; i++) many[i] = i + 1;
+    n = lifecycle__encode_resume(out, 9, "recorder", 8, many, LC_WIRE_MAX_RESUME_TASKS);
+    int ok = lifecycle__decode_app(out, n, &m, why) == 0;
+    CHECK("a resume with 64 open tasks decodes",
+          ok && m.task_count == 64 && lifecycle__expiring_task(&m, 63) == 64 && n == LC_WIRE_HEADER + 2 + 8 + 2 + 4 * 64);
+    CHECK("the encoder writes no resume with 65 tasks",
+          lifecycle__encode_resume(out, 9, "recorder", 8, many, LC_WIRE_MAX_RESUME_TASKS + 1) == 0);
+    char app_name[300];
+    memset(app_name, 'a', 255);
+    memcpy(app_name + 255, "\xc3\xa9", 3); /* 257 bytes, é across the limit */
+    n = lifecycle__encode_resume(out, 9, app_name, 257, NULL, 0);
+    ok = lifecycle__decode_app(out, n, &m, why) == 0;
+    CHECK("a 257-byte app name is cut to 255 bytes (not mid-character) and still decodes", ok && m.name.length == 255);
+
     /* Long task names are cut on a character boundary. */
     char long_name[1024] = "";
     for (int i = 0; i < 200; i++) strcat(long_name, "\xc3\xa9"); /* 400 bytes of é */
     n = lifecycle__encode_begin_task(out, 1, long_name, strlen(long_name));
-    int ok = lifecycle__decode_app(out, n, &m, why) == 0;
+    ok = lifecycle__decode_app(out, n, &m, why) == 0;
     CHECK("a 400-byte name of é is cut to 256 bytes and still decodes", ok && m.name.length == 256);
     long_name[0] = 0;
     for (int i = 0; i < 86; i++) strcat(long_name, "\xe2\x82\xac"); /* 258 bytes of € */
