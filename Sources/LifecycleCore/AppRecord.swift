@@ -2,7 +2,7 @@
 // (Phase), what it owes (an acknowledgement), what it holds (background
 // tasks), and how it is ending (a stop, a kill, a last notice).
 
-enum Told: Equatable, Sendable {
+enum Told: Equatable, Sendable, Codable {
     /// Launch events done; not yet told it is active or in the background.
     case launched
     case inactive
@@ -10,7 +10,7 @@ enum Told: Equatable, Sendable {
     case background
 }
 
-enum Phase: Equatable, Sendable {
+enum Phase: Equatable, Sendable, Codable {
     case notRunning
     case launching(step: Int)
     /// A plain program started, not yet READY=1 (sd_notify readiness).
@@ -21,7 +21,7 @@ enum Phase: Equatable, Sendable {
     case terminating
 }
 
-enum StopCause: Sendable {
+enum StopCause: Sendable, Codable {
     case user, shutdown, exitsOnSuspend
 
     func reason(killedAfterDeadline k: Bool) -> TerminationReason {
@@ -33,12 +33,12 @@ enum StopCause: Sendable {
     }
 }
 
-struct Awaiting: Equatable, Sendable {
+struct Awaiting: Equatable, Sendable, Codable {
     var event: LifecycleEvent
     var sequence: UInt32
 }
 
-struct AppRecord: Sendable {
+struct AppRecord: Sendable, Codable {
     var policy: AppPolicy
     var phase: Phase = .notRunning
     var state: LifecycleState = .notRunning

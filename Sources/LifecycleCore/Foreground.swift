@@ -4,7 +4,7 @@
 
 /// The foreground of one display: a fixed number of slots, held by the
 /// most recently activated apps, a lock, and interruptions on top.
-public struct Foreground: Sendable, Equatable {
+public struct Foreground: Sendable, Equatable, Codable {
     /// How many apps may be in the foreground at once.
     public let slots: Int
     /// Apps holding a slot, least recently activated first.
@@ -43,6 +43,16 @@ public struct Foreground: Sendable, Equatable {
     }
 
     mutating func remove(_ id: AppID) { apps.removeAll { $0 == id } }
+
+    /// The same front with `slots` slots (a restart on a changed config):
+    /// with fewer, the least recently activated apps lose theirs.
+    func resized(to slots: Int) -> Foreground {
+        var f = Foreground(slots: slots)
+        f.apps = Array(apps.suffix(slots))
+        f.interruptions = interruptions
+        f.locked = locked
+        return f
+    }
 
     /// Empties every slot ("home"); returns who held them.
     mutating func clear() -> [AppID] {

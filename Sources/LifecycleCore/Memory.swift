@@ -3,7 +3,7 @@
 // are in MemoryPolicy.swift.
 
 /// What an app's manifest says about memory.
-public struct MemoryPolicy: Sendable, Equatable {
+public struct MemoryPolicy: Sendable, Equatable, Codable {
     /// Kill order within a state: low first. Default `normal`; an app with a
     /// continuous background mode defaults to `high` (someone is listening).
     public var band: MemoryBand = .normal
@@ -58,7 +58,7 @@ public struct MemoryMeasurements: Sendable, Equatable, Codable {
 /// The thresholds of each level, all in percent. A level is entered when
 /// any signal crosses its threshold, and left only once every signal is back
 /// past its threshold by `hysteresis` percentage points, so it does not flap.
-public struct MemoryThresholds: Sendable, Equatable {
+public struct MemoryThresholds: Sendable, Equatable, Codable {
     /// The available memory below this share of MemTotal.
     public var availableWarning: Double? = 20
     public var availableCritical: Double? = 10
@@ -87,7 +87,7 @@ public struct MemoryReport: Sendable, Equatable {
 }
 
 /// A measurement with the level the core gave it: what kill records cite.
-public struct MemorySample: Sendable, Equatable {
+public struct MemorySample: Sendable, Equatable, Codable {
     public var level: MemoryLevel
     /// Injected with `supervisorctl pressure`, not measured.
     public var simulated: Bool

@@ -129,7 +129,7 @@ extension Supervisor {
 
 /// Turns measurements into a level. Pure: the same measurements in the
 /// same order give the same levels.
-public struct MemoryGauge: Sendable {
+public struct MemoryGauge: Sendable, Codable {
     public var thresholds: MemoryThresholds
     public private(set) var level: MemoryLevel = .normal
 

@@ -5,7 +5,7 @@
 #endif
 
 /// Everything the core needs to know about one app. Parsed from its manifest.
-public struct AppPolicy: Sendable, Equatable {
+public struct AppPolicy: Sendable, Equatable, Codable {
     public var delivery: Delivery = .library
     /// Return from willFinishLaunching / didFinishLaunching.
     public var launchTimeout: Duration = .seconds(5)

@@ -32,7 +32,7 @@
 public struct Supervisor: Sendable {
     public static let maxBackgroundTasks = 64
 
-    public private(set) var now: Instant = .zero
+    public internal(set) var now: Instant = .zero
     var apps: [AppID: AppRecord] = [:]
     /// The one display's foreground.
     public internal(set) var front: Foreground

@@ -2,7 +2,7 @@
 // file is the only code that reads or writes it, and says what each timer
 // does when it fires. A timer always ends in progress or a kill.
 
-enum TimerKind: Int, CaseIterable, Comparable, Sendable {
+enum TimerKind: Int, CaseIterable, Comparable, Sendable, Codable {
     /// An event's acknowledgement is due (launch, event or background watchdog).
     case ack
     /// A plain program's background grace ends: it is suspended.
@@ -21,7 +21,7 @@ enum TimerKind: Int, CaseIterable, Comparable, Sendable {
     static func < (a: TimerKind, b: TimerKind) -> Bool { a.rawValue < b.rawValue }
 }
 
-struct TimerKey: Hashable, Comparable, Sendable {
+struct TimerKey: Hashable, Comparable, Sendable, Codable {
     var app: AppID
     var kind: TimerKind
     init(_ app: AppID, _ kind: TimerKind) { self.app = app; self.kind = kind }
@@ -29,7 +29,7 @@ struct TimerKey: Hashable, Comparable, Sendable {
 }
 
 /// The core's deadlines, at most one per app and kind.
-struct TimerTable: Sendable {
+struct TimerTable: Sendable, Codable {
     private var deadlines: [TimerKey: Instant] = [:]
 
     mutating func arm(_ app: AppID, _ kind: TimerKind, at deadline: Instant) {

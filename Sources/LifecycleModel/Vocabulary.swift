@@ -78,7 +78,7 @@ public enum Delivery: String, Sendable, Codable, CaseIterable {
 /// The background modes a manifest may declare (`background_modes`), as a
 /// set. Today's modes are all continuous: they keep the app running in the
 /// background instead of suspending it.
-public struct BackgroundModes: OptionSet, Sendable, Hashable {
+public struct BackgroundModes: OptionSet, Sendable, Hashable, Codable {
     public let rawValue: UInt32
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 

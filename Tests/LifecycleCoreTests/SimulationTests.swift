@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import LifecycleCore
 
@@ -33,6 +34,13 @@ struct Simulation {
     /// noticed and not yet ended.
     var victim: AppID?
     var dying: Set<AppID> = []
+    /// Restore-check mode: at step `restoreAt` the core is saved, encoded,
+    /// decoded and restored as `twin`, which must then behave exactly as
+    /// the original on every remaining input.
+    var restoreAt: Int?
+    var twin: Supervisor?
+    let policies: [AppID: AppPolicy]
+    let slots: Int
 
     init(seed: UInt64) {
         rng = SplitMix64(state: seed)
@@ -55,7 +63,34 @@ struct Simulation {
             policies["app\(i)"] = p
         }
         ids = policies.keys.sorted()
-        sup = Supervisor(foregroundSlots: Int.random(in: 1...2, using: &rng), apps: policies)
+        self.policies = policies
+        slots = Int.random(in: 1...2, using: &rng)
+        sup = Supervisor(foregroundSlots: slots, apps: policies)
+    }
+
+    /// The core through the bytes a daemon would save and read back.
+    func roundTrip(_ s: Supervisor) -> Supervisor {
+        let bytes = try! JSONEncoder().encode(s.saved)
+        let state = try! JSONDecoder().decode(CoreState.self, from: bytes)
+        return Supervisor(restoring: state, foregroundSlots: slots, apps: policies)
+    }
+
+    /// One step of the core, and of its restored twin, which must agree.
+    mutating func step(_ input: Input) -> [Effect] {
+        if steps == restoreAt { twin = roundTrip(sup) }
+        let effects = sup.handle(input, now: now)
+        if var t = twin {
+            let theirs = t.handle(input, now: now)
+            if theirs != effects {
+                fail("the restored core diverged after \(input): \(theirs) instead of \(effects)")
+            } else if t.nextDeadline() != sup.nextDeadline() {
+                fail("the restored core's next deadline is \(String(describing: t.nextDeadline()))")
+            } else if ids.contains(where: { t.snapshot($0) != sup.snapshot($0) }) {
+                fail("the restored core shows another status after \(input)")
+            }
+            twin = t
+        }
+        return effects
     }
 
     mutating func random<T>(_ xs: [T]) -> T { xs.randomElement(using: &rng)! }
@@ -64,7 +99,7 @@ struct Simulation {
         for _ in 0..<count {
             steps += 1
             let input = nextInput()
-            let effects = sup.handle(input, now: now)
+            let effects = step(input)
             react(to: effects)
             check(effects, after: input)
             if !violations.isEmpty { return }
@@ -73,7 +108,7 @@ struct Simulation {
         for _ in 0..<200 {
             guard let t = [sup.nextDeadline(), pending.map(\.at).min()].compactMap({ $0 }).min() else { break }
             now = max(now, t)
-            let effects = sup.handle(takeDue() ?? .tick, now: now)
+            let effects = step(takeDue() ?? .tick)
             react(to: effects)
             check(effects, after: .tick)
             if !violations.isEmpty { return }
@@ -294,6 +329,18 @@ extension Supervisor {
                 Issue.record("seed \(seed): \(id) still awaits \(sim.sup.snapshot(id)!.awaiting!) after settling")
                 return
             }
+        }
+    }
+
+    @Test func aRestoredCoreBehavesExactlyAsTheOriginal() throws {
+        let base = UInt64(0xC0FF_0000)
+        for seed in base..<(base + 500) {
+            var sim = Simulation(seed: seed)
+            sim.restoreAt = Int.random(in: 1...300, using: &sim.rng)
+            sim.run(steps: 300)
+            try #require(
+                sim.violations.isEmpty,
+                "seed \(seed), restored at step \(sim.restoreAt!): \(sim.violations.prefix(2).joined(separator: "; "))")
         }
     }
 }

@@ -1,0 +1,71 @@
+// What survives the daemon: the whole state of the core as one value, saved
+// by the shell after every step and restored by the next daemon, so that a
+// crash loses nothing an app or an operator can observe. Deadlines are
+// absolute monotonic instants: they are restored as they were, never
+// re-derived from configured durations (the time the daemon was away counts).
+//
+// The seeded simulation restores a saved core at a random step and requires
+// it to behave exactly as the original on every remaining input: state added
+// later and forgotten here fails that test.
+
+/// The core's state: everything but the step in progress.
+public struct CoreState: Codable, Sendable {
+    var now: Instant
+    var apps: [AppID: AppRecord]
+    var front: Foreground
+    var shuttingDown: Bool
+    var timers: TimerTable
+    var gauge: MemoryGauge
+    var memoryLevel: MemoryLevel
+    var memorySimulated: Bool
+    var footprints: [AppID: UInt64]
+    var pressureVictim: AppID?
+    var lastSample: MemorySample
+
+    /// The apps the state knows, with the generation of their current (or
+    /// last) run and whether a process is running: what the shell must
+    /// find alive, or report ended.
+    public var runs: [(app: AppID, generation: UInt64, running: Bool)] {
+        apps.keys.sorted().map { ($0, apps[$0]!.generation, apps[$0]!.phase != .notRunning) }
+    }
+}
+
+extension Supervisor {
+    /// The state to save after a step.
+    public var saved: CoreState {
+        CoreState(
+            now: now, apps: apps, front: front, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
+            memoryLevel: memoryLevel, memorySimulated: memorySimulated, footprints: footprints,
+            pressureVictim: pressureVictim, lastSample: lastSample)
+    }
+
+    /// A core that carries on from `state`, under the configuration given now:
+    /// each app's policy, the number of slots and the thresholds are today's.
+    /// Apps the state knows that are not configured any more are left out
+    /// (the shell ends what runs of them); configured apps it does not know
+    /// start not running.
+    public init(
+        restoring state: CoreState, foregroundSlots: Int, apps policies: [AppID: AppPolicy],
+        memory: MemoryThresholds = MemoryThresholds()
+    ) {
+        self.init(foregroundSlots: foregroundSlots, apps: policies, memory: memory)
+        now = state.now
+        for (id, policy) in policies {
+            guard var record = state.apps[id] else { continue }
+            record.policy = policy
+            apps[id] = record
+        }
+        front = state.front.resized(to: foregroundSlots)
+        for id in state.front.apps where apps[id] == nil { front.remove(id) }
+        shuttingDown = state.shuttingDown
+        timers = state.timers
+        for id in state.apps.keys where apps[id] == nil { timers.cancelAll(id) }
+        gauge = state.gauge
+        gauge.thresholds = memory
+        memoryLevel = state.memoryLevel
+        memorySimulated = state.memorySimulated
+        footprints = state.footprints.filter { apps[$0.key] != nil }
+        pressureVictim = state.pressureVictim.flatMap { apps[$0] != nil ? $0 : nil }
+        lastSample = state.lastSample
+    }
+}
