@@ -148,6 +148,7 @@ public final class Application {
             case .message(.backgroundTaskReply(let r, let task, let end)) where r == request:
                 if end != nil { budgetEnd = end }
                 guard let task else { return .invalid }
+                channel.taskBegan(task)
                 if let expirationHandler { expirationHandlers[task] = expirationHandler }
                 return BackgroundTaskIdentifier(rawValue: task)
             case .message(.backgroundTaskReply(_, let task, _)):
@@ -159,6 +160,9 @@ public final class Application {
                 }
                 pending.append(other)
             case .timeout: continue
+            // The daemon restarted: whether it granted the task is not known
+            // here, and a task it holds that the resume did not name is ended.
+            case .resumed: return .invalid
             case .closed: fail(.closed); return .invalid
             case .violation(let why): fail(.protocolViolation(why)); return .invalid
             }
@@ -221,7 +225,7 @@ public final class Application {
                 message = pending.removeFirst()
             } else {
                 switch channel.receive(timeoutMilliseconds: runDueTimers()) {
-                case .timeout: continue
+                case .timeout, .resumed: continue
                 case .closed: fail(.closed); continue
                 case .violation(let why): fail(.protocolViolation(why)); continue
                 case .message(let m): message = m
@@ -254,6 +258,7 @@ public final class Application {
             for t in tasks { expirationHandlers.removeValue(forKey: t)?() }
         case .backgroundTaskReply(_, let task, _):
             endStaleTask(task)  // an answer nobody waits for any more
+        case .resumed: break  // only ever the answer to a resume, which the channel reads
         }
     }
 

@@ -2,9 +2,41 @@
 import LifecycleWire
 
 /// The app's end of its channel to lifecycled: the inherited, connected
-/// SOCK_SEQPACKET socket named by $LIFECYCLE_FD.
-struct Channel: @unchecked Sendable {
+/// SOCK_SEQPACKET socket named by $LIFECYCLE_FD. When the daemon gave a
+/// resume socket ($LIFECYCLE_RESUME_SOCKET), a broken channel is taken back
+/// after a restart of the daemon, on the same descriptor number
+/// (docs/protocol.md, "Resuming the channel"). Shared by the delegate and
+/// the async API; the async API acknowledges from any thread, so the
+/// resume bookkeeping is behind a lock.
+final class Channel: @unchecked Sendable {
     let fd: Int32
+    /// Where to take the channel back; nil: a broken channel is final.
+    let resumePath: String?
+    let appName: String
+    /// How long to try to resume in all (shorter in the tests).
+    var resumeWaitMilliseconds = Wire.resumeWaitMilliseconds
+
+    private var lock = pthread_mutex_t()
+    /// The highest event sequence received, and the last acknowledged.
+    private var highestReceived: UInt32 = 0
+    private var lastAcknowledged: UInt32 = 0
+    /// The background tasks the app holds open (named in a resume).
+    private var openTasks: Set<UInt32> = []
+
+    init(fd: Int32, resumePath: String?, appName: String) {
+        self.fd = fd
+        self.resumePath = resumePath
+        self.appName = appName
+        pthread_mutex_init(&lock, nil)
+    }
+
+    deinit { pthread_mutex_destroy(&lock) }
+
+    private func locked<T>(_ body: () -> T) -> T {
+        pthread_mutex_lock(&lock)
+        defer { pthread_mutex_unlock(&lock) }
+        return body()
+    }
 
     /// The inherited socket, or nil when not run by lifecycled.
     static func inherited() -> Channel? {
@@ -24,33 +56,73 @@ struct Channel: @unchecked Sendable {
                 stderr)
             exit(70)  // EX_SOFTWARE
         }
+        let resume = getenv(Wire.resumeSocketEnvironmentKey).map { String(cString: $0) }.flatMap {
+            $0.isEmpty ? nil : $0
+        }
+        let name = getenv(Wire.appNameEnvironmentKey).map { String(cString: $0) } ?? ""
         unsetenv(Wire.protocolEnvironmentKey)
+        unsetenv(Wire.resumeSocketEnvironmentKey)
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // not for the app's own children
         unsetenv(Wire.socketEnvironmentKey)
-        return Channel(fd: fd)
+        return Channel(fd: fd, resumePath: resume, appName: name)
     }
 
+    /// Sends; a send into a broken channel is lost, and the next receive
+    /// finds the break (and resumes: the resume names what was acknowledged).
     func send(_ m: AppMessage) {
+        locked {
+            switch m {
+            case .acknowledge(let seq): lastAcknowledged = max(lastAcknowledged, seq)
+            case .endBackgroundTask(let task): openTasks.remove(task)
+            default: break
+            }
+        }
         let bytes = m.encoded()
         _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
+    /// A task the daemon granted: named in a resume until it ends.
+    func taskBegan(_ task: UInt32) { _ = locked { openTasks.insert(task) } }
+
     /// What a wait on the channel brought: a message, the end of the
     /// channel, a datagram that does not decode (why, as WireError says it;
-    /// the C library's lifecycle_last_error says the same), or nothing in time.
-    enum Received { case message(DaemonMessage), closed, violation(String), timeout }
+    /// the C library's lifecycle_last_error says the same), nothing in
+    /// time, or the channel taken back after the daemon restarted.
+    enum Received { case message(DaemonMessage), closed, violation(String), timeout, resumed }
 
     /// Waits up to `timeoutMilliseconds` (-1: forever) for one message.
     /// With no timeout it goes straight to a blocking recv (one system call
-    /// per message on the hot path), into a stack buffer.
+    /// per message on the hot path), into a stack buffer. A repeated event
+    /// (after a resume) is acknowledged again or left to its running
+    /// callback, never handed out twice; a break is resumed when it can be.
     func receive(timeoutMilliseconds: Int32) -> Received {
+        while true {
+            let received = receiveOnce(timeoutMilliseconds: timeoutMilliseconds)
+            switch received {
+            case .message(.event(let e)):
+                let repeated: Bool? = locked {
+                    guard e.sequence > highestReceived else { return e.sequence <= lastAcknowledged }
+                    highestReceived = e.sequence
+                    return nil
+                }
+                switch repeated {
+                case nil: return received
+                case true?: send(.acknowledge(sequence: e.sequence))
+                case false?: break  // its callback still runs; the acknowledgement follows
+                }
+            case .closed:
+                return resume() ? .resumed : .closed
+            default:
+                return received
+            }
+        }
+    }
+
+    private func receiveOnce(timeoutMilliseconds: Int32) -> Received {
         if timeoutMilliseconds >= 0 {
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            while true {
-                let r = poll(&p, 1, timeoutMilliseconds)
-                if r < 0 && errno == EINTR { continue }
-                if r == 0 { return .timeout }
-                break
+            switch Self.wait(fd, timeoutMilliseconds) {
+            case false: return .timeout
+            case true: break
             }
         }
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Wire.maxMessageSize) { buffer in
@@ -67,6 +139,73 @@ struct Channel: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// True when `fd` became readable within `milliseconds`.
+    private static func wait(_ fd: Int32, _ milliseconds: Int32) -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while true {
+            let r = poll(&p, 1, milliseconds)
+            if r < 0 && errno == EINTR { continue }
+            return r > 0
+        }
+    }
+
+    // MARK: Resuming
+
+    /// Takes the channel back after the daemon restarted: connects to the
+    /// resume socket (every 100 ms, doubling up to 1 s, for at most
+    /// `resumeWaitMilliseconds`), puts the new socket on the old descriptor
+    /// number, and says what the app acknowledged and holds. False when
+    /// there is no resume socket or the daemon never took it back.
+    func resume() -> Bool {
+        guard let path = resumePath else { return false }
+        let giveUp = monotonicNanoseconds() + Int64(resumeWaitMilliseconds) * 1_000_000
+        var pause: Int64 = 100_000_000
+        while true {
+            if tryResume(path) { return true }
+            let left = giveUp - monotonicNanoseconds()
+            guard left > 0 else { return false }
+            var ts = timespec(tv_sec: 0, tv_nsec: Int(min(pause, left)))
+            var rest = timespec()
+            while nanosleep(&ts, &rest) != 0 && errno == EINTR { ts = rest }
+            pause = min(pause * 2, 1_000_000_000)
+        }
+    }
+
+    private func tryResume(_ path: String) -> Bool {
+        let s = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard s >= 0 else { return false }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            close(s)
+            return false
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in bytes.enumerated() { raw[i] = b }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        // dup3 is not in Swift's Glibc module: dup2, then close-on-exec.
+        guard connected == 0, dup2(s, fd) >= 0 else {
+            close(s)
+            return false
+        }
+        close(s)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        let (last, tasks) = locked { (lastAcknowledged, openTasks.sorted()) }
+        let hello = AppMessage.resume(lastAcknowledged: last, app: appName, tasks: tasks).encoded()
+        guard hello.withUnsafeBytes({ Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == hello.count
+        else { return false }
+        guard Self.wait(fd, 5000), case .message(.resumed) = receiveOnce(timeoutMilliseconds: 0) else {
+            return false
+        }
+        return true
     }
 }
 

@@ -66,7 +66,7 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
                     // Nobody here asked for it; end the task it carries, as Application does.
                     channel.send(.endBackgroundTask(task: task))
                     continue
-                case .message, .timeout: continue
+                case .message, .timeout, .resumed: continue
                 case .closed: return end(.closed)
                 case .violation(let why): return end(.protocolViolation(why))
                 }

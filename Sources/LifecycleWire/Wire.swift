@@ -36,6 +36,14 @@ public enum Wire {
     /// channel: a client that does not speak it refuses to start, before
     /// the first message, rather than failing on it.
     public static let protocolEnvironmentKey = "LIFECYCLE_PROTOCOL"
+    /// The environment variable naming the socket where a client takes its
+    /// channel back after the daemon restarts (docs/protocol.md).
+    public static let resumeSocketEnvironmentKey = "LIFECYCLE_RESUME_SOCKET"
+    /// How long a client tries to resume before the broken channel is final
+    /// (LIFECYCLE_RESUME_WAIT_MS in C).
+    public static let resumeWaitMilliseconds = 60_000
+    /// Most open tasks a resume names: the daemon's limit per app.
+    public static let maxResumeTasks = 64
 }
 
 /// One lifecycle event, as the daemon sends it.
@@ -77,6 +85,8 @@ public enum DaemonMessage: Sendable, Equatable {
     case backgroundTaskReply(request: UInt32, task: UInt32?, budgetEnd: Int64?)
     /// Run the expiration handlers of these tasks now.
     case backgroundTasksExpiring([UInt32])
+    /// The daemon took the channel back: what was owed follows.
+    case resumed
 }
 
 /// App to daemon.
@@ -84,6 +94,9 @@ public enum AppMessage: Sendable, Equatable {
     case acknowledge(sequence: UInt32)
     case beginBackgroundTask(request: UInt32, name: String)
     case endBackgroundTask(task: UInt32)
+    /// First message on a resumed channel: the last event the app
+    /// acknowledged, its name, and the tasks it holds open.
+    case resume(lastAcknowledged: UInt32, app: String, tasks: [UInt32])
 }
 
 /// Message type codes: daemon-to-app below 0x80, app-to-daemon above.
@@ -91,9 +104,11 @@ enum MessageType: UInt8 {
     case event = 0x01
     case backgroundTaskReply = 0x02
     case backgroundTasksExpiring = 0x03
+    case resumed = 0x04
     case acknowledge = 0x81
     case beginBackgroundTask = 0x82
     case endBackgroundTask = 0x83
+    case resume = 0x84
 }
 
 /// Why a message could not be decoded. Each names what was wrong.
@@ -222,6 +237,8 @@ extension DaemonMessage {
             w.u16(UInt16(fitting.count))
             for t in fitting { w.u32(t) }
             return w.bytes
+        case .resumed:
+            return Writer(type: .resumed, id: 0).bytes
         }
     }
 
@@ -284,6 +301,9 @@ extension DaemonMessage {
             var tasks: [UInt32] = []
             for _ in 0..<count { tasks.append(try r.u32("task")) }
             message = .backgroundTasksExpiring(tasks)
+        case .resumed:
+            guard id == 0 else { throw WireError("resumed: id must be 0, got \(id)") }
+            message = .resumed
         default:
             throw WireError("message type 0x\(String(type.rawValue, radix: 16)) is sent by apps, not the daemon")
         }
@@ -305,6 +325,15 @@ extension AppMessage {
             return w.bytes
         case .endBackgroundTask(let task):
             return Writer(type: .endBackgroundTask, id: task).bytes
+        case .resume(let last, let app, let tasks):
+            var w = Writer(type: .resume, id: last)
+            var n = app
+            while n.utf8.count > Wire.maxTaskName { n.removeLast() }
+            w.string(n)
+            let fitting = tasks.prefix(Wire.maxResumeTasks)
+            w.u16(UInt16(fitting.count))
+            for t in fitting { w.u32(t) }
+            return w.bytes
         }
     }
 
@@ -317,6 +346,15 @@ extension AppMessage {
         case .beginBackgroundTask:
             message = .beginBackgroundTask(request: id, name: try r.string("task name", max: Wire.maxTaskName))
         case .endBackgroundTask: message = .endBackgroundTask(task: id)
+        case .resume:
+            let app = try r.string("app name", max: Wire.maxTaskName)
+            let count = Int(try r.u16("task count"))
+            guard count <= Wire.maxResumeTasks else {
+                throw WireError("resume: \(count) tasks, more than \(Wire.maxResumeTasks)")
+            }
+            var tasks: [UInt32] = []
+            for _ in 0..<count { tasks.append(try r.u32("task")) }
+            message = .resume(lastAcknowledged: id, app: app, tasks: tasks)
         default:
             throw WireError("message type 0x\(String(type.rawValue, radix: 16)) is sent by the daemon, not apps")
         }

@@ -31,7 +31,7 @@ final class FakeDaemon {
         close(daemon)
     }
 
-    var channel: Channel { Channel(fd: app) }
+    var channel: Channel { Channel(fd: app, resumePath: nil, appName: "a") }
 
     func send(_ m: DaemonMessage) { sendRaw(m.encoded()) }
 

@@ -178,6 +178,17 @@ import LifecycleWire
         }
     }
 
+    @Test func theResumeVectorsSayWhatTheirCommentsSay() throws {
+        func bytes(_ name: String) throws -> [UInt8] { try #require(Self.vectors.first { $0.name == name }).bytes }
+        #expect(
+            try AppMessage.decode(bytes("app.resume"))
+                == .resume(lastAcknowledged: 7, app: "recorder", tasks: [1, 3]))
+        #expect(
+            try AppMessage.decode(bytes("app.resume-no-tasks"))
+                == .resume(lastAcknowledged: 0, app: "recorder", tasks: []))
+        #expect(try DaemonMessage.decode(bytes("daemon.resumed")) == .resumed)
+    }
+
     @Test func everyRejectedVectorIsRejectedWithItsReason() {
         for v in Self.vectors where v.name.hasPrefix("reject.") {
             do {

@@ -101,6 +101,11 @@ extension Daemon {
                         submit(.beginBackgroundTask(id, generation: run.generation, request: request, name: name))
                     case .endBackgroundTask(let task):
                         submit(.endBackgroundTask(id, generation: run.generation, task: task))
+                    case .resume:
+                        submit(
+                            .protocolViolation(
+                                id, generation: run.generation,
+                                message: "resume sent on an open channel (it belongs on the resume socket)"))
                     }
                 } catch {
                     submit(.protocolViolation(id, generation: run.generation, message: error.description))
