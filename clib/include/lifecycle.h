@@ -58,8 +58,10 @@
  *    keeps **no global state**: everything lives in the lifecycle_app
  *    object, so separate objects are independent. The process-wide things it
  *    touches are named where they are touched: lifecycle_connect() reads and
- *    unsets $LIFECYCLE_FD (so call it early in main(), before starting
- *    threads that use the environment) and marks the socket close-on-exec;
+ *    unsets $LIFECYCLE_FD and $LIFECYCLE_RESUME_SOCKET (so call it early in
+ *    main(), before starting threads that use the environment) and marks the
+ *    socket close-on-exec; resuming the channel replaces the socket behind
+ *    the channel's descriptor number (see Resuming);
  *    lifecycle_run() of a standalone app blocks SIGINT and SIGTERM in the
  *    calling thread while it runs (and restores the mask when it returns).
  *  - A lifecycle_app is **not synchronized**. Call the functions taking it
@@ -96,10 +98,12 @@
  *                rules (an event while another awaits its acknowledgement).
  *  - ENOBUFS     more than LIFECYCLE_MAX_QUEUED messages arrived while
  *                waiting for a background task reply.
- *  - ECONNRESET  lifecycled closed the channel.
+ *  - ECONNRESET  lifecycled closed the channel (and it could not be
+ *                resumed within LIFECYCLE_RESUME_WAIT_MS, see Resuming).
  *  - EAGAIN      lifecycle_begin_background_task(): the daemon refused the
  *                task (no background time left, too many tasks, stopping).
- *  - ETIMEDOUT   lifecycle_begin_background_task(): no reply in 5 seconds.
+ *  - ETIMEDOUT   lifecycle_begin_background_task(): no reply in 5 seconds, or
+ *                the channel was resumed before the reply (see Resuming).
  *  - other       as returned by send(2), recv(2) or poll(2).
  *
  * A **channel error** (EPROTO, ENOBUFS, ECONNRESET, a failed send or recv)
@@ -107,7 +111,43 @@
  * needs the channel fails with the same errno (lifecycle_fd() returns -1).
  * The daemon kills a channel-less app at its next deadline anyway: the usual
  * response is to exit (the Swift client exits by itself; this library leaves
- * that to the app).
+ * that to the app). A channel that lifecycled closed is first resumed when
+ * it can be (see Resuming): ECONNRESET then means that it could not.
+ *
+ * @par Resuming the channel after lifecycled restarts
+ * The channel's socket dies with the daemon that made it. A daemon that can
+ * take it back (docs/protocol.md, "Resuming the channel after the daemon
+ * restarts") names a listening socket in $LIFECYCLE_RESUME_SOCKET, which
+ * lifecycle_connect() reads and unsets with $LIFECYCLE_FD. Then, when the
+ * channel breaks (end of file, ECONNRESET or EPIPE), the library does not
+ * fail:
+ *  - it blocks **inside the call that found the break** --
+ *    lifecycle_dispatch(), lifecycle_run(), lifecycle_acknowledge(),
+ *    lifecycle_begin_background_task(), lifecycle_end_background_task(),
+ *    also from inside a callback -- and runs no callback meanwhile. It
+ *    connects to the resume socket, retrying every 100 ms (doubling up to
+ *    1 s), sends `resume` (the last acknowledgement sent, the tasks held
+ *    open) and waits up to 5 s for `resumed`, all within
+ *    LIFECYCLE_RESUME_WAIT_MS (60 s). Then the call goes on as if nothing had
+ *    happened; after that time it fails with ECONNRESET, "lifecycled closed
+ *    the channel", as without a resume socket;
+ *  - the new socket takes the **same descriptor number** (dup3(),
+ *    close-on-exec; blocking or not as the app left the old one), so an app
+ *    that polls lifecycle_fd() with poll() or select() goes on polling the
+ *    channel. An epoll set drops the old socket when it is closed: add
+ *    lifecycle_fd() again after each lifecycle_dispatch() (EPOLL_CTL_ADD
+ *    fails with EEXIST while it is still the same socket);
+ *  - a lifecycle_begin_background_task() waiting for its reply when the
+ *    channel breaks returns the **invalid id 0** once the channel is back
+ *    (errno ETIMEDOUT; the daemon ends the task if it made one); ask again;
+ *  - what the restarted daemon sends again is handled once: an event the
+ *    app has handled is acknowledged again only if its acknowledgement was
+ *    lost (never twice, and not while its callback runs or is deferred), and
+ *    runs no callback; a task already warned of its expiration runs no
+ *    handler again.
+ * Event deadlines are absolute: the time the daemon was away counts. An app
+ * not started by a daemon that names a resume socket (or with
+ * lifecycle_connect_fd()) finds a broken channel final at once, as before.
  *
  * @par Linking
  * `pkg-config --cflags --libs lifecycle`, or `-llifecycle`. The shared
@@ -159,6 +199,12 @@ extern "C" {
 /** The protocol version lifecycled speaks on the channel ("1"). A library
  *  that does not speak it refuses to connect (EPROTONOSUPPORT). */
 #define LIFECYCLE_PROTOCOL_ENV "LIFECYCLE_PROTOCOL"
+/** The environment variable naming the socket through which a broken
+ *  channel is resumed after lifecycled restarts (see Resuming). */
+#define LIFECYCLE_RESUME_SOCKET_ENV "LIFECYCLE_RESUME_SOCKET"
+/** How long a broken channel is resumed for, in all, in milliseconds,
+ *  before the break is final (ECONNRESET). */
+#define LIFECYCLE_RESUME_WAIT_MS 60000
 
 /** lifecycle_dispatch() and lifecycle_run(): nothing more to do for now. */
 #define LIFECYCLE_OK 0
@@ -244,7 +290,12 @@ typedef uint64_t lifecycle_token;
 /**
  * Connects to lifecycled through the inherited socket named by
  * $LIFECYCLE_FD. On success the socket is marked close-on-exec and
- * $LIFECYCLE_FD is unset, so the app's own children do not inherit it.
+ * $LIFECYCLE_FD is unset, so the app's own children do not inherit it;
+ * $LIFECYCLE_RESUME_SOCKET, the socket for resuming the channel after
+ * lifecycled restarts (see Resuming), is kept and unset too. It is used
+ * only with a name ($LIFECYCLE_APP, UTF-8, at most 256 bytes) to give and
+ * a path that fits a Unix socket address; otherwise a broken channel is
+ * final.
  * `callbacks` is copied (`callbacks_size` is `sizeof(lifecycle_callbacks)`
  * as the app was compiled; members beyond it are NULL); it may be NULL, and
  * then every event is just acknowledged. `userdata` is passed to every
@@ -265,8 +316,9 @@ LIFECYCLE_API lifecycle_app *lifecycle_connect(const lifecycle_callbacks *callba
 /**
  * Like lifecycle_connect(), for a connected SOCK_SEQPACKET socket the app
  * got some other way (tests, a launcher of its own). The environment is not
- * touched; the fd is not made close-on-exec. On success the app owns `fd`
- * (lifecycle_close() closes it); on failure it is left open.
+ * touched; the fd is not made close-on-exec; a broken channel is final (it
+ * is not resumed). On success the app owns `fd` (lifecycle_close() closes
+ * it); on failure it is left open.
  */
 LIFECYCLE_API lifecycle_app *lifecycle_connect_fd(int fd, const lifecycle_callbacks *callbacks,
                                                   size_t callbacks_size, void *userdata);
@@ -309,7 +361,8 @@ LIFECYCLE_API const char *lifecycle_app_name(const lifecycle_app *app);
 
 /**
  * The socket to watch for readability (POLLIN) in the app's own event loop;
- * then call lifecycle_dispatch(). Do not read from or write to it. -1 with
+ * then call lifecycle_dispatch(). Do not read from or write to it. The
+ * number stays the same when the channel is resumed (see Resuming). -1 with
  * errno for a standalone app (ENOTCONN) or after a channel error (its errno).
  */
 LIFECYCLE_API int lifecycle_fd(const lifecycle_app *app);
@@ -459,7 +512,8 @@ LIFECYCLE_API int lifecycle_launch_option_at(const lifecycle_app *app, size_t in
  * @param userdata  passed to `expiration`.
  * @return the task id; 0 (the invalid id) with errno: EAGAIN when the
  *   daemon refused (no time left, too many tasks, the app is stopping);
- *   ETIMEDOUT; EINVAL (name not UTF-8); ENOMEM; or a channel error.
+ *   ETIMEDOUT (no reply in time, or the channel broke and was resumed
+ *   meanwhile); EINVAL (name not UTF-8); ENOMEM; or a channel error.
  *   A standalone app gets an id that never expires.
  */
 LIFECYCLE_API uint32_t lifecycle_begin_background_task(lifecycle_app *app, const char *name,

@@ -6,9 +6,14 @@
  * hot path (one event: recvmsg into the app's buffer, decode in place,
  * callback, send the 8-byte acknowledgement) allocates nothing; memory is
  * allocated only for launch options (once per launch), the background task
- * table, and messages queued while a task reply is awaited. */
+ * table, and messages queued while a task reply is awaited.
+ *
+ * When lifecycled restarts, the channel breaks and, if the daemon named a
+ * resume socket, is resumed in place (docs/protocol.md, "Resuming the
+ * channel after the daemon restarts"): see resume() below. */
 #define _GNU_SOURCE
 #include "lifecycle.h"
+#include "internal.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -21,14 +26,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+/* A background task the app holds open: begun, not yet ended. */
 struct task {
     uint32_t id;
     lifecycle_expiration_fn expiration;
     void *userdata;
+    int warned; /* its expiration was handled: a repeated notice runs no handler */
 };
+
+/* Between tries to reach the resume socket: 100 ms, doubling up to 1 s. */
+#define RESUME_FIRST_PAUSE_MS 100
+#define RESUME_LONGEST_PAUSE_MS 1000
+/* How long one try waits for `resumed`. */
+#define RESUME_REPLY_TIMEOUT_MS 5000
 
 struct queued {
     uint8_t *bytes;
@@ -70,6 +84,15 @@ struct lifecycle_app {
 
     struct queued queue[LIFECYCLE_MAX_QUEUED];
     size_t queue_head, queue_count;
+
+    /* Resuming after lifecycled restarts. */
+    char *resume_path;          /* $LIFECYCLE_RESUME_SOCKET; NULL: a broken channel is final */
+    int resume_wait_ms;         /* LIFECYCLE_RESUME_WAIT_MS (shorter in the tests) */
+    uint32_t resumes;           /* channels resumed so far: a task request that saw one gives up */
+    int received;               /* an event was handled, so `highest` is its sequence number or above */
+    uint32_t highest;           /* the highest sequence number of an event handled */
+    int acknowledged_any;       /* an acknowledgement was sent, so `last_acknowledged` is one */
+    uint32_t last_acknowledged; /* the sequence number of the last acknowledgement sent */
 
     uint8_t buffer[LC_WIRE_MAX_MESSAGE];      /* what lifecycle_dispatch reads */
     uint8_t wait_buffer[LC_WIRE_MAX_MESSAGE]; /* what a task request reads meanwhile */
@@ -148,6 +171,7 @@ static lifecycle_app *create(int fd, const lifecycle_callbacks *callbacks, size_
     app->budget_end = -1;
     app->launched_in_background = -1;
     app->next_request = 1;
+    app->resume_wait_ms = LIFECYCLE_RESUME_WAIT_MS;
     return app;
 }
 
@@ -180,10 +204,22 @@ API lifecycle_app *lifecycle_connect(const lifecycle_callbacks *callbacks, size_
     if (proto && *proto && strcmp(proto, PROTOCOL) != 0) { errno = EPROTONOSUPPORT; return NULL; }
     lifecycle_app *app = lifecycle_connect_fd((int)fd, callbacks, callbacks_size, userdata);
     if (!app) return NULL;
+    /* A resume needs a path that fits a socket address and a name the
+     * daemon could know; without them a broken channel stays final. */
+    const char *resume = getenv(LIFECYCLE_RESUME_SOCKET_ENV);
+    if (resume && *resume && strlen(resume) < sizeof ((struct sockaddr_un *)0)->sun_path && app->name &&
+        strlen(app->name) <= LC_WIRE_MAX_APP_NAME &&
+        lifecycle__valid_utf8((const uint8_t *)app->name, strlen(app->name)) &&
+        !(app->resume_path = strdup(resume))) {
+        lifecycle_close(app);
+        errno = ENOMEM;
+        return NULL;
+    }
     int flags = fcntl((int)fd, F_GETFD);
     if (flags >= 0) fcntl((int)fd, F_SETFD, flags | FD_CLOEXEC); /* not for the app's own children */
     unsetenv(LIFECYCLE_FD_ENV);
     unsetenv(LIFECYCLE_PROTOCOL_ENV);
+    unsetenv(LIFECYCLE_RESUME_SOCKET_ENV);
     return app;
 }
 
@@ -204,6 +240,7 @@ API int lifecycle_close(lifecycle_app *app) {
     free(app->tasks);
     free(app->options);
     free(app->name);
+    free(app->resume_path);
     free(app);
     return 0;
 }
@@ -223,6 +260,11 @@ API size_t lifecycle_pending(const lifecycle_app *app) { return app ? app->queue
 
 /* MARK: - The channel */
 
+static int resume(lifecycle_app *app);
+
+/* Sends one message. Returns 0; 1 when the channel broke and was resumed
+ * instead: the message is not sent, and needs not be (see resume()); -1
+ * after a channel error. */
 static int send_bytes(lifecycle_app *app, const uint8_t *bytes, size_t size) {
     if (broken(app)) return -1;
     for (;;) {
@@ -234,13 +276,20 @@ static int send_bytes(lifecycle_app *app, const uint8_t *bytes, size_t size) {
             if (poll(&p, 1, -1) >= 0 || errno == EINTR) continue;
         }
         int err = errno;
+        if ((err == EPIPE || err == ECONNRESET) && app->resume_path) return resume(app) ? -1 : 1;
         return channel_error(app, err == EPIPE ? ECONNRESET : err, "send: %s", strerror(err));
     }
 }
 
+static int oversized(lifecycle_app *app, ssize_t n) {
+    return channel_error(app, EPROTO, "protocol violation by the daemon: message of %zd bytes exceeds %d", n,
+                         LC_WIRE_MAX_MESSAGE);
+}
+
 /* Receives one datagram into `buffer`. Returns its size; 0 when `block` is
- * false and nothing is waiting; -1 after a channel error (including a
- * closed channel and an oversized message). */
+ * false and nothing is waiting, or when the channel broke and was resumed
+ * (whatever the daemon sends again is then read by the next call); -1 after
+ * a channel error (including a closed channel and an oversized message). */
 static ssize_t receive(lifecycle_app *app, uint8_t *buffer, int block) {
     if (broken(app)) return -1;
     for (;;) {
@@ -259,14 +308,16 @@ static ssize_t receive(lifecycle_app *app, uint8_t *buffer, int block) {
                 if (poll(&p, 1, -1) >= 0 || errno == EINTR) continue;
             }
             int err = errno;
+            if (err == ECONNRESET && app->resume_path) return resume(app) ? -1 : 0;
             return channel_error(app, err, "recv: %s", strerror(err));
         }
         /* SOCK_SEQPACKET: 0 is the end of the stream (or an empty datagram,
          * which would not decode either). */
-        if (n == 0) return channel_error(app, ECONNRESET, "lifecycled closed the channel");
-        if (n > LC_WIRE_MAX_MESSAGE || (mh.msg_flags & MSG_TRUNC))
-            return channel_error(app, EPROTO, "protocol violation by the daemon: message of %zd bytes exceeds %d", n,
-                                 LC_WIRE_MAX_MESSAGE);
+        if (n == 0) {
+            if (app->resume_path) return resume(app) ? -1 : 0;
+            return channel_error(app, ECONNRESET, "lifecycled closed the channel");
+        }
+        if (n > LC_WIRE_MAX_MESSAGE || (mh.msg_flags & MSG_TRUNC)) return oversized(app, n);
         return n;
     }
 }
@@ -278,15 +329,130 @@ static int decode(lifecycle_app *app, const uint8_t *bytes, size_t size, struct 
     return 0;
 }
 
+/* An acknowledgement lost with a broken channel is not sent again: the
+ * resume names the last one sent, so the daemon sends the event again and
+ * repeated() acknowledges it. */
 static int send_acknowledge(lifecycle_app *app, uint32_t sequence) {
     uint8_t out[LC_WIRE_HEADER];
-    return send_bytes(app, out, lifecycle__encode_acknowledge(out, sequence));
+    int r = send_bytes(app, out, lifecycle__encode_acknowledge(out, sequence));
+    if (r == 0) {
+        app->last_acknowledged = sequence;
+        app->acknowledged_any = 1;
+    }
+    return r < 0 ? -1 : 0;
 }
 
+/* An end lost with a broken channel is not sent again: the task is no
+ * longer in the table, so the resume does not list it and the daemon ends
+ * it. */
 static int send_end_task(lifecycle_app *app, uint32_t task) {
     uint8_t out[LC_WIRE_HEADER];
-    return send_bytes(app, out, lifecycle__encode_end_task(out, task));
+    return send_bytes(app, out, lifecycle__encode_end_task(out, task)) < 0 ? -1 : 0;
 }
+
+/* MARK: - Resuming */
+
+/* Sleeps until lifecycle_now() reaches `until` (signals do not cut it short). */
+static void pause_until(int64_t until) {
+    struct timespec t = {(time_t)(until / 1000000000), (long)(until % 1000000000)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR) {}
+}
+
+/* One try: connect to the resume socket, send `resume`, wait for `resumed`,
+ * move the new socket onto the channel's descriptor number. Returns 0 when
+ * the channel is back; 1 for a failed try (nobody listening, the connection
+ * closed or no answer in time: the daemon may still be starting); -1 after a
+ * channel error (a message that does not decode, or another before
+ * `resumed`). */
+static int try_resume(lifecycle_app *app, const uint8_t *message, size_t size, int64_t give_up) {
+    struct sockaddr_un address;
+    memset(&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    memcpy(address.sun_path, app->resume_path, strlen(app->resume_path)); /* it fits: lifecycle_connect */
+    /* Non-blocking, so that a daemon with a full backlog is a failed try,
+     * not a wait without end. */
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) return 1;
+    if (connect(s, (struct sockaddr *)&address, sizeof address) != 0 ||
+        send(s, message, size, MSG_NOSIGNAL) != (ssize_t)size) {
+        close(s);
+        return 1;
+    }
+    int64_t until = lifecycle_now() + (int64_t)RESUME_REPLY_TIMEOUT_MS * 1000000;
+    if (until > give_up) until = give_up;
+    uint8_t reply[LC_WIRE_MAX_MESSAGE];
+    for (;;) {
+        int64_t left = until - lifecycle_now();
+        if (left <= 0) { close(s); return 1; }
+        struct pollfd p = {s, POLLIN, 0};
+        if (poll(&p, 1, (int)((left + 999999) / 1000000)) <= 0) continue; /* the loop looks at the time */
+        struct iovec iov = {reply, sizeof reply};
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        ssize_t n = recvmsg(s, &mh, MSG_TRUNC | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+        if (n <= 0) { close(s); return 1; } /* closed before `resumed` */
+        struct lifecycle__message m;
+        if (n > LC_WIRE_MAX_MESSAGE || (mh.msg_flags & MSG_TRUNC)) { close(s); return oversized(app, n); }
+        if (decode(app, reply, (size_t)n, &m)) { close(s); return -1; }
+        if (m.type != LC_T_RESUMED) {
+            close(s);
+            return channel_error(app, EPROTO, "protocol violation by the daemon: message type 0x%x before resumed",
+                                 (unsigned)m.type);
+        }
+        break;
+    }
+    /* The old number now names the new socket (closing the old one), so
+     * that an app polling lifecycle_fd() keeps polling the channel; blocking
+     * or not as the app left the old one. */
+    int old_flags = fcntl(app->fd, F_GETFL), flags = fcntl(s, F_GETFL);
+    if (old_flags >= 0 && flags >= 0) fcntl(s, F_SETFL, (flags & ~O_NONBLOCK) | (old_flags & O_NONBLOCK));
+    if (dup3(s, app->fd, O_CLOEXEC) < 0) {
+        int err = errno;
+        close(s);
+        return channel_error(app, err, "dup3: %s", strerror(err));
+    }
+    close(s);
+    app->resumes++;
+    return 0;
+}
+
+/* The channel broke (end of file, ECONNRESET, EPIPE) and the daemon named a
+ * resume socket: blocks, running no callback, until a restarted lifecycled
+ * takes the channel back, for at most resume_wait_ms. The resume names the
+ * last acknowledgement sent and the tasks held open; what was lost with the
+ * old socket follows from them (docs/protocol.md): the daemon takes the
+ * acknowledgements up to that one as given and sends the event in flight
+ * again, and ends the tasks not listed. So a message whose send found the
+ * break is not sent again, and a task request waiting for its reply gives
+ * up. Returns 0 when the channel is back; -1 after the final channel error
+ * ("lifecycled closed the channel" once the time is up). */
+static int resume(lifecycle_app *app) {
+    /* The daemon holds at most 64 tasks; more in the table would be ones it
+     * no longer has. */
+    uint32_t held[LC_WIRE_MAX_RESUME_TASKS];
+    uint16_t count = 0;
+    for (size_t i = 0; i < app->task_count && count < LC_WIRE_MAX_RESUME_TASKS; i++) held[count++] = app->tasks[i].id;
+    uint8_t message[LC_WIRE_HEADER + 2 + LC_WIRE_MAX_APP_NAME + 2 + 4 * LC_WIRE_MAX_RESUME_TASKS];
+    size_t size =
+        lifecycle__encode_resume(message, app->last_acknowledged, app->name, strlen(app->name), held, count);
+    int64_t give_up = lifecycle_now() + (int64_t)app->resume_wait_ms * 1000000;
+    int64_t interval = (int64_t)RESUME_FIRST_PAUSE_MS * 1000000;
+    for (;;) {
+        int r = try_resume(app, message, size, give_up);
+        if (r <= 0) return r;
+        int64_t next = lifecycle_now() + interval;
+        pause_until(next < give_up ? next : give_up);
+        if (lifecycle_now() >= give_up) break;
+        interval *= 2;
+        if (interval > (int64_t)RESUME_LONGEST_PAUSE_MS * 1000000) interval = (int64_t)RESUME_LONGEST_PAUSE_MS * 1000000;
+    }
+    return channel_error(app, ECONNRESET, "lifecycled closed the channel");
+}
+
+void lifecycle__set_resume_wait(lifecycle_app *app, int milliseconds) { app->resume_wait_ms = milliseconds; }
 
 /* MARK: - Launch options */
 
@@ -524,13 +690,22 @@ static int reserve_task(lifecycle_app *app) {
 static void add_task(lifecycle_app *app, uint32_t id, lifecycle_expiration_fn expiration, void *userdata) {
     int i = find_task(app, id);
     if (i < 0) i = (int)app->task_count++; /* reserved beforehand */
-    app->tasks[i] = (struct task){id, expiration, userdata};
+    app->tasks[i] = (struct task){id, expiration, userdata, 0};
 }
 
 /* A reply nobody waits for (its request timed out): end the task it
  * carries, so that it does not hold the app in the background. */
 static int stale_reply(lifecycle_app *app, const struct lifecycle__message *m) {
     return m->task ? send_end_task(app, m->task) : 0;
+}
+
+/* The channel was resumed while a task request waited for its reply: the
+ * reply is lost (and the daemon ends the task it may carry, which the
+ * resume did not list). */
+static uint32_t request_lost(lifecycle_app *app, uint32_t request) {
+    note(app, "the channel to lifecycled was resumed before the reply to beginBackgroundTask %u", (unsigned)request);
+    errno = ETIMEDOUT;
+    return 0;
 }
 
 API uint32_t lifecycle_begin_background_task(lifecycle_app *app, const char *name,
@@ -553,11 +728,13 @@ API uint32_t lifecycle_begin_background_task(lifecycle_app *app, const char *nam
     if (broken(app)) return 0;
 
     uint8_t out[LC_WIRE_HEADER + 2 + LC_WIRE_MAX_TASK_NAME];
-    if (send_bytes(app, out, lifecycle__encode_begin_task(out, request, name, length))) return 0;
+    uint32_t resumes = app->resumes;
+    if (send_bytes(app, out, lifecycle__encode_begin_task(out, request, name, length)) < 0) return 0;
 
     /* The daemon answers at once; keep everything else, in order. */
     int64_t give_up = lifecycle_now() + (int64_t)LIFECYCLE_TASK_REPLY_TIMEOUT_MS * 1000000;
     for (;;) {
+        if (app->resumes != resumes) return request_lost(app, request);
         int64_t left = give_up - lifecycle_now();
         if (left <= 0) {
             note(app, "no reply to beginBackgroundTask %u within %d ms", (unsigned)request,
@@ -620,17 +797,34 @@ API int lifecycle_end_background_task(lifecycle_app *app, uint32_t task) {
 
 /* MARK: - Dispatching */
 
+/* An event whose sequence number is not above the highest handled: after a
+ * restart the daemon sends again the event it cannot know was acknowledged.
+ * The callback never runs twice. The acknowledgement is sent again only
+ * when the one sent was lost with the old channel: not when the daemon has
+ * it, through the resume or on this channel (it may have sent the repeat
+ * before reading an acknowledgement sent after the resume, and a second
+ * one would be a protocol violation), and not while the callback still
+ * runs or is deferred (its acknowledgement follows). */
+static int repeated(lifecycle_app *app, uint32_t sequence) {
+    if (app->acknowledged_any && sequence <= app->last_acknowledged) return 0;
+    if (app->current != LIFECYCLE_EVENT_NONE && app->sequence == sequence) return 0;
+    return send_acknowledge(app, sequence);
+}
+
 static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
     struct lifecycle__message m;
     if (decode(app, bytes, size, &m)) return -1;
     switch (m.type) {
     case LC_T_EVENT:
+        if (app->received && m.id <= app->highest) return repeated(app, m.id);
         if (app->current != LIFECYCLE_EVENT_NONE)
             return channel_error(app, EPROTO,
                                  "protocol violation by the daemon: event %u (%s) while event %u (%s) awaits its "
                                  "acknowledgement",
                                  (unsigned)m.id, lifecycle_event_name((lifecycle_event)m.event),
                                  (unsigned)app->sequence, lifecycle_event_name(app->current));
+        app->received = 1;
+        app->highest = m.id;
         if (m.budget_end >= 0) app->budget_end = m.budget_end;
         if (m.event == LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING ||
             (m.event == LIFECYCLE_EVENT_DID_FINISH_LAUNCHING && app->launched_in_background < 0))
@@ -639,18 +833,20 @@ static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
     case LC_T_TASK_REPLY:
         return stale_reply(app, &m);
     case LC_T_TASKS_EXPIRING:
+        /* The task stays open (it is listed in a resume) until the app ends
+         * it; after a resume the daemon warns again of the tasks it warned. */
         for (uint16_t k = 0; k < m.task_count; k++) {
             uint32_t id = lifecycle__expiring_task(&m, k);
             int i = find_task(app, id);
-            if (i < 0) continue; /* ended already, or no handler */
+            if (i < 0 || app->tasks[i].warned) continue; /* ended already, or warned already */
+            app->tasks[i].warned = 1;
             struct task t = app->tasks[i];
-            remove_task(app, i);
             if (t.expiration) t.expiration(app, id, t.userdata);
             if (broken(app)) return -1;
         }
         return 0;
     default:
-        return 0; /* decode accepts only the three above */
+        return 0; /* resumed outside a resume: nothing to do (decode accepts no other type) */
     }
 }
 

@@ -5,6 +5,7 @@
 //                     .build/clib/test_lifecycle Tests/golden/vectors.txt)
 // Prints one line per check and ends with "N passed, M failed".
 #define _GNU_SOURCE
+#include "internal.h"
 #include "lifecycle.h"
 #include "wire.h"
 
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -358,6 +360,7 @@ struct rec {
     int fd_out;                /* standalone test: write names to this pipe */
     int peer;                  /* the daemon's end: nothing may be acknowledged during a callback */
     int early_acks;
+    int close_in_callback;     /* a socket to close when a callback runs: lifecycled dies meanwhile */
 };
 
 static void record(lifecycle_app *app, lifecycle_event e, void *user) {
@@ -369,6 +372,10 @@ static void record(lifecycle_app *app, lifecycle_event e, void *user) {
         char line[64];
         int n = snprintf(line, sizeof line, "%s\n", name);
         if (write(r->fd_out, line, (size_t)n) < 0) abort();
+    }
+    if (r->close_in_callback > 0) {
+        close(r->close_in_callback);
+        r->close_in_callback = 0;
     }
     if (r->peer > 0) {
         uint8_t b[16];
@@ -759,19 +766,21 @@ static void test_tasks(void) {
     CHECK("...endBackgroundTask 7 on the wire", take(sv[1], &m, b, -1) == 1 && m.type == LC_T_END_TASK && m.id == 7);
     CHECK("ending task 0 does nothing", lifecycle_end_background_task(app, 0) == 0 && got_nothing(sv[1]));
 
-    /* Begin inside a callback; the handler ends the task itself. */
+    /* Begin inside a callback; the handler ends the task itself. (Sequence
+     * numbers go on rising, from the fake daemon's 30: a lower one would be
+     * a repeat, acknowledged without its callback.) */
     r.begin_on = "didEnterBackground";
     r.end_in_expiration = 1;
-    send_event(sv[1], 2, LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND, 0, -1, -1, NULL, 0);
+    send_event(sv[1], 31, LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND, 0, -1, -1, NULL, 0);
     lifecycle_dispatch(app);
-    got_ack(sv[1], 2);
+    got_ack(sv[1], 31);
     CHECK("willEnterForeground: no budget applies", lifecycle_background_time_remaining(app) == -1 &&
                                                        lifecycle_state(app) == LIFECYCLE_STATE_INACTIVE);
     fflush(stdout);
     child = fork();
     if (child == 0) {
         lifecycle_close(app);
-        send_event(sv[1], 3, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+        send_event(sv[1], 32, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
         _exit(fake_daemon_for_begin(sv[1], LIFECYCLE_EVENT_NONE, 8, -1));
     }
     int64_t t0 = lifecycle_now();
@@ -783,7 +792,7 @@ static void test_tasks(void) {
     waitpid(child, &status, 0);
     CHECK("begin inside didEnterBackground gets its task", r.task == 8 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK("the event is acknowledged after the callback, and the expiration queued meanwhile is handled",
-          got_ack(sv[1], 3) && lifecycle_pending(app) == 0);
+          got_ack(sv[1], 32) && lifecycle_pending(app) == 0);
     CHECK("a continuous background mode (no budget end): remaining time -1",
           lifecycle_state(app) == LIFECYCLE_STATE_BACKGROUND && lifecycle_background_time_remaining(app) == -1 &&
               r.remaining_seen == -1);
@@ -905,6 +914,409 @@ static void test_malformed(void) {
     lifecycle_close(app);
 }
 
+/* MARK: - Resuming after lifecycled restarts */
+
+static int listening_at(const char *path) {
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 8) != 0) { perror("listen"); exit(2); }
+    return l;
+}
+
+/* An app started as lifecycled starts it: the channel (sv[0]) named by
+ * LIFECYCLE_FD, its name "recorder", and the resume socket `path` (NULL:
+ * none, as from a daemon that cannot resume). */
+static lifecycle_app *started(int sv[2], struct rec *r, const char *path) {
+    char num[16];
+    socket_pair(sv);
+    memset(r, 0, sizeof *r);
+    snprintf(num, sizeof num, "%d", sv[0]);
+    setenv("LIFECYCLE_FD", num, 1);
+    setenv("LIFECYCLE_APP", "recorder", 1);
+    if (path) setenv("LIFECYCLE_RESUME_SOCKET", path, 1);
+    else unsetenv("LIFECYCLE_RESUME_SOCKET");
+    lifecycle_app *app = lifecycle_connect(&callbacks, sizeof callbacks, r);
+    if (!app) { perror("lifecycle_connect"); exit(2); }
+    unsetenv("LIFECYCLE_APP");
+    lifecycle__set_resume_wait(app, 10000); /* a test that goes wrong fails in 10 s, not 60 */
+    return app;
+}
+
+enum restart {
+    ANSWER,      /* answers resumed */
+    CLOSE_FIRST, /* closes the first connection without answering (still starting), answers the second */
+    EVENT_FIRST, /* sends an event before resumed */
+};
+
+/* A restarted lifecycled, in a child process that keeps only `listener`,
+ * `handover` and `old` (the old channel's daemon end, or -1). With `old`, it
+ * first reads the app's beginBackgroundTask there and closes it without an
+ * answer (the daemon dies). Then it accepts the app on `listener`, reads its
+ * resume, answers as `how` says, and hands the connection, with the resume's
+ * bytes, to the test (SCM_RIGHTS over `handover`), which then plays the
+ * daemon in-process. Exits 0 when all went as expected. */
+static int restarted_daemon_child(int listener, int handover, enum restart how, int old) {
+    for (int fd = 3; fd < 1024; fd++)
+        if (fd != listener && fd != handover && fd != old) close(fd);
+    uint8_t ready = 1;
+    if (send(handover, &ready, 1, 0) != 1) return 9;
+    struct lifecycle__message m;
+    uint8_t b[LC_WIRE_MAX_MESSAGE];
+    if (old >= 0) {
+        if (take(old, &m, b, 10000) != 1 || m.type != LC_T_BEGIN_TASK) return 10;
+        close(old);
+    }
+    for (int tries = how == CLOSE_FIRST ? 2 : 1; tries > 0; tries--) {
+        struct pollfd p = {listener, POLLIN, 0};
+        if (poll(&p, 1, 10000) != 1) return 11;
+        int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0) return 12;
+        struct pollfd q = {c, POLLIN, 0};
+        if (poll(&q, 1, 10000) != 1) return 13;
+        ssize_t n = recv(c, b, sizeof b, 0);
+        if (n <= 0) return 14;
+        if (tries > 1) { close(c); continue; }
+        if (how == EVENT_FIRST) send_event(c, 9, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+        uint8_t out[LC_WIRE_HEADER];
+        size_t size = lifecycle__encode_resumed(out);
+        /* (After an event first the app may have closed the connection.) */
+        if (send(c, out, size, MSG_NOSIGNAL) != (ssize_t)size && how != EVENT_FIRST) return 15;
+        struct iovec iov = {b, (size_t)n};
+        union { struct cmsghdr align; char bytes[CMSG_SPACE(sizeof(int))]; } control;
+        memset(&control, 0, sizeof control);
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = control.bytes;
+        mh.msg_controllen = sizeof control.bytes;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &c, sizeof c);
+        return sendmsg(handover, &mh, 0) == n ? 0 : 16;
+    }
+    return 17;
+}
+
+/* Starts the restarted daemon; returns once it holds only its own fds. */
+static pid_t restarted_daemon(int listener, int handover[2], enum restart how, int old) {
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) _exit(restarted_daemon_child(listener, handover[1], how, old));
+    uint8_t ready = 0;
+    struct pollfd p = {handover[0], POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1 || recv(handover[0], &ready, 1, 0) != 1) { printf("the restarted daemon is not ready\n"); exit(2); }
+    return child;
+}
+
+/* The restarted daemon's end of the resumed channel, and the resume it read
+ * (decoded into *m, its bytes in b); -1 when none came. */
+static int handed_over(int handover, struct lifecycle__message *m, uint8_t *b) {
+    union { struct cmsghdr align; char bytes[CMSG_SPACE(sizeof(int))]; } control;
+    struct iovec iov = {b, LC_WIRE_MAX_MESSAGE};
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control.bytes;
+    mh.msg_controllen = sizeof control.bytes;
+    struct pollfd p = {handover, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1) return -1;
+    ssize_t n = recvmsg(handover, &mh, 0);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    if (n <= 0 || !cm || cm->cmsg_type != SCM_RIGHTS) return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    char why[LC_WIRE_ERROR_MAX];
+    if (lifecycle__decode_app(b, (size_t)n, m, why) != 0) memset(m, 0, sizeof *m);
+    return fd;
+}
+
+static int exited_well(pid_t child) {
+    int status = 0;
+    return waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static int lists_tasks(const struct lifecycle__message *m, uint32_t a, uint32_t b) {
+    if (m->type != LC_T_RESUME || m->task_count != 2) return 0;
+    uint32_t x = lifecycle__expiring_task(m, 0), y = lifecycle__expiring_task(m, 1);
+    return (x == a && y == b) || (x == b && y == a);
+}
+
+static void test_resume(void) {
+    char dir[] = "/tmp/lifecycle-test-XXXXXX";
+    if (!mkdtemp(dir)) { perror("mkdtemp"); exit(2); }
+    char path[128], nobody[128], silent_path[128];
+    snprintf(path, sizeof path, "%s/apps.sock", dir);
+    snprintf(nobody, sizeof nobody, "%s/nobody.sock", dir);
+    snprintf(silent_path, sizeof silent_path, "%s/silent.sock", dir);
+    int listener = listening_at(path);
+    int handover[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, handover) != 0) exit(2);
+    int sv[2];
+    struct rec r;
+    struct lifecycle__message m;
+    uint8_t b[LC_WIRE_MAX_MESSAGE];
+
+    /* (a) lifecycled closes the channel; the app resumes it on the same fd. */
+    lifecycle_app *app = started(sv, &r, path);
+    CHECK("lifecycle_connect unsets LIFECYCLE_RESUME_SOCKET with LIFECYCLE_FD",
+          getenv("LIFECYCLE_RESUME_SOCKET") == NULL && getenv("LIFECYCLE_FD") == NULL);
+    int fd = lifecycle_fd(app);
+    send_event(sv[1], 1, LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING, 0, -1, -1, NULL, 0);
+    send_event(sv[1], 2, LIFECYCLE_EVENT_DID_FINISH_LAUNCHING, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    send_reply(sv[1], 1, 3, -1);
+    send_reply(sv[1], 2, 4, -1);
+    send_reply(sv[1], 3, 5, -1);
+    uint32_t t3 = lifecycle_begin_background_task(app, "a", NULL, NULL);
+    uint32_t t4 = lifecycle_begin_background_task(app, "b", NULL, NULL);
+    uint32_t t5 = lifecycle_begin_background_task(app, "c", NULL, NULL);
+    lifecycle_end_background_task(app, t5);
+    CHECK("before the restart: events 1 and 2 acknowledged, tasks 3 and 4 open, 5 ended",
+          got_ack(sv[1], 1) && got_ack(sv[1], 2) && t3 == 3 && t4 == 4 && t5 == 5);
+    while (take(sv[1], &m, b, -1) == 1) {}
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); /* as an app with its own loop may */
+    pid_t child = restarted_daemon(listener, handover, ANSWER, -1);
+    close(sv[1]); /* lifecycled dies */
+    int64_t t0 = lifecycle_now();
+    int result = lifecycle_dispatch(app);
+    int d = handed_over(handover[0], &m, b);
+    CHECK("the daemon closes the channel: dispatch resumes it and returns LIFECYCLE_OK",
+          result == LIFECYCLE_OK && d >= 0 && exited_well(child) && lifecycle_now() - t0 < 5000000000);
+    CHECK("the resume names the app, the last event acknowledged (2) and the open tasks [3, 4]",
+          m.type == LC_T_RESUME && m.id == 2 && str_is(m.name, "recorder") && lists_tasks(&m, 3, 4));
+    CHECK("lifecycle_fd is the same number, close-on-exec, still non-blocking",
+          lifecycle_fd(app) == fd && (fcntl(fd, F_GETFD) & FD_CLOEXEC) && (fcntl(fd, F_GETFL) & O_NONBLOCK));
+    send_event(d, 3, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    struct pollfd p = {fd, POLLIN, 0};
+    CHECK("the resumed channel works: an event on it reaches its callback and is acknowledged on it",
+          poll(&p, 1, 5000) == 1 && lifecycle_dispatch(app) == LIFECYCLE_OK && strstr(r.log, "didBecomeActive") &&
+              got_ack(d, 3) && got_nothing(d));
+    CHECK("an ended task is ended on the resumed channel", lifecycle_end_background_task(app, 4) == 0 &&
+                                                            take(d, &m, b, -1) == 1 && m.type == LC_T_END_TASK && m.id == 4);
+    /* lifecycled restarts again, and is still starting at the first try. */
+    child = restarted_daemon(listener, handover, CLOSE_FIRST, -1);
+    close(d);
+    result = lifecycle_dispatch(app);
+    d = handed_over(handover[0], &m, b);
+    CHECK("a second restart: resumed again, after a try closed before resumed",
+          result == LIFECYCLE_OK && d >= 0 && exited_well(child) && lifecycle_fd(app) == fd);
+    CHECK("...the resume names event 3 and task 3 alone",
+          m.type == LC_T_RESUME && m.id == 3 && m.task_count == 1 && lifecycle__expiring_task(&m, 0) == 3);
+    lifecycle_close(app);
+    close(d);
+
+    /* A daemon that sends anything before resumed: a channel error. */
+    app = started(sv, &r, path);
+    child = restarted_daemon(listener, handover, EVENT_FIRST, -1);
+    close(sv[1]);
+    result = lifecycle_dispatch(app);
+    int e = errno;
+    d = handed_over(handover[0], &m, b);
+    CHECK("an event before resumed: EPROTO, \"protocol violation by the daemon: message type 0x1 before resumed\"",
+          result == -1 && e == EPROTO &&
+              strcmp(lifecycle_last_error(app), "protocol violation by the daemon: message type 0x1 before resumed") == 0 &&
+              lifecycle_fd(app) == -1 && r.log[0] == 0 && exited_well(child));
+    lifecycle_close(app);
+    close(d);
+
+    /* (b) A repeated event: acknowledged again when the acknowledgement was
+     * lost (here the daemon dies while the callback runs, so the
+     * acknowledgement finds the break), never its callback twice. */
+    app = started(sv, &r, path);
+    fd = lifecycle_fd(app);
+    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    got_ack(sv[1], 1);
+    child = restarted_daemon(listener, handover, ANSWER, -1);
+    send_event(sv[1], 2, LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE, 0, -1, -1, NULL, 0);
+    r.close_in_callback = sv[1];
+    result = lifecycle_dispatch(app);
+    d = handed_over(handover[0], &m, b);
+    CHECK("the daemon dies during a callback: the acknowledgement resumes the channel",
+          result == LIFECYCLE_OK && d >= 0 && exited_well(child) && lifecycle_fd(app) == fd);
+    CHECK("...and the resume names event 1, the last acknowledgement sent", m.type == LC_T_RESUME && m.id == 1);
+    send_event(d, 2, LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE, 0, -1, -1, NULL, 0);
+    CHECK("the event sent again is acknowledged again, without its callback",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && got_ack(d, 2) && got_nothing(d) &&
+              strcmp(r.log, "didBecomeActive willResignActive ") == 0);
+    send_event(d, 2, LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE, 0, -1, -1, NULL, 0);
+    send_event(d, 1, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    CHECK("an event whose acknowledgement the daemon has is not acknowledged twice",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && got_nothing(d) && strcmp(r.log, "didBecomeActive willResignActive ") == 0);
+    send_event(d, 3, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+    CHECK("the next event is delivered as usual", lifecycle_dispatch(app) == LIFECYCLE_OK && got_ack(d, 3) &&
+                                                    strstr(r.log, "didEnterBackground"));
+    lifecycle_close(app);
+    close(d);
+
+    /* A repeat of a deferred event: ignored; its acknowledgement follows, once. */
+    app = started(sv, &r, path);
+    r.defer_on = LIFECYCLE_EVENT_DID_ENTER_BACKGROUND;
+    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    child = restarted_daemon(listener, handover, ANSWER, -1);
+    close(sv[1]);
+    result = lifecycle_dispatch(app);
+    d = handed_over(handover[0], &m, b);
+    CHECK("a break while an event is deferred: resumed, naming no acknowledgement (0)",
+          result == LIFECYCLE_OK && d >= 0 && exited_well(child) && m.type == LC_T_RESUME && m.id == 0 &&
+              lifecycle_current_event(app) == LIFECYCLE_EVENT_DID_ENTER_BACKGROUND);
+    send_event(d, 1, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+    CHECK("the deferred event sent again is ignored: no callback, no acknowledgement",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && got_nothing(d) && strcmp(r.log, "didEnterBackground ") == 0);
+    CHECK("lifecycle_acknowledge acknowledges it on the resumed channel",
+          lifecycle_acknowledge(app, r.token) == LIFECYCLE_OK && got_ack(d, 1) && got_nothing(d));
+    send_event(d, 1, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+    CHECK("a repeat sent before the daemon read that acknowledgement is not acknowledged twice",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && got_nothing(d) && strcmp(r.log, "didEnterBackground ") == 0);
+    lifecycle_close(app);
+    close(d);
+
+    /* A deferred acknowledgement that finds the break: resumed; the daemon
+     * sends the event again, and it is acknowledged then. */
+    app = started(sv, &r, path);
+    r.defer_on = LIFECYCLE_EVENT_DID_ENTER_BACKGROUND;
+    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    child = restarted_daemon(listener, handover, ANSWER, -1);
+    close(sv[1]);
+    result = lifecycle_acknowledge(app, r.token);
+    d = handed_over(handover[0], &m, b);
+    CHECK("lifecycle_acknowledge finds the break: resumed, returns LIFECYCLE_OK",
+          result == LIFECYCLE_OK && d >= 0 && exited_well(child) && m.id == 0 &&
+              lifecycle_current_event(app) == LIFECYCLE_EVENT_NONE);
+    send_event(d, 1, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+    CHECK("...the event sent again is acknowledged, without its callback",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && got_ack(d, 1) && got_nothing(d) &&
+              strcmp(r.log, "didEnterBackground ") == 0);
+    lifecycle_close(app);
+    close(d);
+
+    /* (c) A repeated expiration notice runs no handler twice. */
+    app = started(sv, &r, path);
+    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, lifecycle_now() + 30000000000, NULL, 0);
+    lifecycle_dispatch(app);
+    send_reply(sv[1], 1, 3, -1);
+    send_reply(sv[1], 2, 4, -1);
+    t3 = lifecycle_begin_background_task(app, "a", on_expiration, &r);
+    t4 = lifecycle_begin_background_task(app, "b", on_expiration, &r);
+    uint32_t three = 3;
+    send_expiring(sv[1], &three, 1);
+    lifecycle_dispatch(app);
+    CHECK("before the restart: task 3's handler ran once", t3 == 3 && t4 == 4 && r.expired == 1 && r.expired_task == 3);
+    child = restarted_daemon(listener, handover, ANSWER, -1);
+    close(sv[1]);
+    result = lifecycle_dispatch(app);
+    d = handed_over(handover[0], &m, b);
+    CHECK("resumed, listing task 3 (warned, still open) and task 4",
+          result == LIFECYCLE_OK && d >= 0 && exited_well(child) && m.id == 1 && lists_tasks(&m, 3, 4));
+    send_expiring(d, &three, 1);
+    CHECK("the expiration notice sent again runs no handler", lifecycle_dispatch(app) == LIFECYCLE_OK && r.expired == 1);
+    uint32_t both[] = {3, 4};
+    send_expiring(d, both, 2);
+    CHECK("a notice naming it and a new task runs the new task's handler alone",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && r.expired == 2 && r.expired_task == 4);
+    lifecycle_close(app);
+    close(d);
+
+    /* (f) A task request waiting for its reply when the channel breaks. */
+    app = started(sv, &r, path);
+    fd = lifecycle_fd(app);
+    child = restarted_daemon(listener, handover, ANSWER, sv[1]);
+    close(sv[1]); /* the restarted daemon's child holds it until it has read the request */
+    t0 = lifecycle_now();
+    errno = 0;
+    uint32_t t = lifecycle_begin_background_task(app, "upload", on_expiration, &r);
+    e = errno;
+    int64_t took = lifecycle_now() - t0;
+    d = handed_over(handover[0], &m, b);
+    CHECK("a begin waiting when the channel breaks returns 0 (ETIMEDOUT) once resumed, not after 5 s",
+          t == 0 && e == ETIMEDOUT && took < 4000000000 && d >= 0 && exited_well(child) && lifecycle_fd(app) == fd);
+    CHECK("...lifecycle_last_error says why",
+          strcmp(lifecycle_last_error(app), "the channel to lifecycled was resumed before the reply to beginBackgroundTask 1") == 0);
+    CHECK("...and the resume lists no task for it", m.type == LC_T_RESUME && m.task_count == 0);
+    send_reply(d, 2, 6, -1);
+    t = lifecycle_begin_background_task(app, "again", NULL, NULL);
+    CHECK("asked again on the resumed channel, the task is given",
+          t == 6 && take(d, &m, b, -1) == 1 && m.type == LC_T_BEGIN_TASK && m.id == 2 && str_is(m.name, "again"));
+    lifecycle_close(app);
+    close(d);
+
+    /* (d) Nobody listening, or a daemon that never answers: after the wait,
+     * the break is final as it was without a resume socket. */
+    app = started(sv, &r, nobody);
+    lifecycle__set_resume_wait(app, 300);
+    close(sv[1]);
+    t0 = lifecycle_now();
+    result = lifecycle_dispatch(app);
+    e = errno;
+    took = lifecycle_now() - t0;
+    CHECK("nobody at the resume socket: after the wait (300 ms here), ECONNRESET, \"lifecycled closed the channel\"",
+          result == -1 && e == ECONNRESET && strcmp(lifecycle_last_error(app), "lifecycled closed the channel") == 0 &&
+              took >= 300000000 && took < 3000000000);
+    CHECK("...and the channel is closed for good", lifecycle_fd(app) == -1 && errno == ECONNRESET &&
+                                                      lifecycle_dispatch(app) == -1 && errno == ECONNRESET);
+    lifecycle_close(app);
+    int silent = listening_at(silent_path);
+    app = started(sv, &r, silent_path);
+    lifecycle__set_resume_wait(app, 300);
+    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    close(sv[1]);
+    t0 = lifecycle_now();
+    result = lifecycle_dispatch(app);
+    e = errno;
+    took = lifecycle_now() - t0;
+    CHECK("a resume socket that never answers: ECONNRESET after the wait, the event before the break handled",
+          result == -1 && e == ECONNRESET && strcmp(lifecycle_last_error(app), "lifecycled closed the channel") == 0 &&
+              took >= 300000000 && took < 3000000000 && strcmp(r.log, "didBecomeActive ") == 0);
+    lifecycle_close(app);
+    close(silent);
+
+    /* (e) No resume socket: a break is final at once, as before. */
+    app = started(sv, &r, NULL);
+    close(sv[1]);
+    t0 = lifecycle_now();
+    result = lifecycle_dispatch(app);
+    e = errno;
+    CHECK("no LIFECYCLE_RESUME_SOCKET: a closed channel is ECONNRESET at once",
+          result == -1 && e == ECONNRESET && lifecycle_now() - t0 < 100000000 &&
+              strcmp(lifecycle_last_error(app), "lifecycled closed the channel") == 0);
+    lifecycle_close(app);
+    app = started(sv, &r, NULL);
+    close(sv[1]);
+    CHECK("...a send that finds it too", lifecycle_end_background_task(app, 3) == -1 && errno == ECONNRESET &&
+                                            lifecycle_fd(app) == -1);
+    lifecycle_close(app);
+    /* Without a name to give, the daemon could not take the channel back: final at once too. */
+    socket_pair(sv);
+    char num[16];
+    snprintf(num, sizeof num, "%d", sv[0]);
+    setenv("LIFECYCLE_FD", num, 1);
+    setenv("LIFECYCLE_RESUME_SOCKET", path, 1);
+    unsetenv("LIFECYCLE_APP");
+    app = lifecycle_connect(&callbacks, sizeof callbacks, &r);
+    close(sv[1]);
+    t0 = lifecycle_now();
+    CHECK("a resume socket but no LIFECYCLE_APP: final at once, and the variable is unset all the same",
+          app && lifecycle_dispatch(app) == -1 && errno == ECONNRESET && lifecycle_now() - t0 < 100000000 &&
+              getenv("LIFECYCLE_RESUME_SOCKET") == NULL);
+    lifecycle_close(app);
+
+    close(listener);
+    close(handover[0]);
+    close(handover[1]);
+    unlink(path);
+    unlink(silent_path);
+    rmdir(dir);
+}
+
 /* MARK: - lifecycle_run */
 
 /* A fake daemon that behaves like lifecycled: one event at a time, the next
@@ -1023,6 +1435,7 @@ int main(int argc, char **argv) {
     test_tasks();
     test_malformed();
     test_run();
+    test_resume();
     test_standalone();
     test_misc();
     printf("%d passed, %d failed\n", passed, failed);
