@@ -135,8 +135,8 @@
  *    close-on-exec; blocking or not as the app left the old one), so an app
  *    that polls lifecycle_fd() with poll() or select() goes on polling the
  *    channel. An epoll set drops the old socket when it is closed: add
- *    lifecycle_fd() again after each lifecycle_dispatch() (EPOLL_CTL_ADD
- *    fails with EEXIST while it is still the same socket);
+ *    lifecycle_fd() again before each epoll_wait() (EPOLL_CTL_ADD fails
+ *    with EEXIST while it is still the same socket);
  *  - a lifecycle_begin_background_task() waiting for its reply when the
  *    channel breaks returns the **invalid id 0** once the channel is back
  *    (errno ETIMEDOUT; the daemon ends the task if it made one); ask again;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -1082,6 +1083,11 @@ static void test_resume(void) {
           got_ack(sv[1], 1) && got_ack(sv[1], 2) && t3 == 3 && t4 == 4 && t5 == 5);
     while (take(sv[1], &m, b, -1) == 1) {}
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); /* as an app with its own loop may */
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+    CHECK("epoll: adding the channel again before a resume fails with EEXIST",
+          epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == -1 && errno == EEXIST);
     pid_t child = restarted_daemon(listener, handover, ANSWER, -1);
     close(sv[1]); /* lifecycled dies */
     int64_t t0 = lifecycle_now();
@@ -1094,6 +1100,11 @@ static void test_resume(void) {
     CHECK("lifecycle_fd is the same number, close-on-exec, still non-blocking",
           lifecycle_fd(app) == fd && (fcntl(fd, F_GETFD) & FD_CLOEXEC) && (fcntl(fd, F_GETFL) & O_NONBLOCK));
     send_event(d, 3, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    struct epoll_event out;
+    CHECK("epoll: the resumed channel is added again (as c-library.md says), and is then readable",
+          epoll_wait(ep, &out, 1, 0) == 0 && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 &&
+              epoll_wait(ep, &out, 1, 5000) == 1 && out.data.fd == fd);
+    close(ep);
     struct pollfd p = {fd, POLLIN, 0};
     CHECK("the resumed channel works: an event on it reaches its callback and is acknowledged on it",
           poll(&p, 1, 5000) == 1 && lifecycle_dispatch(app) == LIFECYCLE_OK && strstr(r.log, "didBecomeActive") &&
