@@ -211,6 +211,7 @@ API lifecycle_app *lifecycle_connect(const lifecycle_callbacks *callbacks, size_
         strlen(app->name) <= LC_WIRE_MAX_APP_NAME &&
         lifecycle__valid_utf8((const uint8_t *)app->name, strlen(app->name)) &&
         !(app->resume_path = strdup(resume))) {
+        app->fd = -1; /* left open, as on every failure */
         lifecycle_close(app);
         errno = ENOMEM;
         return NULL;
