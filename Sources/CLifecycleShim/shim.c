@@ -4,6 +4,9 @@
 
 #include <errno.h>
 #include <execinfo.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <poll.h>
@@ -389,4 +392,56 @@ int lc_die_on_fatal_signals(int fd, const char *name) {
         if (sigaction(signals[i], &sa, NULL) != 0) return -1;
     }
     return 0;
+}
+
+// ---- Processes that are not our children ------------------------------------
+
+// struct pidfd_info as of Linux 6.15 (64 bytes: the size the ioctl number
+// encodes; the kernel accepts any size from 64 up).
+struct lc_pidfd_info {
+    uint64_t mask;
+    uint64_t cgroupid;
+    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+    int32_t exit_code;
+};
+#define LC_PIDFD_GET_INFO _IOWR(0xFF, 11, struct lc_pidfd_info)
+#define LC_PIDFD_INFO_EXIT (1ULL << 3)
+
+int lc_pidfd_exit_status(int pidfd, int *exited, int *value) {
+    struct lc_pidfd_info info;
+    memset(&info, 0, sizeof info);
+    info.mask = LC_PIDFD_INFO_EXIT;
+    if (ioctl(pidfd, LC_PIDFD_GET_INFO, &info) != 0) return -1;
+    if (!(info.mask & LC_PIDFD_INFO_EXIT)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    int status = info.exit_code;
+    if (WIFEXITED(status)) {
+        *exited = 1;
+        *value = WEXITSTATUS(status);
+    } else {
+        *exited = 0;
+        *value = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    }
+    return 0;
+}
+
+unsigned long long lc_process_start_time(int pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    // The command (field 2) may hold spaces and parentheses: count from the last ')'.
+    char *p = strrchr(buf, ')');
+    if (!p) return 0;
+    p++;
+    // p is at the space before field 3; step to the space before field 22.
+    for (int field = 3; field < 22 && p; field++) p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
 }

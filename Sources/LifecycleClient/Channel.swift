@@ -60,11 +60,13 @@ final class Channel: @unchecked Sendable {
             $0.isEmpty ? nil : $0
         }
         let name = getenv(Wire.appNameEnvironmentKey).map { String(cString: $0) } ?? ""
+        // As in C: without a name the daemon would refuse every resume, so a break is final at once.
+        let resumable = !name.isEmpty && name.utf8.count <= Wire.maxTaskName
         unsetenv(Wire.protocolEnvironmentKey)
         unsetenv(Wire.resumeSocketEnvironmentKey)
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // not for the app's own children
         unsetenv(Wire.socketEnvironmentKey)
-        return Channel(fd: fd, resumePath: resume, appName: name)
+        return Channel(fd: fd, resumePath: resumable ? resume : nil, appName: name)
     }
 
     /// Sends; a send into a broken channel is lost, and the next receive
@@ -93,25 +95,22 @@ final class Channel: @unchecked Sendable {
     /// Waits up to `timeoutMilliseconds` (-1: forever) for one message.
     /// With no timeout it goes straight to a blocking recv (one system call
     /// per message on the hot path), into a stack buffer. A repeated event
-    /// (after a resume) is acknowledged again or left to its running
-    /// callback, never handed out twice; a break is resumed when it can be.
+    /// (after a resume) is ignored: its acknowledgement was sent, or named
+    /// by the resume, or follows when its callback returns. A break is
+    /// resumed when it can be.
     func receive(timeoutMilliseconds: Int32) -> Received {
         while true {
             let received = receiveOnce(timeoutMilliseconds: timeoutMilliseconds)
             switch received {
             case .message(.event(let e)):
-                let repeated: Bool? = locked {
-                    guard e.sequence > highestReceived else { return e.sequence <= lastAcknowledged }
+                let fresh = locked {
+                    guard e.sequence > highestReceived else { return false }
                     highestReceived = e.sequence
-                    return nil
+                    return true
                 }
-                switch repeated {
-                case nil: return received
-                case true?: send(.acknowledge(sequence: e.sequence))
-                case false?: break  // its callback still runs; the acknowledgement follows
-                }
+                if fresh { return received }
             case .closed:
-                return resume() ? .resumed : .closed
+                return resume()
             default:
                 return received
             }
@@ -156,16 +155,21 @@ final class Channel: @unchecked Sendable {
     /// Takes the channel back after the daemon restarted: connects to the
     /// resume socket (every 100 ms, doubling up to 1 s, for at most
     /// `resumeWaitMilliseconds`), puts the new socket on the old descriptor
-    /// number, and says what the app acknowledged and holds. False when
-    /// there is no resume socket or the daemon never took it back.
-    func resume() -> Bool {
-        guard let path = resumePath else { return false }
+    /// number, and says what the app acknowledged and holds. `.closed` when
+    /// there is no resume socket or the daemon never took it back; a
+    /// message other than `resumed` first is a protocol violation, as in C.
+    func resume() -> Received {
+        guard let path = resumePath else { return .closed }
         let giveUp = monotonicNanoseconds() + Int64(resumeWaitMilliseconds) * 1_000_000
         var pause: Int64 = 100_000_000
         while true {
-            if tryResume(path) { return true }
             let left = giveUp - monotonicNanoseconds()
-            guard left > 0 else { return false }
+            switch tryResume(path, waitMilliseconds: Int32(clamping: min(5000, max(0, left / 1_000_000)))) {
+            case .resumed: return .resumed
+            case .violation(let why): return .violation(why)
+            default: break
+            }
+            guard left > 0 else { return .closed }
             var ts = timespec(tv_sec: 0, tv_nsec: Int(min(pause, left)))
             var rest = timespec()
             while nanosleep(&ts, &rest) != 0 && errno == EINTR { ts = rest }
@@ -173,15 +177,16 @@ final class Channel: @unchecked Sendable {
         }
     }
 
-    private func tryResume(_ path: String) -> Bool {
+    /// One try: `.resumed`, `.violation`, or anything else for a failed try.
+    private func tryResume(_ path: String, waitMilliseconds: Int32) -> Received {
         let s = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard s >= 0 else { return false }
+        guard s >= 0 else { return .closed }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
             close(s)
-            return false
+            return .closed
         }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             for (i, b) in bytes.enumerated() { raw[i] = b }
@@ -194,18 +199,25 @@ final class Channel: @unchecked Sendable {
         // dup3 is not in Swift's Glibc module: dup2, then close-on-exec.
         guard connected == 0, dup2(s, fd) >= 0 else {
             close(s)
-            return false
+            return .closed
         }
         close(s)
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         let (last, tasks) = locked { (lastAcknowledged, openTasks.sorted()) }
         let hello = AppMessage.resume(lastAcknowledged: last, app: appName, tasks: tasks).encoded()
         guard hello.withUnsafeBytes({ Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == hello.count
-        else { return false }
-        guard Self.wait(fd, 5000), case .message(.resumed) = receiveOnce(timeoutMilliseconds: 0) else {
-            return false
+        else { return .closed }
+        guard Self.wait(fd, waitMilliseconds) else { return .timeout }
+        switch receiveOnce(timeoutMilliseconds: 0) {
+        case .message(.resumed): return .resumed
+        case .message(let m): return .violation("\(Self.typeName(m)) before resumed")
+        case let other: return other
         }
-        return true
+    }
+
+    private static func typeName(_ m: DaemonMessage) -> String {
+        let type = m.encoded()[1]
+        return "message type 0x\(String(type, radix: 16))"
     }
 }
 

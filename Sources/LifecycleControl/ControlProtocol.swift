@@ -304,6 +304,10 @@ public struct EventRecord: Codable, Sendable, Equatable {
         case memoryLevel = "memory-level"
         /// A plain program said something on its NOTIFY_SOCKET (`detail`: READY=1, STATUS=..., STOPPING=1).
         case notified
+        /// A restarted daemon took the app's process back (`detail`: pid and group).
+        case adopted
+        /// A library app took its channel back after the daemon restarted.
+        case resumed
     }
 
     /// The `app` of records about no app in particular (memory levels).

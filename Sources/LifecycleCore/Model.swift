@@ -68,6 +68,12 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
     case memoryPressure(footprint: UInt64?, simulated: Bool)
     /// Its footprint exceeded the limit of its manifest.
     case memoryLimit(footprint: UInt64, limit: UInt64)
+    /// It ended, and how is not known: it was found gone when lifecycled
+    /// restarted (`whileAway`), or it ended after a restart, not a child of
+    /// this daemon, on a kernel that did not say (docs/lifecycle.md).
+    case exitUnknown(whileAway: Bool)
+    /// lifecycled restarted and could not take it back: killed.
+    case notAdopted(why: String)
 
     /// A short stable identifier, used in logs, journal fields and JSON.
     public var code: TerminationCode {
@@ -86,6 +92,8 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
         case .protocolViolation: .protocolViolation
         case .memoryPressure: .memoryPressure
         case .memoryLimit: .perAppLimit
+        case .exitUnknown: .exitUnknown
+        case .notAdopted: .notAdopted
         }
     }
 
@@ -108,6 +116,11 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
                 + (simulated ? " under simulated pressure" : "")
         case .memoryLimit(let footprint, let limit):
             "over its memory limit: footprint \(formatBytes(footprint)), limit \(formatBytes(limit))"
+        case .exitUnknown(let away):
+            away
+                ? "ended while lifecycled was not running (exit status unknown)"
+                : "ended (exit status unknown: not a child of this lifecycled, and the kernel did not say)"
+        case .notAdopted(let why): "not re-adopted after lifecycled restarted: \(why)"
         }
     }
 }
@@ -119,6 +132,8 @@ public enum ExitStatus: Sendable, Equatable {
     /// SIGKILLed by the kernel's OOM killer at the app's own limit
     /// (cgroup v2 memory.max, set from the manifest's memory.limit).
     case outOfMemory
+    /// It ended, and how is not known (see TerminationReason.exitUnknown).
+    case unknown(whileAway: Bool)
 }
 
 /// One background task as the core tracks it.

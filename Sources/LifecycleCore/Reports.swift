@@ -95,6 +95,7 @@ extension Supervisor {
                 } else {
                     reason = .signaled(signal: 9)
                 }
+            case .unknown(let away): reason = .exitUnknown(whileAway: away)
             }
         }
         ended(id, reason: reason)

@@ -10,6 +10,14 @@ extension Supervisor {
             awaiting: app.awaiting?.event, stopping: app.stop != nil || app.killing != nil || app.lastNotice != nil,
             last: app.last, footprint: footprints[id], band: app.policy.memory.band)
     }
+
+    /// What a resumed app channel must be told again: the sequence number
+    /// of the event awaiting its acknowledgement, the tasks the app holds,
+    /// and those already warned of their expiration.
+    public func channelState(_ id: AppID) -> (awaiting: UInt32?, tasks: [TaskID], warned: [TaskID])? {
+        guard let app = apps[id] else { return nil }
+        return (app.awaiting?.sequence, app.tasks.keys.sorted(), app.expired.intersection(app.tasks.keys).sorted())
+    }
 }
 
 /// What `supervisorctl status` shows of one app.

@@ -18,6 +18,7 @@ import Logging
 ///                           sockets, reaping, freezing
 ///   Memory/                 what to measure and when
 ///   Records/                the event history and its sinks, the kill log, STATUS=
+///   State/                  the state store, and taking apps back after a restart
 ///   Front/                  the transport-neutral command front; the JSON control socket
 public final class Daemon {
     public struct Options: Sendable {
@@ -57,6 +58,19 @@ public final class Daemon {
     var decidedAt: Instant?
     /// Retries of cgroup removal, by path.
     var cleanupTimers: [String: EventLoop.Source] = [:]
+    /// Where the state is saved for the next daemon (nil in shell tests).
+    var store: StateStore?
+    /// A step since the last save changed something worth saving; the save
+    /// runs once per turn of the loop (a timer due at once), not per step.
+    var unsaved = false
+    var saveTimer: EventLoop.Source?
+    /// True when this daemon carried on from an earlier one's state.
+    var restored = false
+    /// The resume socket of library apps, and connections not yet resumed.
+    var resumePath: String?
+    var resumeListener: Int32 = -1
+    var resumeSource: EventLoop.Source?
+    var resuming: [Int32: EventLoop.Source] = [:]
 
     // The loop's sources, registered in `start()`.
     var coreTimer: EventLoop.Source?
@@ -155,6 +169,10 @@ public final class Daemon {
         let control = try ControlServer(loop: loop, listener: try controlListener(), front: front)
         self.control = control
         records.sinks.append(control)
+        store = StateStore(directory: config.runtimeDirectory)
+        saveTimer = try loop.timer { [unowned self] in self.saveState() }
+        try listenForResumes()
+        restoreState()
 
         if Systemd.watchdogInterval() != nil, loop.enableWatchdog() {
             logger.info("watchdog enabled")
@@ -190,12 +208,16 @@ public final class Daemon {
         if config.memory.monitor { memoryWatch?.arm(at: Posix.monotonicNanoseconds()) }
         status.send(self)
         Systemd.notify("READY=1")
-        for name in manifests.keys.sorted() {
+        // After a restart the saved state is the truth: an app the user
+        // stopped stays stopped.
+        for name in manifests.keys.sorted() where !restored {
             if let mode = manifests[name]!.autostart {
                 submit(mode == .foreground ? .activate(name) : .launch(name, .background))
             }
         }
         try loop.run()
+        store?.remove()  // every app has stopped: nothing to take back
+        closeResumeSocket()
         control?.close()
         if let controlPath { _ = try? Posix.call("unlink", controlPath) { unlink(controlPath) } }
         confinement.leave()
@@ -229,9 +251,16 @@ public final class Daemon {
             decidedAt = at
             let effects = supervisor.handle(next, now: at)
             if first == nil { first = effects }
+            // A measurement or a tick that changed nothing visible is not
+            // worth a write: the next daemon measures afresh.
+            switch next {
+            case .tick, .memory: if !effects.isEmpty { unsaved = true }
+            default: unsaved = true
+            }
             for e in effects { perform(e) }
         }
         decidedAt = nil
+        if unsaved { saveTimer?.arm(at: Posix.monotonicNanoseconds()) }
         coreTimer?.arm(at: supervisor.nextDeadline()?.nanoseconds)
         status.changed(self)
         if supervisor.shuttingDown && supervisor.allStopped { loop.exit() }

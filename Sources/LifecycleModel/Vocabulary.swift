@@ -120,6 +120,8 @@ public enum TerminationCode: String, Sendable, Codable, CaseIterable {
     case protocolViolation = "protocol-violation"
     case memoryPressure = "memory-pressure"
     case perAppLimit = "per-app-limit"
+    case exitUnknown = "exit-unknown"
+    case notAdopted = "not-adopted"
 }
 
 /// How short memory is. Ordered: normal < warning < critical.

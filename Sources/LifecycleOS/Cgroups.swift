@@ -185,6 +185,36 @@ public final class Cgroups: Confinement {
         return group
     }
 
+    public func adoptGroup(app name: String, generation: UInt64, pid: Int32) -> (any AppGroup)? {
+        let path = appsPath + "/\(name).\(generation)"
+        guard let fd = try? Posix.call("open", path, { open(path, O_DIRECTORY | O_RDONLY | O_CLOEXEC) }) else {
+            return nil
+        }
+        let group = AppCgroup(path: path, directory: fd, memory: memory)
+        if let v1 = v1MemoryBase, Posix.exists(v1 + "/apps/\(name).\(generation)") {
+            group.v1Memory = v1 + "/apps/\(name).\(generation)"
+        }
+        guard group.contains(pid) else { return nil }  // its deinit closes the directory
+        group.pid = pid
+        return group
+    }
+
+    public func leftoverGroups() -> [String] {
+        ((try? FileManagerLite.list(appsPath)) ?? []).filter { Posix.exists(appsPath + "/" + $0 + "/cgroup.procs") }
+            .sorted()
+    }
+
+    public func removeLeftover(_ name: String) {
+        let stale = AppCgroup(path: appsPath + "/" + name, directory: -1, memory: .processPSS)
+        stale.killAll()
+        _ = stale.remove()
+        if let v1 = v1MemoryBase {
+            let dir = v1 + "/apps/" + name
+            for pid in AppCgroup.pids(dir + "/cgroup.procs") { Posix.signal(pid, SIGKILL) }
+            Posix.remove(directory: dir)
+        }
+    }
+
     /// Removes what `enter()` made, moving the daemon back where it was.
     /// Under systemd (`base` is our unit's cgroup) systemd cleans up after us.
     public func leave() {

@@ -16,6 +16,13 @@ public protocol Confinement: AnyObject {
     var memoryAccounting: MemoryAccounting { get }
     /// A fresh group for one run of one app.
     func makeGroup(app: String, generation: UInt64) throws(SystemError) -> any AppGroup
+    /// The group of a run an earlier daemon started, when it is still
+    /// there with `pid` in it: a restarted daemon takes it back.
+    func adoptGroup(app: String, generation: UInt64, pid: Int32) -> (any AppGroup)?
+    /// The groups an earlier daemon left ("NAME.GENERATION").
+    func leftoverGroups() -> [String]
+    /// Kills whatever runs in a group an earlier daemon left, and removes it.
+    func removeLeftover(_ name: String)
     /// Every app's footprint together when one file says it; nil: add them up.
     func appsFootprint() -> UInt64?
     /// Removes what the confinement made at start-up.
@@ -72,6 +79,17 @@ public final class ProcessGroups: Confinement {
     public var summary: String { "process-groups (\(reason))" }
     public var memoryAccounting: MemoryAccounting { .processPSS }
     public func makeGroup(app: String, generation: UInt64) throws(SystemError) -> any AppGroup { AppProcessGroup() }
+    /// The process group the app's main process leads, if it still does.
+    public func adoptGroup(app: String, generation: UInt64, pid: Int32) -> (any AppGroup)? {
+        guard MemoryProbe.processGroup(of: pid) == pid else { return nil }
+        let group = AppProcessGroup()
+        group.pid = pid
+        return group
+    }
+    /// Without cgroups nothing names an earlier daemon's processes: those
+    /// the saved state does not name cannot be found (docs/architecture.md).
+    public func leftoverGroups() -> [String] { [] }
+    public func removeLeftover(_ name: String) {}
     public func appsFootprint() -> UInt64? { nil }
     public func leave() {}
 }

@@ -53,10 +53,10 @@ public enum UnixSocket {
 
     /// Binds and listens on a stream socket at `path` (replacing a stale
     /// socket file), with the given mode.
-    public static func listen(path: String, mode: mode_t) throws(SystemError) -> Int32 {
+    public static func listen(path: String, mode: mode_t, packets: Bool = false) throws(SystemError) -> Int32 {
+        let type = packets ? Int32(SOCK_SEQPACKET.rawValue) : Int32(SOCK_STREAM.rawValue)
         let fd = try Posix.call("socket") {
-            socket(
-                AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         }
         do {
             var addr = try address(path)

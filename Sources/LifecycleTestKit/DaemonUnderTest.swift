@@ -37,6 +37,9 @@ public final class DaemonUnderTest {
     public let pid: Int32
     public let pidfd: Int32
     public private(set) var stopped = false
+    /// A daemon started on this one's state took over its apps and cgroups.
+    var handedOver = false
+    let environment: [String: String]
 
     /// `apps`: name -> manifest text. `daemon`: extra daemon config lines.
     public init(
@@ -49,6 +52,7 @@ public final class DaemonUnderTest {
         self.cgroupRoot = cgroupRoot ?? "/lifecycled-test-\(UUID().uuidString.prefix(8))"
         var preamble = daemon.contains("event_history") ? "" : "event_history = 10000\n"
         if !daemon.contains("state_directory") { preamble += "state_directory = \"state\"\n" }
+        if !daemon.contains("runtime_directory") { preamble += "runtime_directory = \"run\"\n" }
         // Tables ([memory]) must come after the top-level keys.
         try "apps_dir = \"apps\"\n\(preamble)\(daemon)\n".write(
             toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
@@ -56,6 +60,26 @@ public final class DaemonUnderTest {
             try text.write(toFile: dir + "/apps/\(name).toml", atomically: true, encoding: .utf8)
         }
         notify = try NotifySocket(path: dir + "/notify.sock")
+        self.environment = environment
+        (pid, pidfd) = try Self.start(
+            dir: dir, socket: socket, cgroupRoot: self.cgroupRoot, notify: notify, environment)
+    }
+
+    /// A new daemon on `earlier`'s config, state and cgroups, as an operator
+    /// (or systemd) starts one after a crash: it takes over its apps.
+    public init(after earlier: DaemonUnderTest) throws {
+        dir = earlier.dir
+        socket = earlier.socket
+        cgroupRoot = earlier.cgroupRoot
+        environment = earlier.environment
+        notify = try NotifySocket(path: dir + "/notify-\(UUID().uuidString.prefix(4)).sock")
+        earlier.handedOver = true
+        (pid, pidfd) = try Self.start(dir: dir, socket: socket, cgroupRoot: cgroupRoot, notify: notify, environment)
+    }
+
+    private static func start(
+        dir: String, socket: String, cgroupRoot: String, notify: NotifySocket, _ environment: [String: String]
+    ) throws -> (Int32, Int32) {
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notify.path
         env["PATH"] = buildDirectory + ":" + (env["PATH"] ?? "/usr/bin:/bin")
@@ -66,16 +90,16 @@ public final class DaemonUnderTest {
             SpawnRequest(
                 executable: binary("lifecycled"),
                 arguments: [
-                    "--config", dir + "/lifecycled.toml", "--control-socket", socket, "--cgroup-root", self.cgroupRoot,
+                    "--config", dir + "/lifecycled.toml", "--control-socket", socket, "--cgroup-root", cgroupRoot,
                 ],
                 environment: env, workingDirectory: dir, group: AppProcessGroup(),
                 inherit: [(log, 1), (log, 2)]))
-        pid = p.pid
-        pidfd = p.pidfd
         // READY=1 arrives only once the socket listens and the daemon sits in its leaf.
         guard try notify.waitFor("READY=1", seconds: 20) else {
-            throw TestFailure("lifecycled did not send READY=1; its log:\n\(daemonLog)")
+            let log = (try? String(contentsOfFile: dir + "/daemon.log", encoding: .utf8)) ?? ""
+            throw TestFailure("lifecycled did not send READY=1; its log:\n\(log)")
         }
+        return (p.pid, p.pidfd)
     }
 
     /// After a failed test: stop the daemon gracefully if it will, else
@@ -93,6 +117,7 @@ public final class DaemonUnderTest {
             lc_reap(pid, &st)
         }
         close(pidfd)
+        guard !handedOver else { return }
         removeSubtree(cgroupPath)
         removeV1(v1MemoryPath)
     }

@@ -47,7 +47,7 @@ public enum Wire {
 }
 
 /// One lifecycle event, as the daemon sends it.
-public struct EventMessage: Sendable, Equatable {
+public struct EventMessage: Sendable, Equatable, Codable {
     public var sequence: UInt32
     public var event: LifecycleEvent
     /// 0 = launched into the foreground, 1 = into the background.
@@ -72,7 +72,7 @@ public struct EventMessage: Sendable, Equatable {
     }
 }
 
-public struct KeyValue: Sendable, Equatable {
+public struct KeyValue: Sendable, Equatable, Codable {
     public var key: String
     public var value: String
     public init(_ key: String, _ value: String) { self.key = key; self.value = value }

@@ -1,5 +1,6 @@
 import Foundation
 @preconcurrency import Glibc
+import CLifecycleShim
 import LifecycleControl
 import LifecycleOS
 import LifecycleTestKit
@@ -51,5 +52,89 @@ import Testing
         let pid = try #require(try d.status(app).pid)
         let text = try String(contentsOfFile: "/proc/\(pid)/oom_score_adj", encoding: .utf8)
         return Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}
+
+/// kill -9 of the daemon, then a new one on the same config: every app is
+/// taken back with the same pid, in its state, and carries on as
+/// docs/lifecycle.md says, with no second copy and no orphan.
+@Suite struct ReadoptionTests {
+    @Test(arguments: Client.allCases)
+    func appsInEveryStateAreTakenBackAndCarryOn(client: Client) throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: [
+            "front": recorder(s + "/front", client: client),
+            "frozen": recorder(s + "/frozen", client: client),
+            "worker": "command = [\"example-worker\", \"--log\", \"\(s)/worker\", \"--work-ms\", \"60000\"]\n",
+            "plain": "command = [\"sleep\", \"1000\"]\ndelivery = \"signals\"\n",
+        ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "frozen", background: true))
+        try f.state("frozen", "suspended")
+        try d.command(ControlRequest(.activate, app: "worker"))
+        try f.acknowledged("worker", "didBecomeActive")
+        try d.command(ControlRequest(.launch, app: "plain", background: true))
+        try d.command(ControlRequest(.activate, app: "front"))
+        try f.acknowledged("front", "didBecomeActive")
+        try f.acknowledged("worker", "didEnterBackground")
+        let before = try ["front", "frozen", "worker", "plain"].map { try d.status($0) }
+        #expect(before.map(\.state) == [.active, .suspended, .background, .background])
+        #expect(before[2].backgroundTasks.map(\.name) == ["finish-work"])
+
+        #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
+        let d2 = try DaemonUnderTest(after: d)
+        let after = try ["front", "frozen", "worker", "plain"].map { try d2.status($0) }
+        #expect(after.map(\.state) == before.map(\.state), "every app in its state")
+        #expect(after.map(\.pid) == before.map(\.pid), "the same processes")
+        #expect(after[2].backgroundTasks.map(\.id) == before[2].backgroundTasks.map(\.id), "the task, with its budget")
+        #expect(
+            abs((after[2].backgroundTimeRemaining ?? 0) - (before[2].backgroundTimeRemaining ?? 0)) < 10,
+            "the budget's end was kept, not restarted")
+
+        // They carry on: the suspended app comes to the front (thawed, it
+        // finds its channel broken and resumes it), the front app leaves.
+        let f2 = try d2.follow()
+        try d2.command(ControlRequest(.activate, app: "frozen"))
+        try f2.acknowledged("frozen", "didBecomeActive")
+        try f2.acknowledged("front", "didEnterBackground")
+        try f2.state("front", "suspended")
+        #expect(
+            lines(s + "/front") == [
+                "willFinishLaunching", "didFinishLaunching", "didBecomeActive",
+                "willResignActive", "didEnterBackground",
+            ], "each event once")
+        #expect(
+            lines(s + "/frozen") == [
+                "willFinishLaunching", "didFinishLaunching", "didEnterBackground",
+                "willEnterForeground", "didBecomeActive",
+            ])
+        #expect(try d2.status("frozen").pid == before[1].pid, "no second copy")
+        #expect(!d2.daemonLog.contains("File exists"))
+        #expect(try d2.stop() == 0)
+    }
+
+    @Test func anAppThatEndedWhileNoDaemonRanIsRecordedSo() throws {
+        let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        let pid = try #require(try d.status("a").pid)
+        #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
+        kill(pid, SIGKILL)
+        let pidfd = lc_pidfd_open(pid)
+        if pidfd >= 0 {
+            var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+            poll(&p, 1, 10_000)
+            close(pidfd)
+        }
+        let d2 = try DaemonUnderTest(after: d)
+        let st = try d2.status("a")
+        #expect(st.state == .notRunning)
+        #expect(st.lastTermination?.reason == .exitUnknown)
+        // And it launches again, in a fresh cgroup beside nothing left over.
+        let f2 = try d2.follow()
+        try d2.command(ControlRequest(.activate, app: "a"))
+        try f2.acknowledged("a", "didBecomeActive")
+        #expect(try d2.stop() == 0)
     }
 }

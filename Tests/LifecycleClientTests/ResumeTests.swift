@@ -115,7 +115,9 @@ func onThread(_ body: @escaping @Sendable () -> Void) -> Thread {
         #expect(d.quiet)
     }
 
-    @Test func aRepeatedEventIsAcknowledgedAgainNotDeliveredTwice() throws {
+    /// Its acknowledgement was sent (or named by the resume): a second one
+    /// would be an acknowledgement for an event not awaiting one.
+    @Test func aRepeatedEventIsIgnored() throws {
         let d = try FakeDaemon()
         let recorder = Recorder()
         let app = Application(delegate: recorder, channel: d.channel)
@@ -125,7 +127,6 @@ func onThread(_ body: @escaping @Sendable () -> Void) -> Thread {
         d.stopSending()
         #expect(app.run() == .closed)
         #expect(recorder.log == ["didEnterBackground", "didReceiveMemoryWarning"])
-        #expect(d.take() == .acknowledge(sequence: 1))
         #expect(d.take() == .acknowledge(sequence: 1))
         #expect(d.take() == .acknowledge(sequence: 2))
         #expect(d.quiet)
@@ -154,6 +155,24 @@ func onThread(_ body: @escaping @Sendable () -> Void) -> Thread {
         #expect(app.run() == .closed)
         #expect(monotonicNanoseconds() - start >= 200_000_000)
         #expect("\(ChannelError.closed)" == "lifecycled closed the channel")
+    }
+
+    @Test func anythingButResumedFirstIsAProtocolViolation() throws {
+        let d = try FakeDaemon()
+        let listener = try ResumeListener()
+        defer { listener.close() }
+        let channel = Channel(fd: d.app, resumePath: listener.path, appName: "a")
+        let app = Application(delegate: Recorder(), channel: channel)
+        shutdown(d.daemon, Int32(SHUT_RDWR))
+        let done = DispatchSemaphore(value: 0)
+        _ = onThread {
+            defer { done.signal() }
+            guard let c = listener.accept() else { return }
+            _ = takeAppMessage(c)
+            sendDaemonMessage(c, .backgroundTasksExpiring([1]))
+        }
+        #expect(app.run() == .protocolViolation("message type 0x3 before resumed"))
+        done.wait()
     }
 
     @Test func aBeginWaitingWhenTheChannelBreaksReturnsTheInvalidIDOnceResumed() throws {

@@ -147,6 +147,20 @@ func daemonError(_ text: String) -> ConfigError? {
     }
 }
 
+@Suite struct DirectoryConfigTests {
+    @Test func runtimeAndStateDirectoriesAreRelativeToTheDaemonFile() throws {
+        let path = write("runtime_directory = \"run\"\nstate_directory = \"/var/lib/x\"\n", "d.toml")
+        let c = try ConfigLoader.loadDaemon(path: path)
+        #expect(c.runtimeDirectory == (path as NSString).deletingLastPathComponent + "/run")
+        #expect(c.stateDirectory == "/var/lib/x")
+    }
+
+    @Test func theRuntimeDirectoryDefaultsToSystemdsOrRun() {
+        let expected = ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"] ?? "/run/lifecycled"
+        #expect(DaemonConfig().runtimeDirectory == expected)
+    }
+}
+
 @Suite struct MemoryConfigTests {
     func daemon(_ text: String) throws(ConfigError) -> DaemonConfig {
         try ConfigLoader.loadDaemon(path: write(text, "d.toml"))
@@ -304,5 +318,45 @@ func daemonError(_ text: String) -> ConfigError? {
         #expect(e("foreground_slots = \"two\"\n")?.message == "expected an integer, got string")
         #expect(e("\n\n[memory]\n\nbudget = -5\n")?.line == 5)
         #expect(e("event_history = 99999999999\n")?.message.contains("out of range") == true)
+    }
+}
+
+/// The state file a daemon leaves for the next one: bad or foreign files are
+/// set aside with a reason, never trusted and never fatal.
+@Suite struct StateStoreTests {
+    func store() -> (StateStore, String) {
+        let dir = FileManager.default.temporaryDirectory.path + "/state-\(UUID().uuidString.prefix(8))"
+        return (StateStore(directory: dir), dir)
+    }
+
+    @Test func aFileThatDoesNotDecodeIsSetAsideWithItsReason() {
+        let (s, dir) = store()
+        #expect(FileManager.default.createFile(atPath: s.path, contents: Data("{\"format\": 1, \"bootID\"".utf8)))
+        let (saved, problem) = s.load()
+        #expect(saved == nil)
+        #expect(problem?.contains("\(dir)/state.json does not decode") == true, "\(problem ?? "")")
+        #expect(FileManager.default.fileExists(atPath: dir + "/state.json.unreadable"))
+        #expect(!FileManager.default.fileExists(atPath: s.path))
+    }
+
+    @Test func aSavedStateComesBackAndOneFromAnotherBootDoesNot() throws {
+        let (s, _) = store()
+        let core = Supervisor(apps: ["a": AppPolicy()]).saved
+        var state = SavedDaemon(bootID: StateStore.bootID(), core: core, runs: [:], terminations: [:])
+        #expect(s.save(state) == nil)
+        #expect(s.load().0 != nil)
+        state.bootID = "another-boot"
+        #expect(s.save(state) == nil)
+        let (saved, problem) = s.load()
+        #expect(saved == nil && problem?.contains("is from an earlier boot") == true)
+    }
+
+    @Test func aSaveThatCannotBeWrittenSaysSoOnce() {
+        let s = StateStore(directory: "/proc/lifecycled-cannot-write-here")
+        let state = SavedDaemon(
+            bootID: "", core: Supervisor(apps: [:]).saved, runs: [:], terminations: [:])
+        #expect(
+            s.save(state)?.contains("cannot save the state to /proc/lifecycled-cannot-write-here/state.json") == true)
+        #expect(s.save(state) == nil, "the same error is said once")
     }
 }

@@ -62,6 +62,9 @@ final class FakeConfinement: Confinement {
         groups[g.name] = g
         return g
     }
+    func adoptGroup(app: String, generation: UInt64, pid: Int32) -> (any AppGroup)? { nil }
+    func leftoverGroups() -> [String] { [] }
+    func removeLeftover(_ name: String) {}
     func appsFootprint() -> UInt64? { nil }
     func leave() {}
 }

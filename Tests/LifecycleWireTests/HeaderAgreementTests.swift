@@ -88,11 +88,13 @@ import Testing
         #expect(Int(LIFECYCLE_PROTOCOL_VERSION) == Int(Wire.version))
         #expect(Int(LIFECYCLE_MAX_MESSAGE) == Wire.maxMessageSize)
         #expect(Int(LIFECYCLE_MAX_TASK_NAME) == Wire.maxTaskName)
+        #expect(Int(LIFECYCLE_RESUME_WAIT_MS) == Wire.resumeWaitMilliseconds)
     }
 
     @Test func environmentNamesAgree() {
         #expect(LIFECYCLE_FD_ENV == Wire.socketEnvironmentKey)
         #expect(LIFECYCLE_APP_ENV == Wire.appNameEnvironmentKey)
         #expect(LIFECYCLE_PROTOCOL_ENV == Wire.protocolEnvironmentKey)
+        #expect(LIFECYCLE_RESUME_SOCKET_ENV == Wire.resumeSocketEnvironmentKey)
     }
 }

@@ -103,6 +103,18 @@ int lc_notify_socket(const char *name);
 /// close. Returns -1 with errno (EAGAIN when there is nothing to read).
 long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid);
 
+/// How a process that is not our child ended, from its pidfd
+/// (PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux 6.15+): 0 with *exited
+/// (1: *value is the exit code; 0: *value is the signal), or -1 with errno:
+/// EAGAIN when the kernel has no exit status yet (the process has not been
+/// reaped by its parent), ENOTTY or EINVAL on kernels without it.
+int lc_pidfd_exit_status(int pidfd, int *exited, int *value);
+
+/// The start time of process `pid` (field 22 of /proc/PID/stat, clock ticks
+/// since boot): with the pid, it names one process for the life of the
+/// system. Returns 0 when the process does not exist or cannot be read.
+unsigned long long lc_process_start_time(int pid);
+
 /// clock_gettime(CLOCK_MONOTONIC) in nanoseconds.
 long long lc_monotonic_ns(void);
 

@@ -31,7 +31,13 @@ extension Daemon {
                 launchedInBackground: d.mode == .background, deadline: d.deadline?.nanoseconds,
                 budgetEnd: d.budgetEnd?.nanoseconds, options: options)
             run.sent[d.sequence] = (d.event, Posix.monotonicNanoseconds())
-            if !send(id, .event(message)) {
+            run.lastEvent = message
+            if run.channel < 0 && run.adopted {
+                // Re-adopted, its channel not yet taken back: sent on resume.
+                logger.info(
+                    "\(id): \(d.event.rawValue) waits for the app to resume its channel; its deadline applies",
+                    metadata: ["app": "\(id)"])
+            } else if !send(id, .event(message)) {
                 logger.warning(
                     "\(id): cannot deliver \(d.event.rawValue) (channel full or closed); its deadline still applies",
                     metadata: ["app": "\(id)"])

@@ -40,6 +40,7 @@ extension Daemon {
             }
             env[Wire.socketEnvironmentKey] = "3"
             env[Wire.protocolEnvironmentKey] = String(Wire.version)
+            if let resumePath { env[Wire.resumeSocketEnvironmentKey] = resumePath }
         }
         var notify: Int32 = -1
         if m.policy.delivery == .signals {
@@ -68,6 +69,8 @@ extension Daemon {
         let run = Run(
             generation: generation, pid: process.pid, pidfd: process.pidfd, group: group,
             channel: channel?.daemon ?? -1)
+        run.startTime = UInt64(lc_process_start_time(process.pid))
+        run.notifyName = notify >= 0 ? "lifecycled/\(getpid())/\(id).\(generation)" : nil
         runs.insert(run, for: id)
         if run.channel >= 0 {
             run.channelSource = try? loop.watch(fd: run.channel) { [unowned self, unowned run] _ in
@@ -91,7 +94,8 @@ extension Daemon {
         var env = ProcessInfo.processInfo.environment
         for k in [
             "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
-            "JOURNAL_STREAM", "INVOCATION_ID", Wire.socketEnvironmentKey, ControlDefaults.socketEnvironmentKey,
+            "JOURNAL_STREAM", "INVOCATION_ID", Wire.socketEnvironmentKey, Wire.resumeSocketEnvironmentKey,
+            ControlDefaults.socketEnvironmentKey,
         ] {
             env[k] = nil
         }

@@ -1,5 +1,6 @@
 import LifecycleCore
 import LifecycleOS
+import LifecycleWire
 
 /// One running process of an app, and everything the shell holds for it.
 final class Run {
@@ -21,6 +22,16 @@ final class Run {
     /// Messages received in the current one-second window (flood limit).
     var windowStart: Int64 = 0
     var windowCount = 0
+    /// Identifies the process with its pid (saved for the next daemon).
+    var startTime: UInt64 = 0
+    /// The abstract name of a plain program's NOTIFY_SOCKET.
+    var notifyName: String?
+    /// The last event sent, sent again when a resumed channel still owes it.
+    var lastEvent: EventMessage?
+    /// Taken back from an earlier daemon: not our child, so its end comes
+    /// through its pidfd rather than SIGCHLD.
+    var adopted = false
+    var exitSource: EventLoop.Source?
 
     init(generation: UInt64, pid: Int32, pidfd: Int32, group: any AppGroup, channel: Int32) {
         self.generation = generation

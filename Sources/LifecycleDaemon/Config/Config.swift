@@ -37,6 +37,12 @@ public struct DaemonConfig: Sendable {
     public var stateDirectory: String =
         ProcessInfo.processInfo.environment["STATE_DIRECTORY"]
         .flatMap { $0.split(separator: ":").first.map(String.init) } ?? "/var/lib/lifecycled"
+    /// Runtime state, meaningful until reboot: the saved state of every app
+    /// (re-adopted by the next daemon) and the resume socket of library
+    /// apps. systemd's RuntimeDirectory= sets it.
+    public var runtimeDirectory: String =
+        ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"]
+        .flatMap { $0.split(separator: ":").first.map(String.init) } ?? "/run/lifecycled"
     public var memory = MemoryConfig()
 
     public init() {}
@@ -159,6 +165,7 @@ public enum ConfigLoader {
                 c.cgroupRoot = r
             case "event_history": c.eventHistory = try doc.int(value, key, 0...1_000_000)
             case "state_directory": c.stateDirectory = resolve(try doc.string(value, key), base: base)
+            case "runtime_directory": c.runtimeDirectory = resolve(try doc.string(value, key), base: base)
             case "memory": c.memory = try loadMemory(doc, value)
             case "log_level":
                 let l = try doc.string(value, key)

@@ -1,0 +1,87 @@
+import Foundation
+@preconcurrency import Glibc
+import CLifecycleShim
+import LifecycleCore
+import LifecycleOS
+import LifecycleWire
+
+// The resume socket: where a library app takes its channel back after the
+// daemon restarted (docs/protocol.md, "Resuming the channel"). A connection
+// is accepted from anyone; its first message must be a resume, from the
+// very process the daemon launched (or re-adopted) for that name, whose
+// channel is down. Anything else is closed without an answer.
+
+extension Daemon {
+    func listenForResumes() throws {
+        let path = config.runtimeDirectory + "/apps.sock"
+        try? FileManager.default.createDirectory(atPath: config.runtimeDirectory, withIntermediateDirectories: true)
+        resumeListener = try UnixSocket.listen(path: path, mode: 0o666, packets: true)
+        resumePath = path
+        resumeSource = try loop.watch(fd: resumeListener) { [unowned self] _ in self.acceptResumes() }
+    }
+
+    func closeResumeSocket() {
+        resumeSource?.cancel()
+        for (fd, source) in resuming {
+            source.cancel()
+            Posix.close(fd)
+        }
+        resuming = [:]
+        if resumeListener >= 0 { Posix.close(resumeListener) }
+        if let resumePath { unlink(resumePath) }
+    }
+
+    private func acceptResumes() {
+        while let fd = (try? UnixSocket.accept(resumeListener)).flatMap({ $0 }) {
+            // A connection that never says anything is closed when the
+            // daemon stops; at most 64 wait at once.
+            guard resuming.count < 64, let source = try? loop.watch(fd: fd, { [unowned self] _ in self.resume(fd) })
+            else {
+                Posix.close(fd)
+                continue
+            }
+            resuming[fd] = source
+        }
+    }
+
+    private func resume(_ fd: Int32) {
+        resuming.removeValue(forKey: fd)?.cancel()
+        var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
+        guard case .message(let bytes) = UnixSocket.receive(fd, into: &buffer),
+            case .resume(let last, let id, let tasks)? = try? AppMessage.decode(bytes)
+        else {
+            logger.warning("resume socket: a connection that did not start with a resume, closed")
+            return Posix.close(fd)
+        }
+        let peer = UnixSocket.peerCredentials(fd)
+        guard let run = runs[id], run.channel < 0, manifests[id]?.policy.delivery == .library,
+            let pid = peer?.pid, pid == run.pid
+        else {
+            let from = peer.map { String($0.pid) } ?? "?"
+            logger.warning(
+                "resume socket: refused a resume for \(id) from pid \(from) (not its process, or its channel is not down)",
+                metadata: ["app": "\(id)"])
+            return Posix.close(fd)
+        }
+        run.channel = fd
+        run.channelSource = try? loop.watch(fd: fd) { [unowned self, unowned run] _ in self.readChannel(id, run) }
+        record(id, .resumed, sequence: last, detail: "tasks \(tasks.map(String.init).joined(separator: ","))")
+        logger.info("\(id) resumed its channel", metadata: metadata(id))
+        guard let owed = supervisor.channelState(id) else { return }
+        // An acknowledgement lost with the old socket: taken as given.
+        if let seq = owed.awaiting, seq <= last, last != 0 {
+            submit(.acknowledged(id, generation: run.generation, sequence: seq))
+        }
+        // Tasks whose reply, or whose end, was lost with the old socket.
+        for task in owed.tasks where !tasks.contains(task) {
+            submit(.endBackgroundTask(id, generation: run.generation, task: task))
+        }
+        send(id, .resumed)
+        if let now = supervisor.channelState(id) {
+            if let seq = now.awaiting, let event = run.lastEvent, event.sequence == seq {
+                send(id, .event(event))
+            }
+            if !now.warned.isEmpty { send(id, .backgroundTasksExpiring(now.warned)) }
+        }
+    }
+}

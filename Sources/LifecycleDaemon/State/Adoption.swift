@@ -1,0 +1,174 @@
+import Foundation
+@preconcurrency import Glibc
+import CLifecycleShim
+import LifecycleControl
+import LifecycleCore
+import LifecycleOS
+import LifecycleWire
+
+// Taking apps back after a restart. A starting daemon reads what the last
+// one saved, finds each recorded process alive and the same process (pid
+// and start time, in its group), and carries on supervising it in its saved
+// state: a suspended app stays frozen, deadlines stay as they were, an event
+// in flight is acknowledged on the resumed channel or its watchdog fires.
+// What cannot be matched is killed and recorded with the reason; a process
+// found gone is recorded as ended while the daemon was away. Nothing here
+// decides a lifecycle rule: the core's restored state does.
+
+extension Daemon {
+    /// Saves the core's state and the run table for the next daemon.
+    func saveState() {
+        unsaved = false
+        guard let store else { return }
+        var saved: [AppID: SavedRun] = [:]
+        for (id, run) in runs.byApp {
+            saved[id] = SavedRun(
+                generation: run.generation, pid: run.pid, startTime: run.startTime,
+                library: manifests[id]?.policy.delivery == .library, notifyName: run.notifyName,
+                statusLine: run.statusLine, lastEvent: run.lastEvent)
+        }
+        let state = SavedDaemon(
+            bootID: bootID, core: supervisor.saved, runs: saved, terminations: terminations)
+        if let problem = store.save(state) { logger.error("\(problem)") }
+    }
+
+    /// At start-up, before READY=1: the earlier daemon's apps, taken back.
+    func restoreState() {
+        guard let store else { return }
+        let (loaded, problem) = store.load()
+        if let problem { logger.error("\(problem)") }
+        let leftovers = Set(confinement.leftoverGroups())
+        var adoptedGroups: Set<String> = []
+        var ended: [Input] = []
+        if let saved = loaded {
+            restored = true
+            supervisor = Supervisor(
+                restoring: saved.core, foregroundSlots: config.foregroundSlots, apps: settings.policies,
+                memory: config.memory.thresholds(total: MemoryMonitor.memTotal()))
+            terminations = saved.terminations.filter { manifests[$0.key] != nil }
+            for (id, generation, running) in saved.core.runs where running {
+                let name = "\(id).\(generation)"
+                guard let facts = saved.runs[id], facts.generation == generation else {
+                    // Spawned after the last save, or never started: nothing to take back.
+                    if manifests[id] != nil {
+                        ended.append(.exited(id, generation: generation, .unknown(whileAway: true)))
+                    }
+                    continue
+                }
+                guard manifests[id] != nil else {
+                    notAdopted(id, name, facts.pid, "its manifest is gone")
+                    continue
+                }
+                switch adopt(id, facts) {
+                case .adopted: adoptedGroups.insert(name)
+                case .gone:
+                    logger.notice("\(id) ended while lifecycled was not running", metadata: ["app": "\(id)"])
+                    ended.append(.exited(id, generation: generation, .unknown(whileAway: true)))
+                }
+            }
+        }
+        for name in leftovers.subtracting(adoptedGroups).sorted() {
+            notAdopted(
+                name.split(separator: ".").dropLast().joined(separator: "."), name, nil,
+                loaded == nil ? "no saved state names it" : "the saved state does not name it")
+        }
+        status.counts = [:]
+        for id in supervisor.appIDs { status.counts[supervisor.snapshot(id)!.state, default: 0] += 1 }
+        if restored {
+            logger.notice(
+                "carried on from the earlier daemon's state",
+                metadata: ["adopted": "\(runs.byApp.count)", "ended-while-away": "\(ended.count)"])
+        }
+        for input in ended { submit(input) }
+        submit(.tick)  // deadlines that passed while no daemon ran fire now
+    }
+
+    enum Adoption { case adopted, gone }
+
+    /// Takes one recorded process back, if it is still the same process.
+    private func adopt(_ id: AppID, _ facts: SavedRun) -> Adoption {
+        guard facts.startTime != 0, UInt64(lc_process_start_time(facts.pid)) == facts.startTime else {
+            // Gone, or the pid now names another process (left alone). What
+            // is left in its group, if anything, is a leftover.
+            return .gone
+        }
+        let pidfd = lc_pidfd_open(facts.pid)
+        guard pidfd >= 0,
+            let group = confinement.adoptGroup(app: id, generation: facts.generation, pid: facts.pid)
+        else {
+            if pidfd >= 0 { Posix.close(pidfd) }
+            return .gone
+        }
+        let run = Run(generation: facts.generation, pid: facts.pid, pidfd: pidfd, group: group, channel: -1)
+        run.adopted = true
+        run.startTime = facts.startTime
+        run.statusLine = facts.statusLine
+        run.lastEvent = facts.lastEvent
+        if let name = facts.notifyName {
+            let fd = lc_notify_socket(name)
+            if fd >= 0 {
+                run.notify = fd
+                run.notifyName = name
+                run.notifySource = try? loop.watch(fd: fd) { [unowned self, unowned run] _ in
+                    self.readNotifications(id, run)
+                }
+            } else {
+                logger.warning(
+                    "\(id): cannot bind its NOTIFY_SOCKET @\(name) again: \(String(cString: strerror(errno)))",
+                    metadata: ["app": "\(id)"])
+            }
+        }
+        runs.insert(run, for: id)
+        run.exitSource = try? loop.watch(fd: pidfd) { [unowned self, unowned run] _ in self.adoptedExited(id, run) }
+        logger.info(
+            "\(id) re-adopted (pid \(facts.pid), \(group.name))",
+            metadata: metadata(id, ["state": "\(supervisor.snapshot(id)?.state.rawValue ?? "?")"]))
+        record(id, .adopted, detail: "pid \(facts.pid), \(group.name)")
+        return .adopted
+    }
+
+    /// Kills what runs in a group this daemon cannot take back, and says why.
+    private func notAdopted(_ id: AppID, _ groupName: String, _ pid: Int32?, _ why: String) {
+        confinement.removeLeftover(groupName)
+        let reason = TerminationReason.notAdopted(why: why)
+        logger.warning(
+            "killed \(groupName): \(reason)", metadata: ["app": "\(id)", "reason": "\(reason.code.rawValue)"])
+        record(id, .killed, reason: reason.code.rawValue, detail: reason.description)
+        if manifests[id] != nil {
+            terminations[id] = TerminationInfo(
+                reason: reason.code, description: reason.description, time: Date().timeIntervalSince1970, pid: pid)
+        }
+    }
+
+    /// An adopted process ended: it is not our child, so its status comes
+    /// from its pidfd (Linux 6.15+, once its new parent has reaped it).
+    /// A parent that reaps at once (systemd) is waited for a little.
+    func adoptedExited(_ id: AppID, _ run: Run, tries: Int = 0) {
+        guard runs[id] === run else { return }
+        var exited: Int32 = 0
+        var value: Int32 = 0
+        var status: ExitStatus
+        if lc_pidfd_exit_status(run.pidfd, &exited, &value) == 0 {
+            status = exited != 0 ? .exited(value) : .signaled(value)
+        } else if errno == EAGAIN, tries < 10 {
+            run.exitSource?.cancel()
+            run.exitSource = try? loop.timer { [unowned self, unowned run] in
+                self.adoptedExited(id, run, tries: tries + 1)
+            }
+            run.exitSource?.arm(at: Posix.monotonicNanoseconds() + 10_000_000)
+            return
+        } else {
+            status = .unknown(whileAway: false)
+        }
+        run.exitSource?.cancel()
+        run.exitSource = nil
+        guard let (_, ended) = runs.removeMain(pid: run.pid) else { return }
+        if status == .signaled(SIGKILL) || status == .unknown(whileAway: false), ended.group.oomKilled() {
+            status = .outOfMemory
+        }
+        tearDown(id, ended)
+        submit(.exited(id, generation: ended.generation, status))
+    }
+
+    var bootID: String { StateStore.bootID() }
+}
