@@ -77,6 +77,9 @@ func difference(_ s: DaemonMessage, _ c: lifecycle__message) -> String? {
         for (i, t) in tasks.enumerated() where lifecycle__expiring_task(&m, UInt16(i)) != t {
             return "task \(i) is \(t), C \(lifecycle__expiring_task(&m, UInt16(i)))"
         }
+    case .resumed:
+        guard c.type == type(LC_T_RESUMED) else { return "Swift: resumed, C: type \(c.type)" }
+        if c.id != 0 { return "id 0, C \(c.id)" }
     }
     return nil
 }
@@ -94,6 +97,15 @@ func difference(_ s: AppMessage, _ c: lifecycle__message) -> String? {
     case .endBackgroundTask(let task):
         guard c.type == type(LC_T_END_TASK) else { return "Swift: end task, C: type \(c.type)" }
         if c.id != task { return "task \(task), C \(c.id)" }
+    case .resume(let last, let app, let tasks):
+        guard c.type == type(LC_T_RESUME) else { return "Swift: resume, C: type \(c.type)" }
+        if c.id != last { return "last acknowledged \(last), C \(c.id)" }
+        if string(c.name) != Array(app.utf8) { return "app \(app), C \(string(c.name))" }
+        if Int(c.task_count) != tasks.count { return "\(tasks.count) tasks, C \(c.task_count)" }
+        var m = c
+        for (i, t) in tasks.enumerated() where lifecycle__expiring_task(&m, UInt16(i)) != t {
+            return "task \(i) is \(t), C \(lifecycle__expiring_task(&m, UInt16(i)))"
+        }
     }
     return nil
 }
