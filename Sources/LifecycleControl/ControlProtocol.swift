@@ -39,6 +39,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case status, launch, activate, home, stop, kill, lock, unlock, events, jetsam, pressure
         case interruptionBegin = "interruption-begin"
         case interruptionEnd = "interruption-end"
+        case daemonReexec = "daemon-reexec"
     }
 }
 
@@ -106,6 +107,12 @@ public struct DaemonStatus: Codable, Sendable {
     public var confinement: String
     public var shuttingDown: Bool
     public var memory: MemoryStatus?
+    /// When this daemon's image started (seconds since the epoch): changes
+    /// with a restart or a daemon-reexec, which keeps the pid.
+    public var started: Double?
+    /// How it started: "fresh", "restored" (took over an earlier daemon's
+    /// apps after a crash or restart) or "reexec".
+    public var start: String?
 
     public init(
         pid: Int32, foregroundSlots: Int, foreground: [String], locked: Bool,

@@ -71,6 +71,15 @@ public final class Daemon {
     var resumeListener: Int32 = -1
     var resumeSource: EventLoop.Source?
     var resuming: [Int32: EventLoop.Source] = [:]
+    /// When this image started, and how (status shows both).
+    let startedAt = Date().timeIntervalSince1970
+    var startKind = "fresh"
+    /// The binary this daemon runs, as installed (daemon-reexec runs what is there now).
+    let executablePath: String = {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        return exe.hasSuffix(" (deleted)") ? String(exe.dropLast(" (deleted)".count)) : exe
+    }()
+    var reexecTimer: EventLoop.Source?
 
     // The loop's sources, registered in `start()`.
     var coreTimer: EventLoop.Source?
@@ -166,21 +175,35 @@ public final class Daemon {
                     "SIGHUP: configuration reload is not supported yet; restart the daemon to apply changes")
             })
 
-        let control = try ControlServer(loop: loop, listener: try controlListener(), front: front)
+        let store = StateStore(directory: config.runtimeDirectory)
+        self.store = store
+        let (loaded, problem) = store.load()
+        if let problem { logger.error("\(problem)") }
+        // Our own earlier image's descriptors, kept open across execve.
+        let handoff = loaded?.handoff.flatMap { $0.pid == getpid() ? $0 : nil }
+        let control = try ControlServer(loop: loop, listener: try controlListener(handoff), front: front)
         self.control = control
         records.sinks.append(control)
-        store = StateStore(directory: config.runtimeDirectory)
         saveTimer = try loop.timer { [unowned self] in self.saveState() }
-        try listenForResumes()
-        restoreState()
+        reexecTimer = try loop.timer { [unowned self] in self.reexec() }
+        try listenForResumes(handoff)
+        restoreState(loaded, handoff: handoff)
+        if restored { startKind = handoff != nil ? "reexec" : "restored" }
+        reapChildren()  // a child that ended during the exec
 
         if Systemd.watchdogInterval() != nil, loop.enableWatchdog() {
             logger.info("watchdog enabled")
         }
     }
 
-    /// The socket-activated control socket, or one bound at the configured path.
-    private func controlListener() throws -> Int32 {
+    /// The socket-activated control socket, or one bound at the configured
+    /// path, or the one our earlier image kept open across execve.
+    private func controlListener(_ handoff: Handoff?) throws -> Int32 {
+        if let handoff {
+            try Posix.call("fcntl(F_SETFD)", "the kept control socket") { fcntl(handoff.control, F_SETFD, FD_CLOEXEC) }
+            controlPath = handoff.controlPath
+            return handoff.control
+        }
         if let fd = Systemd.listenFDs().first(where: UnixSocket.isListeningUnixStream) {
             try Posix.setNonBlocking(fd)
             try Posix.call("fcntl(F_SETFD)", "the activated socket") { fcntl(fd, F_SETFD, FD_CLOEXEC) }

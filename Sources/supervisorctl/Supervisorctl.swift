@@ -70,7 +70,41 @@ struct Supervisorctl: ParsableCommand {
         subcommands: [
             Status.self, Launch.self, Activate.self, Home.self, Interruption.self,
             Lock.self, Unlock.self, Stop.self, Kill.self, Events.self, Jetsam.self, Pressure.self,
+            DaemonReexec.self,
         ])
+}
+
+struct DaemonReexec: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "daemon-reexec",
+        abstract: "Replace the running lifecycled with the binary now installed at its path, keeping every app.",
+        discussion: """
+            The daemon saves its state, keeps its sockets and every app's channel open across \
+            execve, and carries on in the new binary with the same pid. Returns once the new \
+            daemon answers (at most 30 s).
+            """)
+    @OptionGroup var connection: Connection
+    func run() throws {
+        let before = try connection.request(ControlRequest(.status)).status?.daemon
+        _ = try connection.request(ControlRequest(.daemonReexec))
+        // The control socket stays open across the exec: the new daemon answers once it runs.
+        let giveUp = Date().addingTimeInterval(30)
+        while Date() < giveUp {
+            if let client = try? ControlClient(path: connection.path) {
+                client.setReadTimeout(seconds: 30)
+                // The old image may still answer once before it execs: wait for the new one.
+                if let r = try? client.send(ControlRequest(.status)), let now = r.status?.daemon,
+                    now.started != before?.started || now.pid != before?.pid
+                {
+                    print("lifecycled re-executed (pid \(now.pid), \(now.start ?? "?"))")
+                    return
+                }
+            }
+            usleep(20_000)  // the new daemon is starting: connecting is refused until it listens again
+        }
+        printError("lifecycled did not answer within 30 s of re-executing")
+        throw ExitCode(Exit.noDaemon)
+    }
 }
 
 struct Status: ParsableCommand {

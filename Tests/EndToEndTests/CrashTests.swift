@@ -138,3 +138,55 @@ import Testing
         #expect(try d2.stop() == 0)
     }
 }
+
+/// supervisorctl daemon-reexec: the binary at the daemon's path replaces the
+/// running one in the same process; every app keeps its channel (nothing
+/// resumes), an event in flight completes in the new image.
+@Suite struct DaemonReexecTests {
+    @Test func everyAppCarriesOnAcrossTheExecWithAnEventInFlight() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: [
+            "front": recorder(s + "/front"),
+            "frozen": recorder(s + "/frozen", client: .c),
+            "plain": "command = [\"sleep\", \"1000\"]\ndelivery = \"signals\"\n",
+        ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "frozen", background: true))
+        try f.state("frozen", "suspended")
+        try d.command(ControlRequest(.launch, app: "plain", background: true))
+        try d.command(ControlRequest(.activate, app: "front"))
+        try f.acknowledged("front", "didBecomeActive")
+        let before = try ["front", "frozen", "plain"].map { try d.status($0).pid }
+
+        // The activation's events are in flight while the daemon execs.
+        let c = try d.client()
+        #expect(try c.send(ControlRequest(.activate, app: "frozen")).ok)
+        let (code, out, err) = try d.ctl(["daemon-reexec"])
+        #expect(code == 0, "\(err)")
+        #expect(out.contains("lifecycled re-executed (pid \(d.pid), reexec)"), "\(out)")
+
+        let f2 = try d.follow()
+        if try d.status("frozen").state != .active { try f2.state("frozen", "active") }
+        if try d.status("front").state != .suspended { try f2.state("front", "suspended") }
+        #expect(try ["front", "frozen", "plain"].map { try d.status($0).pid } == before, "the same processes")
+        let report = try #require(try d.command(ControlRequest(.status)).status)
+        #expect(report.daemon.pid == d.pid && report.daemon.start == "reexec")
+        #expect(lines(s + "/frozen").suffix(2) == ["willEnterForeground", "didBecomeActive"])
+        #expect(
+            lines(s + "/front") == [
+                "willFinishLaunching", "didFinishLaunching", "didBecomeActive", "willResignActive",
+                "didEnterBackground",
+            ], "each event once")
+        #expect(!d.daemonLog.contains("resumed its channel"), "the channels were kept, not resumed")
+        // Still the apps' parent: a stop ends them with their own exit status.
+        try d2Stop(d)
+    }
+
+    func d2Stop(_ d: DaemonUnderTest) throws {
+        let f = try d.follow(["plain"])
+        try d.command(ControlRequest(.stop, app: "plain"))
+        let end = try f.terminated("plain")
+        #expect(end.reason == "stopped-by-user")
+        #expect(try d.stop() == 0)
+    }
+}

@@ -32,6 +32,12 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         func simulateMemoryLevel(_ level: MemoryLevel) -> [Effect] {
             submit(.simulateMemoryLevel(level, MemoryReport()))
         }
+        var reexecs = 0
+        var reexecProblem: String?
+        func scheduleReexec() -> String? {
+            reexecs += 1
+            return reexecProblem
+        }
     }
 
     @Test func changesNeedPermissionReadingDoesNot() {
@@ -47,12 +53,24 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         }
         guard case .failure(let unknown) = front.execute(.status(apps: ["zz"]), from: .unknown) else { return }
         #expect(unknown.code == .unknownApp && unknown.message == "unknown app 'zz'")
-        for command in [Command.home, .pressure(.critical), .stop("a"), .interruptionBegin] {
+        for command in [Command.home, .pressure(.critical), .stop("a"), .interruptionBegin, .daemonReexec] {
             guard case .failure(let f) = front.execute(command, from: .unknown) else {
                 Issue.record("\(command)"); continue
             }
             #expect(f.code == .permissionDenied, "no credentials, no changes")
         }
+    }
+
+    @Test func daemonReexecNeedsPermissionAndSaysWhyItCannot() {
+        let target = Target()
+        let front = CommandFront(target: target, permissions: Permissions(controlGroup: nil))
+        guard case .failure = front.execute(.daemonReexec, from: someone) else { Issue.record("allowed"); return }
+        #expect(target.reexecs == 0)
+        guard case .success(.done) = front.execute(.daemonReexec, from: root) else { Issue.record("refused"); return }
+        target.reexecProblem = "shutting down"
+        guard case .failure(let f) = front.execute(.daemonReexec, from: root) else { Issue.record("done"); return }
+        #expect(f.code == .refused && f.refusal == "cannot-reexec" && f.message == "shutting down")
+        #expect(target.reexecs == 2)
     }
 
     @Test func refusalsCarryTheirCode() {

@@ -12,10 +12,16 @@ import LifecycleWire
 // channel is down. Anything else is closed without an answer.
 
 extension Daemon {
-    func listenForResumes() throws {
+    func listenForResumes(_ handoff: Handoff?) throws {
         let path = config.runtimeDirectory + "/apps.sock"
-        try? FileManager.default.createDirectory(atPath: config.runtimeDirectory, withIntermediateDirectories: true)
-        resumeListener = try UnixSocket.listen(path: path, mode: 0o666, packets: true)
+        if let handoff, handoff.resume >= 0 {
+            try Posix.call("fcntl(F_SETFD)", path) { fcntl(handoff.resume, F_SETFD, FD_CLOEXEC) }
+            resumeListener = handoff.resume
+        } else {
+            try? FileManager.default.createDirectory(
+                atPath: config.runtimeDirectory, withIntermediateDirectories: true)
+            resumeListener = try UnixSocket.listen(path: path, mode: 0o666, packets: true)
+        }
         resumePath = path
         resumeSource = try loop.watch(fd: resumeListener) { [unowned self] _ in self.acceptResumes() }
     }

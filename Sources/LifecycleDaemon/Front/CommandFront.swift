@@ -36,12 +36,16 @@ enum Command: Sendable, Equatable {
     case jetsam(limit: Int?)
     /// Inject a memory level, for demos and tests.
     case pressure(MemoryLevel)
+    /// Replace the running daemon with the binary now at its path, keeping
+    /// every app (an upgrade).
+    case daemonReexec
 
     /// Commands that change something need permission; the rest only read.
     var changes: Bool {
         switch self {
         case .status, .events, .jetsam: false
-        case .launch, .activate, .stop, .kill, .home, .lock, .unlock, .interruptionBegin, .interruptionEnd, .pressure:
+        case .launch, .activate, .stop, .kill, .home, .lock, .unlock, .interruptionBegin, .interruptionEnd, .pressure,
+            .daemonReexec:
             true
         }
     }
@@ -82,6 +86,8 @@ protocol CommandTarget: AnyObject {
     func kills(limit: Int?) -> [KillRecord]
     /// Injects a level with fresh footprints; returns the core's effects.
     func simulateMemoryLevel(_ level: MemoryLevel) -> [Effect]
+    /// Schedules the re-execution once the answer is out; a reason when it cannot.
+    func scheduleReexec() -> String?
 }
 
 /// Root may change things, and so may members of the control group (as
@@ -147,6 +153,11 @@ final class CommandFront {
         case .unlock: return outcome(target.submit(.unlock))
         case .interruptionBegin: return outcome(target.submit(.interruptionBegan))
         case .interruptionEnd: return outcome(target.submit(.interruptionEnded))
+        case .daemonReexec:
+            if let why = target.scheduleReexec() {
+                return .failure(CommandFailure(code: .refused, message: why, refusal: "cannot-reexec"))
+            }
+            return .success(.done)
         }
     }
 
@@ -176,6 +187,7 @@ extension Command {
         case .interruptionEnd: "interruption-end"
         case .jetsam: "jetsam"
         case .pressure: "pressure"
+        case .daemonReexec: "daemon-reexec"
         }
     }
 }

@@ -148,6 +148,7 @@ final class ControlServer: RecordSink {
         case .unlock: return .success(.unlock)
         case .interruptionBegin: return .success(.interruptionBegin)
         case .interruptionEnd: return .success(.interruptionEnd)
+        case .daemonReexec: return .success(.daemonReexec)
         case .jetsam: return .success(.jetsam(limit: r.limit))
         case .pressure:
             guard let level = r.level.flatMap(MemoryLevel.init(rawValue:)) else {

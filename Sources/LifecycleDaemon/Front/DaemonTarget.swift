@@ -44,6 +44,9 @@ extension Daemon: CommandTarget {
                 accounting: confinement.memoryAccounting.rawValue, trigger: memory.triggerDescription,
                 reading: MemoryReading(watch.map(memory.latest) ?? memory.reading), quiet: watch?.quiet,
                 quietSamples: watch?.quietSamples))
-        return StatusReport(daemon: daemon, apps: apps)
+        var report = StatusReport(daemon: daemon, apps: apps)
+        report.daemon.started = startedAt
+        report.daemon.start = startKind
+        return report
     }
 }

@@ -17,7 +17,7 @@ import LifecycleWire
 
 extension Daemon {
     /// Saves the core's state and the run table for the next daemon.
-    func saveState() {
+    func saveState(handoff: Handoff? = nil) {
         unsaved = false
         guard let store else { return }
         var saved: [AppID: SavedRun] = [:]
@@ -28,15 +28,14 @@ extension Daemon {
                 statusLine: run.statusLine, lastEvent: run.lastEvent)
         }
         let state = SavedDaemon(
-            bootID: bootID, core: supervisor.saved, runs: saved, terminations: terminations)
+            bootID: bootID, core: supervisor.saved, runs: saved, terminations: terminations, handoff: handoff)
         if let problem = store.save(state) { logger.error("\(problem)") }
     }
 
-    /// At start-up, before READY=1: the earlier daemon's apps, taken back.
-    func restoreState() {
-        guard let store else { return }
-        let (loaded, problem) = store.load()
-        if let problem { logger.error("\(problem)") }
+    /// At start-up, before READY=1: the earlier daemon's apps, taken back;
+    /// after a daemon-reexec, this process's own apps, with the descriptors
+    /// it kept open across execve.
+    func restoreState(_ loaded: SavedDaemon?, handoff: Handoff?) {
         let leftovers = Set(confinement.leftoverGroups())
         var adoptedGroups: Set<String> = []
         var ended: [Input] = []
@@ -59,7 +58,7 @@ extension Daemon {
                     notAdopted(id, name, facts.pid, "its manifest is gone")
                     continue
                 }
-                switch adopt(id, facts) {
+                switch adopt(id, facts, handed: handoff?.runs[id]) {
                 case .adopted: adoptedGroups.insert(name)
                 case .gone:
                     logger.notice("\(id) ended while lifecycled was not running", metadata: ["app": "\(id)"])
@@ -76,7 +75,8 @@ extension Daemon {
         for id in supervisor.appIDs { status.counts[supervisor.snapshot(id)!.state, default: 0] += 1 }
         if restored {
             logger.notice(
-                "carried on from the earlier daemon's state",
+                handoff != nil
+                    ? "re-executed: carried on with every app" : "carried on from the earlier daemon's state",
                 metadata: ["adopted": "\(runs.byApp.count)", "ended-while-away": "\(ended.count)"])
         }
         for input in ended { submit(input) }
@@ -86,25 +86,44 @@ extension Daemon {
     enum Adoption { case adopted, gone }
 
     /// Takes one recorded process back, if it is still the same process.
-    private func adopt(_ id: AppID, _ facts: SavedRun) -> Adoption {
+    /// `handed`: after a daemon-reexec, its descriptors, still open; the
+    /// process is still our child.
+    private func adopt(_ id: AppID, _ facts: SavedRun, handed: HandedRun?) -> Adoption {
+        let closeHanded = {
+            for fd in [handed?.channel, handed?.pidfd, handed?.notify] { if let fd, fd >= 0 { Posix.close(fd) } }
+        }
         guard facts.startTime != 0, UInt64(lc_process_start_time(facts.pid)) == facts.startTime else {
             // Gone, or the pid now names another process (left alone). What
             // is left in its group, if anything, is a leftover.
+            closeHanded()
             return .gone
         }
-        let pidfd = lc_pidfd_open(facts.pid)
+        let pidfd = handed?.pidfd ?? lc_pidfd_open(facts.pid)
         guard pidfd >= 0,
             let group = confinement.adoptGroup(app: id, generation: facts.generation, pid: facts.pid)
         else {
             if pidfd >= 0 { Posix.close(pidfd) }
+            closeHanded()
             return .gone
         }
-        let run = Run(generation: facts.generation, pid: facts.pid, pidfd: pidfd, group: group, channel: -1)
-        run.adopted = true
+        let run = Run(
+            generation: facts.generation, pid: facts.pid, pidfd: pidfd, group: group, channel: handed?.channel ?? -1)
+        run.adopted = handed == nil
         run.startTime = facts.startTime
         run.statusLine = facts.statusLine
         run.lastEvent = facts.lastEvent
-        if let name = facts.notifyName {
+        if run.channel >= 0 {
+            run.channelSource = try? loop.watch(fd: run.channel) { [unowned self, unowned run] _ in
+                self.readChannel(id, run)
+            }
+        }
+        if let fd = handed?.notify, fd >= 0, let name = facts.notifyName {
+            run.notify = fd
+            run.notifyName = name
+            run.notifySource = try? loop.watch(fd: fd) { [unowned self, unowned run] _ in
+                self.readNotifications(id, run)
+            }
+        } else if let name = facts.notifyName {
             let fd = lc_notify_socket(name)
             if fd >= 0 {
                 run.notify = fd
@@ -119,7 +138,11 @@ extension Daemon {
             }
         }
         runs.insert(run, for: id)
-        run.exitSource = try? loop.watch(fd: pidfd) { [unowned self, unowned run] _ in self.adoptedExited(id, run) }
+        if run.adopted {
+            run.exitSource = try? loop.watch(fd: pidfd) { [unowned self, unowned run] _ in
+                self.adoptedExited(id, run)
+            }
+        }
         logger.info(
             "\(id) re-adopted (pid \(facts.pid), \(group.name))",
             metadata: metadata(id, ["state": "\(supervisor.snapshot(id)?.state.rawValue ?? "?")"]))

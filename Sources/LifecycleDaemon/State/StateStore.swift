@@ -38,6 +38,24 @@ struct SavedDaemon: Codable {
     var core: CoreState
     var runs: [AppID: SavedRun]
     var terminations: [AppID: TerminationInfo]
+    /// Written just before a daemon-reexec: the descriptors kept open across
+    /// execve. Valid only in the process that wrote it (the same pid).
+    var handoff: Handoff? = nil
+}
+
+/// What a daemon hands its own next image across execve.
+struct Handoff: Codable {
+    var pid: Int32
+    var control: Int32
+    var controlPath: String?
+    var resume: Int32
+    var runs: [AppID: HandedRun]
+}
+
+struct HandedRun: Codable {
+    var channel: Int32
+    var pidfd: Int32
+    var notify: Int32
 }
 
 final class StateStore {

@@ -1,0 +1,50 @@
+import Foundation
+@preconcurrency import Glibc
+import LifecycleCore
+import LifecycleOS
+
+// daemon-reexec: an upgrade that touches no app. The daemon saves its
+// state with the descriptors it keeps open (the control and resume
+// listeners, every app's channel, pidfd and notify socket), clears their
+// close-on-exec flag and execs the binary now installed at its path. The
+// process keeps its pid, so apps stay its children and systemd sees the
+// same main process; the new image reads the state, takes the descriptors
+// back and carries on. Apps see at most a delay: nothing is resumed.
+
+extension Daemon {
+    /// Called by the command front: the answer goes out first, then the
+    /// timer (due at once) execs on the next turn of the loop.
+    func scheduleReexec() -> String? {
+        guard store != nil else { return "this daemon keeps no state to hand over" }
+        guard !supervisor.shuttingDown else { return "the daemon is shutting down" }
+        guard access(executablePath, X_OK) == 0 else {
+            return "\(executablePath) is not an executable file: nothing to re-execute"
+        }
+        reexecTimer?.arm(at: Posix.monotonicNanoseconds())
+        return nil
+    }
+
+    func reexec() {
+        var kept: [Int32] = []
+        var handed: [AppID: HandedRun] = [:]
+        for (id, run) in runs.byApp {
+            handed[id] = HandedRun(channel: run.channel, pidfd: run.pidfd, notify: run.notify)
+            kept += [run.channel, run.pidfd, run.notify].filter { $0 >= 0 }
+        }
+        let control = self.control?.listener ?? -1
+        kept += [control, resumeListener].filter { $0 >= 0 }
+        for fd in kept { _ = fcntl(fd, F_SETFD, 0) }
+        saveState(
+            handoff: Handoff(
+                pid: getpid(), control: control, controlPath: controlPath, resume: resumeListener, runs: handed))
+        logger.notice("re-executing \(executablePath), keeping every app", metadata: ["apps": "\(handed.count)"])
+        let argv = CommandLine.arguments.map { strdup($0) } + [nil]
+        defer { for p in argv { free(p) } }
+        execv(executablePath, argv)
+        // Still here: the old image carries on, as if nothing was asked.
+        let why = String(cString: strerror(errno))
+        for fd in kept { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        saveState()
+        logger.error("cannot re-execute \(executablePath): \(why); carrying on in the running image")
+    }
+}
