@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench install clean clib test-clib install-clib fuzz bench-memory format
+.PHONY: deps build release run test test-shim bench install clean clib test-clib install-clib fuzz bench-memory bench-restarts format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -60,6 +60,10 @@ bench: release clib
 # Reaction to memory running out, side by side with earlyoom (installed if
 # missing), with a 1 GiB and a 256 MiB victim: docs/performance.md.
 # Benchmarks/memory/reaction.py --quick for 5 runs instead of 20.
+# kill -9 and daemon-reexec blackouts with 10, 100 and 1,000 apps.
+bench-restarts: release clib
+	.build/release/lifecycled-bench --restarts
+
 bench-memory: release
 	python3 Benchmarks/memory/reaction.py --out bench-results/memory.md
 	python3 Benchmarks/memory/reaction.py --victim-mb 256 --overshoot-mb 64 --out bench-results/memory-256.md

@@ -242,6 +242,86 @@ func scale(_ count: Int) throws -> (rssMB: Double, idleCPU: Double, wakeups: Int
     return (rss, idle, after.switches - before.switches, status, ctl)
 }
 
+// MARK: - Restarts: how long apps go unsupervised
+
+/// `count` library apps (C recorders: small processes), all suspended but
+/// one active; the daemon is SIGKILLed and a new one started on its state.
+/// Returns the milliseconds from the new daemon's spawn to READY=1 (every
+/// app re-adopted), and to one event round trip (a suspended app thawed,
+/// its channel resumed, willEnterForeground and didBecomeActive acknowledged).
+func crashBlackout(_ count: Int) throws -> (ready: Double, roundTrip: Double) {
+    var apps: [String: String] = [:]
+    for i in 0..<count { apps[String(format: "app%04d", i)] = recorderCommand("c", "/dev/null") }
+    let d = try DaemonUnderTest(apps: apps, daemon: "event_history = 0")
+    let c = try d.client()
+    let f = try d.follow()
+    for name in apps.keys.sorted() { _ = try c.send(ControlRequest(.launch, app: name, background: true)) }
+    var suspended = 0
+    while suspended < count {
+        _ = try f.wait("suspended") { $0.kind == .transition && $0.to == "suspended" }; suspended += 1
+    }
+    _ = try d.crash(with: SIGKILL)
+    let t0 = now()
+    let d2 = try DaemonUnderTest(after: d)
+    let ready = Double(now() - t0) / 1e6
+    let f2 = try d2.follow(["app0000"])
+    _ = try d2.client().send(ControlRequest(.activate, app: "app0000"))
+    try f2.acknowledged("app0000", "didBecomeActive")
+    let roundTrip = Double(now() - t0) / 1e6
+    try d2.stop(seconds: 300)
+    return (ready, roundTrip)
+}
+
+/// daemon-reexec with `count` library apps, one active: from the request to
+/// the new image answering, and to one event round trip (an interruption
+/// makes the active app resign) done in it.
+func reexecBlackout(_ count: Int, runs: Int) throws -> (answered: Series, roundTrip: Series) {
+    var apps: [String: String] = [:]
+    for i in 0..<count { apps[String(format: "app%04d", i)] = recorderCommand("c", "/dev/null") }
+    let d = try DaemonUnderTest(apps: apps, daemon: "event_history = 0")
+    let f = try d.follow()
+    let c = try d.client()
+    for name in apps.keys.sorted().dropFirst() { _ = try c.send(ControlRequest(.launch, app: name, background: true)) }
+    _ = try c.send(ControlRequest(.activate, app: "app0000"))
+    try f.acknowledged("app0000", "didBecomeActive")
+    var answered = Series(), roundTrip = Series()
+    for i in 0..<runs {
+        let before = try d.command(ControlRequest(.status)).status!.daemon.started
+        let t0 = now()
+        _ = try d.client().send(ControlRequest(.daemonReexec))
+        while true {  // the kept control socket answers once the new image runs
+            if let r = try? d.client().send(ControlRequest(.status)), r.status?.daemon.started != before { break }
+        }
+        answered.add(microseconds: Double(now() - t0) / 1000)
+        let follower = try d.follow(["app0000"])
+        _ = try d.client().send(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd))
+        try follower.acknowledged("app0000", i % 2 == 0 ? "willResignActive" : "didBecomeActive")
+        roundTrip.add(microseconds: Double(now() - t0) / 1000)
+    }
+    try d.stop(seconds: 300)
+    return (answered, roundTrip)
+}
+
+if CommandLine.arguments.contains("--restarts") {
+    out("Restarts, \(quick ? "quick run" : "full run"): release build, C recorder apps.")
+    out("")
+    out("| apps | kill -9, new daemon: spawn to READY=1 (all re-adopted) | spawn to one event round trip done |")
+    out("|---|---|---|")
+    for n in quick ? [10, 100] : [10, 100, 1000] {
+        let (ready, rt) = try crashBlackout(n)
+        out("| \(n) | \(String(format: "%.1f", ready)) ms | \(String(format: "%.1f", rt)) ms |")
+    }
+    let (answered, rt) = try reexecBlackout(100, runs: quick ? 5 : 20)
+    out("")
+    out("| daemon-reexec, 100 apps | |")
+    out("|---|---|")
+    out("| request to the new image answering | \(answered.summary) |")
+    out("| request to one event round trip done | \(rt.summary) |")
+    try? FileManager.default.createDirectory(atPath: "bench-results", withIntermediateDirectories: true)
+    try? report.joined(separator: "\n").write(toFile: "bench-results/restarts.md", atomically: true, encoding: .utf8)
+    exit(0)
+}
+
 // MARK: - Report
 
 let kernel = { () -> String in

@@ -64,6 +64,10 @@ public final class Daemon {
     /// runs once per turn of the loop (a timer due at once), not per step.
     var unsaved = false
     var saveTimer: EventLoop.Source?
+    /// A process was started: saved before the drain returns, since a
+    /// process the saved state does not name would be killed by the next
+    /// daemon as a leftover.
+    var spawnedUnsaved = false
     /// True when this daemon carried on from an earlier one's state.
     var restored = false
     /// The resume socket of library apps, and connections not yet resumed.
@@ -283,7 +287,12 @@ public final class Daemon {
             for e in effects { perform(e) }
         }
         decidedAt = nil
-        if unsaved { saveTimer?.arm(at: Posix.monotonicNanoseconds()) }
+        if spawnedUnsaved {
+            spawnedUnsaved = false
+            saveState()
+        } else if unsaved {
+            saveTimer?.arm(at: Posix.monotonicNanoseconds())
+        }
         coreTimer?.arm(at: supervisor.nextDeadline()?.nanoseconds)
         status.changed(self)
         if supervisor.shuttingDown && supervisor.allStopped { loop.exit() }

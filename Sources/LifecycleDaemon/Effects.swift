@@ -12,7 +12,9 @@ import Logging
 extension Daemon {
     func perform(_ effect: Effect) {
         switch effect {
-        case .spawn(let id, let generation, let mode): launch(id, generation, mode)
+        case .spawn(let id, let generation, let mode):
+            launch(id, generation, mode)
+            spawnedUnsaved = true
         case .deliver(let id, let d): deliver(id, d)
         case .backgroundTaskReply(let id, let request, let task, let budgetEnd):
             send(id, .backgroundTaskReply(request: request, task: task, budgetEnd: budgetEnd?.nanoseconds))

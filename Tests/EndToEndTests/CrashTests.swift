@@ -113,6 +113,46 @@ import Testing
         #expect(try d2.stop() == 0)
     }
 
+    /// The waits in progress at the crash end as they would have: under an
+    /// interruption the app stays inactive until it ends; a plain program
+    /// that never says READY=1 meets its launch watchdog; an app that hangs
+    /// in willTerminate meets its terminate deadline.
+    @Test func waitsInProgressAtTheCrashEndAsTheyWouldHave() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(
+            apps: [
+                "interrupted": recorder(s + "/i"),
+                "silent": "command = [\"sleep\", \"1000\"]\ndelivery = \"signals\"\nreadiness = \"notify\"\n"
+                    + "[timeouts]\nlaunch = 2\n",
+                "stopping": recorder(s + "/s", "[timeouts]\nterminate = 2", arguments: ["--hang", "willTerminate"]),
+            ], daemon: "foreground_slots = 2")
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "interrupted"))
+        try f.acknowledged("interrupted", "didBecomeActive")
+        try d.command(ControlRequest(.activate, app: "stopping"))
+        try f.acknowledged("stopping", "didBecomeActive")
+        try d.command(ControlRequest(.stop, app: "stopping"))
+        try f.wait("willTerminate sent") {
+            $0.app == "stopping" && $0.kind == .delivered && $0.event == .willTerminate
+        }
+        try d.command(ControlRequest(.interruptionBegin))
+        try f.acknowledged("interrupted", "willResignActive")
+        try d.command(ControlRequest(.launch, app: "silent", background: true))
+        try f.wait("silent launched") { $0.app == "silent" && $0.kind == .launched }
+
+        #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
+        let d2 = try DaemonUnderTest(after: d)
+        let f2 = try d2.follow()
+        #expect(try d2.status("interrupted").state == .inactive)
+        let ends = try [f2.terminated("silent"), f2.terminated("stopping")]
+        #expect(ends.map(\.reason) == ["launch-watchdog", "stopped-by-user"])
+        #expect(ends[1].detail?.contains("killed after the terminate deadline") == true)
+        try d2.command(ControlRequest(.interruptionEnd))
+        try f2.acknowledged("interrupted", "didBecomeActive")
+        #expect(lines(s + "/i").filter { $0 == "didBecomeActive" }.count == 2)
+        #expect(try d2.stop() == 0)
+    }
+
     @Test func anAppThatEndedWhileNoDaemonRanIsRecordedSo() throws {
         let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
         let f = try d.follow()
