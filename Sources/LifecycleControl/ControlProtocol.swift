@@ -255,6 +255,9 @@ public struct AppStatus: Codable, Sendable {
     public var memoryLimit: UInt64?
     /// What a plain program last said with STATUS= on its NOTIFY_SOCKET.
     public var statusLine: String?
+    /// Still launching: launch events not yet acknowledged, or a plain
+    /// program not yet READY=1 (supervisorctl waits for the end of it).
+    public var launching: Bool?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,

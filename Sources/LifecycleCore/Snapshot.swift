@@ -8,7 +8,8 @@ extension Supervisor {
             tasks: app.tasks.sorted { $0.key < $1.key }.map { BackgroundTask(id: $0.key, name: $0.value) },
             budgetEnd: app.phase == .running(.background) ? app.budgetEnd : nil,
             awaiting: app.awaiting?.event, stopping: app.stop != nil || app.killing != nil || app.lastNotice != nil,
-            last: app.last, footprint: footprints[id], band: app.policy.memory.band)
+            last: app.last, footprint: footprints[id], band: app.policy.memory.band,
+            launching: app.phase == .awaitingReady || { if case .launching = app.phase { true } else { false } }())
     }
 
     /// What a resumed app channel must be told again: the sequence number
@@ -36,6 +37,8 @@ public struct AppSnapshot: Sendable, Equatable {
     /// Last measured footprint, bytes.
     public var footprint: UInt64?
     public var band: MemoryBand
+    /// Launch events not yet all acknowledged, or not yet READY=1.
+    public var launching = false
 }
 
 public struct BackgroundTask: Sendable, Equatable, Codable {

@@ -10,6 +10,10 @@ enum Exit {
     static let permissionDenied: Int32 = 3
     static let noDaemon: Int32 = 4
     static let badResponse: Int32 = 5
+    /// A waiting command's change failed: the app ended instead (the reason is printed).
+    static let failed: Int32 = 6
+    /// A waiting command's change did not happen within --timeout.
+    static let timedOut: Int32 = 7
 }
 
 struct Connection: ParsableArguments {
@@ -63,9 +67,13 @@ struct Supervisorctl: ParsableCommand {
         commandName: "supervisorctl",
         abstract: "Control and observe lifecycled.",
         discussion: """
+            launch, activate, stop, home, lock and unlock wait until the change has happened, \
+            as systemctl does (--no-block: return once accepted; --timeout SECONDS, default 60).
+
             Exit codes: 0 success; 1 the daemon refused the command (the message says why); \
             2 unknown app; 3 permission denied; 4 no daemon at the socket; 5 unreadable \
-            response; 64 bad arguments.
+            response; 6 the change failed: the app ended instead (the reason is printed); \
+            7 not done within --timeout; 64 bad arguments.
             """,
         subcommands: [
             Status.self, Launch.self, Activate.self, Home.self, Interruption.self,
@@ -190,24 +198,35 @@ struct Launch: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Launch an app: into the foreground, or with --background into the background.")
     @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
     @Flag(help: "Launch into the background (willFinishLaunching, didFinishLaunching, didEnterBackground).")
     var background = false
     @Argument var app: String
-    func run() throws { _ = try connection.request(ControlRequest(.launch, app: app, background: background)) }
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.launch, app: app, background: background), waiting) { _ in
+            background ? .launchedInBackground(app) : .inFront(app)
+        }
+    }
 }
 
 struct Activate: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Bring an app to the foreground, launching it when needed.")
     @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
     @Argument var app: String
-    func run() throws { _ = try connection.request(ControlRequest(.activate, app: app)) }
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.activate, app: app), waiting) { _ in .inFront(app) }
+    }
 }
 
 struct Home: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Send every foreground app to the background.")
     @OptionGroup var connection: Connection
-    func run() throws { _ = try connection.request(ControlRequest(.home)) }
+    @OptionGroup var waiting: Waiting
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.home), waiting) { .leftFront($0.daemon.foreground) }
+    }
 }
 
 struct Interruption: ParsableCommand {
@@ -225,21 +244,30 @@ struct Lock: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Lock the screen: foreground apps go to the background until unlock.")
     @OptionGroup var connection: Connection
-    func run() throws { _ = try connection.request(ControlRequest(.lock)) }
+    @OptionGroup var waiting: Waiting
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.lock), waiting) { .leftFront($0.daemon.foreground) }
+    }
 }
 
 struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Unlock the screen: the apps in front come back.")
     @OptionGroup var connection: Connection
-    func run() throws { _ = try connection.request(ControlRequest(.unlock)) }
+    @OptionGroup var waiting: Waiting
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.unlock), waiting) { .backInFront($0.daemon.foreground) }
+    }
 }
 
 struct Stop: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Quit an app as the user would (willTerminate; killed if suspended).")
     @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
     @Argument var app: String
-    func run() throws { _ = try connection.request(ControlRequest(.stop, app: app)) }
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.stop, app: app), waiting) { _ in .ended(app) }
+    }
 }
 
 struct Kill: ParsableCommand {

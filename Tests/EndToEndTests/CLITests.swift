@@ -47,6 +47,44 @@ import Testing
         #expect(none.2.contains("cannot reach lifecycled"))
     }
 
+    /// As systemctl does: the command returns once the change happened, or
+    /// says why it did not.
+    @Test func changesWaitForTheirOutcome() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: [
+            "a": recorder(s + "/a"),
+            "b": recorder(s + "/b"),
+            "missing": "command = [\"/nonexistent/app\"]\n",
+            "hangs": recorder(s + "/h", "[timeouts]\nlaunch = 0.3", arguments: ["--hang", "didFinishLaunching"]),
+            "slow": recorder(s + "/slow", "[timeouts]\nevent = 3", arguments: ["--hang", "didBecomeActive"]),
+        ])
+        let first = try d.ctl(["activate", "a", "--timeout", "5"])
+        #expect(first.0 == 0, "\(first)")
+        #expect(try d.status("a").state == .active, "active when activate returns")
+        #expect(try d.ctl(["launch", "--background", "b"] + ["--timeout", "5"]).0 == 0, "[launch, --background, b]")
+        let b = try d.status("b")
+        #expect(b.launching == false && b.awaiting == nil && [.background, .suspended].contains(b.state))
+        #expect(try d.ctl(["lock"] + ["--timeout", "5"]).0 == 0, "[lock]")
+        #expect(try d.status("a").state != .active)
+        #expect(try d.ctl(["unlock"] + ["--timeout", "5"]).0 == 0, "[unlock]")
+        #expect(try d.status("a").state == .active)
+        #expect(try d.ctl(["home"] + ["--timeout", "5"]).0 == 0, "[home]")
+        #expect([.background, .suspended].contains(try d.status("a").state))
+        #expect(try d.ctl(["stop", "b"] + ["--timeout", "5"]).0 == 0, "[stop, b]")
+        #expect(try d.status("b").state == .notRunning)
+
+        let missing = try d.ctl(["activate", "missing"])
+        #expect(missing.0 == 6 && missing.2.contains("missing ended instead: launch-failed"), "\(missing)")
+        let hangs = try d.ctl(["launch", "hangs"])
+        #expect(hangs.0 == 6 && hangs.2.contains("hangs ended instead: launch-watchdog"), "\(hangs)")
+        let slow = try d.ctl(["activate", "slow", "--timeout", "0.5"])
+        #expect(slow.0 == 7 && slow.2.contains("not done within 0.5 s"), "\(slow)")
+        let f = try d.follow(["a"])
+        #expect(try d.ctl(["activate", "a", "--no-block"]).0 == 0)
+        try f.acknowledged("a", "didBecomeActive")
+        #expect(try d.stop() == 0)
+    }
+
     @Test func eventsShowTransitionsAndAcknowledgementTimes() throws {
         let s = scratch()
         let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a")])

@@ -23,7 +23,7 @@ extension Daemon: CommandTarget {
         let now = now()
         let apps = (names ?? manifests.keys.sorted()).map { id -> AppStatus in
             let s = supervisor.snapshot(id)!
-            return AppStatus(
+            var status = AppStatus(
                 name: id, state: s.state, pid: runs[id]?.pid,
                 secondsInState: s.state == .notRunning && s.since == .zero
                     ? 0 : Double((now - s.since).nanoseconds) / 1e9,
@@ -33,6 +33,8 @@ extension Daemon: CommandTarget {
                 awaiting: s.awaiting, lastTermination: terminations[id],
                 footprint: runs[id]?.group.memoryFootprint(), band: s.band, memoryLimit: settings.limits[id],
                 statusLine: runs[id]?.statusLine)
+            status.launching = s.launching
+            return status
         }
         let watch = memoryWatch?.state
         let daemon = DaemonStatus(

@@ -1,0 +1,115 @@
+import ArgumentParser
+import Foundation
+import LifecycleControl
+
+// Commands that wait for their outcome, as systemctl does: `launch`,
+// `activate`, `stop`, `home`, `lock` and `unlock` return once the change has
+// happened (exit 0) or failed (exit 6, with the reason: the app ended
+// instead), or after --timeout (exit 7). --no-block returns once the daemon
+// accepted the command. How: follow the events of the apps concerned
+// first, then send the command, then look at their status; each record
+// about them is a reason to look again. Nothing is polled.
+
+/// What waiting commands share.
+struct Waiting: ParsableArguments {
+    @Flag(help: "Return once the daemon accepted the command; do not wait for the outcome.")
+    var noBlock = false
+    @Option(help: "Seconds to wait for the outcome (exit 7 after).")
+    var timeout: Double = 60
+}
+
+/// What a command is waiting for, judged on a status report.
+enum Goal {
+    /// The app is in front: active, or inactive under an interruption, and launched.
+    case inFront(String)
+    /// The app finished launching into the background (suspended, or running there).
+    case launchedInBackground(String)
+    /// The app has no process any more.
+    case ended(String)
+    /// None of these apps is in front any more.
+    case leftFront([String])
+    /// Every one of these apps is in front again.
+    case backInFront([String])
+
+    var apps: [String] {
+        switch self {
+        case .inFront(let a), .launchedInBackground(let a), .ended(let a): [a]
+        case .leftFront(let apps), .backInFront(let apps): apps
+        }
+    }
+
+    func reached(_ r: StatusReport) -> Bool {
+        func app(_ name: String) -> AppStatus? { r.apps.first { $0.name == name } }
+        func inFront(_ name: String) -> Bool {
+            guard let a = app(name), a.launching != true, a.awaiting == nil else { return false }
+            return a.state == .active || (a.state == .inactive && r.daemon.interruptions > 0)
+        }
+        switch self {
+        case .inFront(let name): return inFront(name)
+        case .launchedInBackground(let name):
+            guard let a = app(name), a.launching != true, a.awaiting == nil else { return false }
+            return a.state == .background || a.state == .suspended
+        case .ended(let name): return app(name)?.state == .notRunning
+        case .leftFront(let apps):
+            return apps.allSatisfy { name in app(name).map { $0.state != .active && $0.state != .inactive } ?? true }
+        case .backInFront(let apps): return apps.allSatisfy(inFront)
+        }
+    }
+}
+
+extension Connection {
+    /// Sends `request` and waits for `goal` (computed from the status
+    /// before the command, for home, lock and unlock).
+    func requestAndWait(_ request: ControlRequest, _ waiting: Waiting, goal: (StatusReport) -> Goal) throws {
+        guard !waiting.noBlock else {
+            _ = try self.request(request)
+            return
+        }
+        // An app that ended before this command was sent has not failed it.
+        let sentAt = Date().timeIntervalSince1970
+        let before = try status()
+        let goal = goal(before)
+        let follower = try client()
+        follower.setReadTimeout(seconds: waiting.timeout)
+        let following: ControlResponse
+        do { following = try follower.send(ControlRequest(.events, apps: goal.apps, follow: true)) } catch {
+            printError("cannot follow the daemon's events: \(error)")
+            throw ExitCode(Exit.badResponse)
+        }
+        guard following.ok else { try fail(following.error) }  // an unknown app, say
+        _ = try self.request(request)
+        let giveUp = Date().addingTimeInterval(waiting.timeout)
+        while true {
+            let report = try status()
+            if goal.reached(report) { return }
+            if case .ended = goal {
+            } else if let failed = goal.apps.compactMap({ name in report.apps.first { $0.name == name } })
+                .first(where: { $0.state == .notRunning && ($0.lastTermination?.time ?? 0) >= sentAt })
+            {
+                let why = failed.lastTermination.map { "\($0.reason.rawValue): \($0.description)" } ?? "ended"
+                printError("\(failed.name) ended instead: \(why)")
+                throw ExitCode(Exit.failed)
+            }
+            // Wait for the next record about these apps, or the timeout.
+            let left = giveUp.timeIntervalSinceNow
+            guard left > 0 else { throw timedOut(request, waiting) }
+            follower.setReadTimeout(seconds: left)
+            do { _ = try follower.readResponse() } catch { throw timedOut(request, waiting) }
+        }
+    }
+
+    private func timedOut(_ request: ControlRequest, _ waiting: Waiting) -> ExitCode {
+        printError(
+            "'\(request.command.rawValue)' accepted, but not done within \(waiting.timeout) s (--timeout); "
+                + "supervisorctl status shows where it is")
+        return ExitCode(Exit.timedOut)
+    }
+
+    func status() throws -> StatusReport {
+        guard let report = try request(ControlRequest(.status)).status else {
+            printError("the daemon answered status without a report")
+            throw ExitCode(Exit.badResponse)
+        }
+        return report
+    }
+}
