@@ -60,8 +60,11 @@ final class Channel: @unchecked Sendable {
             $0.isEmpty ? nil : $0
         }
         let name = getenv(Wire.appNameEnvironmentKey).map { String(cString: $0) } ?? ""
-        // As in C: without a name the daemon would refuse every resume, so a break is final at once.
-        let resumable = !name.isEmpty && name.utf8.count <= Wire.maxTaskName
+        // As in C: without a name the daemon would refuse every resume, and a
+        // path too long for a socket address cannot be reached: a break is final at once.
+        let resumable =
+            !name.isEmpty && name.utf8.count <= Wire.maxTaskName
+            && (resume?.utf8.count ?? 0) < MemoryLayout.size(ofValue: sockaddr_un().sun_path)
         unsetenv(Wire.protocolEnvironmentKey)
         unsetenv(Wire.resumeSocketEnvironmentKey)
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // not for the app's own children
@@ -71,16 +74,19 @@ final class Channel: @unchecked Sendable {
 
     /// Sends; a send into a broken channel is lost, and the next receive
     /// finds the break (and resumes: the resume names what was acknowledged).
+    /// Under the lock, so that a resume on another thread names exactly
+    /// the acknowledgements sent before it (the async API acknowledges from
+    /// any thread): one sent after it goes on the new socket, after the resume.
     func send(_ m: AppMessage) {
+        let bytes = m.encoded()
         locked {
             switch m {
             case .acknowledge(let seq): lastAcknowledged = max(lastAcknowledged, seq)
             case .endBackgroundTask(let task): openTasks.remove(task)
             default: break
             }
+            _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         }
-        let bytes = m.encoded()
-        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
     /// A task the daemon granted: named in a resume until it ends.
@@ -179,7 +185,9 @@ final class Channel: @unchecked Sendable {
 
     /// One try: `.resumed`, `.violation`, or anything else for a failed try.
     private func tryResume(_ path: String, waitMilliseconds: Int32) -> Received {
-        let s = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        // Non-blocking: a daemon that is not accepting (a full backlog) is a failed try, not a hang.
+        let s = socket(
+            AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard s >= 0 else { return .closed }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
@@ -196,17 +204,24 @@ final class Channel: @unchecked Sendable {
                 connect(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        // dup3 is not in Swift's Glibc module: dup2, then close-on-exec.
-        guard connected == 0, dup2(s, fd) >= 0 else {
+        guard connected == 0 else {
             close(s)
             return .closed
         }
+        _ = fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK)
+        // The new socket takes the old number, and the resume goes first on
+        // it, with no acknowledgement from another thread in between.
+        let sent: Bool = locked {
+            // dup3 is not in Swift's Glibc module: dup2, then close-on-exec.
+            guard dup2(s, fd) >= 0 else { return false }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            let hello = AppMessage.resume(lastAcknowledged: lastAcknowledged, app: appName, tasks: openTasks.sorted())
+                .encoded()
+            return hello.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                == hello.count
+        }
         close(s)
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        let (last, tasks) = locked { (lastAcknowledged, openTasks.sorted()) }
-        let hello = AppMessage.resume(lastAcknowledged: last, app: appName, tasks: tasks).encoded()
-        guard hello.withUnsafeBytes({ Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == hello.count
-        else { return .closed }
+        guard sent else { return .closed }
         guard Self.wait(fd, waitMilliseconds) else { return .timeout }
         switch receiveOnce(timeoutMilliseconds: 0) {
         case .message(.resumed): return .resumed

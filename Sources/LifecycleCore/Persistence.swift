@@ -39,25 +39,38 @@ extension Supervisor {
             pressureVictim: pressureVictim, lastSample: lastSample)
     }
 
+    /// How far sequence numbers and task ids jump after a crash: the state
+    /// is saved once per turn of the daemon's loop, after it sends, so an app
+    /// may hold numbers the saved state never recorded; fresh ones must not
+    /// collide with them (an app ignores a repeated sequence number).
+    public static let numberingGapAfterCrash: UInt32 = 1 << 16
+
     /// A core that carries on from `state`, under the configuration given now:
     /// each app's policy, the number of slots and the thresholds are today's.
     /// Apps the state knows that are not configured any more are left out
     /// (the shell ends what runs of them); configured apps it does not know
-    /// start not running.
+    /// start not running. `afterCrash`: the state may lag what apps saw
+    /// (not after a daemon-reexec, which saves before it execs), and a
+    /// shutdown in progress is not carried on: the new daemon was started
+    /// to run. Without it the restored core is the saved one exactly.
     public init(
         restoring state: CoreState, foregroundSlots: Int, apps policies: [AppID: AppPolicy],
-        memory: MemoryThresholds = MemoryThresholds()
+        memory: MemoryThresholds = MemoryThresholds(), afterCrash: Bool = false
     ) {
         self.init(foregroundSlots: foregroundSlots, apps: policies, memory: memory)
         now = state.now
         for (id, policy) in policies {
             guard var record = state.apps[id] else { continue }
             record.policy = policy
+            if afterCrash, record.phase != .notRunning {
+                record.sequence &+= Self.numberingGapAfterCrash
+                record.nextTask &+= Self.numberingGapAfterCrash
+            }
             apps[id] = record
         }
         front = state.front.resized(to: foregroundSlots)
         for id in state.front.apps where apps[id] == nil { front.remove(id) }
-        shuttingDown = state.shuttingDown
+        shuttingDown = afterCrash ? false : state.shuttingDown
         timers = state.timers
         for id in state.apps.keys where apps[id] == nil { timers.cancelAll(id) }
         gauge = state.gauge

@@ -47,12 +47,22 @@ public final class Cgroups: Confinement {
         self.original = original
     }
 
+    /// Set by a daemon for its next image across daemon-reexec: the cgroup
+    /// it started in, before it moved into its leaf.
+    public static let originEnvironmentKey = "LIFECYCLED_ORIGIN_CGROUP"
+
     /// Finds the v2 hierarchy and decides the subtree. `root` is the
     /// configured subtree ("auto" or an absolute cgroup path). Returns nil
     /// with the reason when cgroups cannot be used.
     public static func detect(root: String) -> (Cgroups?, String) {
         guard let mount = v2Mount() else { return (nil, "no cgroup2 file system is mounted") }
-        let own = ownCgroup() ?? "/"
+        var own = ownCgroup() ?? "/"
+        // A daemon-reexec'd image starts in its earlier image's leaf
+        // (BASE/daemon): the earlier image said where it came from.
+        if let earlier = getenv(originEnvironmentKey).map({ String(cString: $0) }) {
+            unsetenv(originEnvironmentKey)
+            if own.hasSuffix("/daemon") { own = earlier }
+        }
         let base: String
         if root == "auto" {
             base = own == "/" ? "/lifecycled" : own
@@ -185,7 +195,7 @@ public final class Cgroups: Confinement {
         return group
     }
 
-    public func adoptGroup(app name: String, generation: UInt64, pid: Int32) -> (any AppGroup)? {
+    public func adoptGroup(app name: String, generation: UInt64, pid: Int32, member: Bool) -> (any AppGroup)? {
         let path = appsPath + "/\(name).\(generation)"
         guard let fd = try? Posix.call("open", path, { open(path, O_DIRECTORY | O_RDONLY | O_CLOEXEC) }) else {
             return nil
@@ -194,7 +204,7 @@ public final class Cgroups: Confinement {
         if let v1 = v1MemoryBase, Posix.exists(v1 + "/apps/\(name).\(generation)") {
             group.v1Memory = v1 + "/apps/\(name).\(generation)"
         }
-        guard group.contains(pid) else { return nil }  // its deinit closes the directory
+        guard !member || group.contains(pid) else { return nil }  // its deinit closes the directory
         group.pid = pid
         return group
     }

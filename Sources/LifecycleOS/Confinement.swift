@@ -17,8 +17,8 @@ public protocol Confinement: AnyObject {
     /// A fresh group for one run of one app.
     func makeGroup(app: String, generation: UInt64) throws(SystemError) -> any AppGroup
     /// The group of a run an earlier daemon started, when it is still
-    /// there with `pid` in it: a restarted daemon takes it back.
-    func adoptGroup(app: String, generation: UInt64, pid: Int32) -> (any AppGroup)?
+    /// there (with `pid` in it, when `member`): a restarted daemon takes it back.
+    func adoptGroup(app: String, generation: UInt64, pid: Int32, member: Bool) -> (any AppGroup)?
     /// The groups an earlier daemon left ("NAME.GENERATION").
     func leftoverGroups() -> [String]
     /// Kills whatever runs in a group an earlier daemon left, and removes it.
@@ -80,8 +80,8 @@ public final class ProcessGroups: Confinement {
     public var memoryAccounting: MemoryAccounting { .processPSS }
     public func makeGroup(app: String, generation: UInt64) throws(SystemError) -> any AppGroup { AppProcessGroup() }
     /// The process group the app's main process leads, if it still does.
-    public func adoptGroup(app: String, generation: UInt64, pid: Int32) -> (any AppGroup)? {
-        guard MemoryProbe.processGroup(of: pid) == pid else { return nil }
+    public func adoptGroup(app: String, generation: UInt64, pid: Int32, member: Bool) -> (any AppGroup)? {
+        guard !member || MemoryProbe.processGroup(of: pid) == pid else { return nil }
         let group = AppProcessGroup()
         group.pid = pid
         return group

@@ -94,7 +94,15 @@ extension Connection {
             let left = giveUp.timeIntervalSinceNow
             guard left > 0 else { throw timedOut(request, waiting) }
             follower.setReadTimeout(seconds: left)
-            do { _ = try follower.readResponse() } catch { throw timedOut(request, waiting) }
+            do { _ = try follower.readResponse() } catch {
+                guard giveUp.timeIntervalSinceNow <= 0 else {
+                    printError(
+                        "lifecycled went away while '\(request.command.rawValue)' was under way (a restart or "
+                            + "a daemon-reexec?); supervisorctl status shows where it is")
+                    throw ExitCode(Exit.noDaemon)
+                }
+                throw timedOut(request, waiting)
+            }
         }
     }
 

@@ -230,3 +230,27 @@ import Testing
         #expect(try d.stop() == 0)
     }
 }
+
+extension DaemonReexecTests {
+    /// Processes taken back after a crash are not the daemon's children: a
+    /// daemon-reexec keeps them, and their end still comes through their pidfd.
+    @Test func adoptedAppsSurviveAReexecAndTheirEndIsSeen() throws {
+        let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null"), "b": recorder("/dev/null")])
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "b", background: true))
+        try f.state("b", "suspended")
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
+        let d2 = try DaemonUnderTest(after: d)
+        let (code, out, err) = try d2.ctl(["daemon-reexec"])
+        #expect(code == 0 && out.contains("reexec"), "\(out) \(err)")
+        let pid = try #require(try d2.status("a").pid)
+        let f2 = try d2.follow(["a"])
+        kill(pid, SIGKILL)
+        let end = try f2.terminated("a")
+        #expect(["signaled", "exit-unknown"].contains(end.reason), "\(end)")
+        #expect(try d2.ctl(["activate", "b"]).0 == 0, "b carries on in the new image")
+        #expect(try d2.stop() == 0)
+    }
+}

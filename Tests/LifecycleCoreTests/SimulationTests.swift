@@ -344,3 +344,26 @@ extension Supervisor {
         }
     }
 }
+
+@Suite struct RestoreAfterCrashTests {
+    /// The saved state may lag what the app saw by a turn of the loop: fresh
+    /// sequence numbers and task ids jump past anything it could hold, and
+    /// a shutdown in progress is not carried on.
+    @Test func numbersJumpAndAShutdownEnds() throws {
+        var h = Harness(["a": AppPolicy()])
+        h.launchActive("a")
+        _ = h.send(.beginBackgroundTask("a", generation: 1, request: 1, name: "x"))
+        _ = h.send(.shutdown)
+        let saved = h.supervisor.saved
+        let seq = saved.apps["a"]!.sequence, task = saved.apps["a"]!.nextTask
+        let gap = Supervisor.numberingGapAfterCrash
+        let restored = Supervisor(
+            restoring: saved, foregroundSlots: 1, apps: ["a": AppPolicy()], afterCrash: true)
+        #expect(restored.saved.apps["a"]!.sequence == seq &+ gap)
+        #expect(restored.saved.apps["a"]!.nextTask == task &+ gap)
+        #expect(!restored.shuttingDown)
+        #expect(restored.snapshot("a")?.awaiting == h.supervisor.snapshot("a")?.awaiting, "the event in flight is kept")
+        let exact = Supervisor(restoring: saved, foregroundSlots: 1, apps: ["a": AppPolicy()])
+        #expect(exact.shuttingDown && exact.saved.apps["a"]!.sequence == seq)
+    }
+}

@@ -62,7 +62,7 @@ final class FakeConfinement: Confinement {
         groups[g.name] = g
         return g
     }
-    func adoptGroup(app: String, generation: UInt64, pid: Int32) -> (any AppGroup)? { nil }
+    func adoptGroup(app: String, generation: UInt64, pid: Int32, member: Bool) -> (any AppGroup)? { nil }
     func leftoverGroups() -> [String] { [] }
     func removeLeftover(_ name: String) {}
     func appsFootprint() -> UInt64? { nil }

@@ -74,11 +74,14 @@ extension Daemon {
             switch UnixSocket.receive(run.channel, into: &buffer) {
             case .wouldBlock: return
             case .closed:
-                // The process may be exiting; its exit is reported by SIGCHLD.
-                // Should it live on without its channel, the deadline of the
-                // next event it cannot acknowledge applies.
+                // The process may be exiting; its exit is reported by SIGCHLD
+                // (or its pidfd). Should it live on without its channel, the
+                // deadline of the next event it cannot acknowledge applies,
+                // and it may take the channel back on the resume socket.
                 run.channelSource?.cancel()
                 run.channelSource = nil
+                Posix.close(run.channel)
+                run.channel = -1
                 return
             case .oversized:
                 submit(

@@ -39,9 +39,14 @@ extension Daemon {
 
     private func acceptResumes() {
         while let fd = (try? UnixSocket.accept(resumeListener)).flatMap({ $0 }) {
-            // A connection that never says anything is closed when the
-            // daemon stops; at most 64 wait at once.
-            guard resuming.count < 64, let source = try? loop.watch(fd: fd, { [unowned self] _ in self.resume(fd) })
+            // Only the process of a library app whose channel is down may
+            // wait here (anyone else is closed at once), and at most 64 at once.
+            let pid = UnixSocket.peerCredentials(fd)?.pid
+            let expected = runs.byApp.values.contains {
+                $0.pid == pid && $0.channel < 0 && $0.channelSource == nil
+            }
+            guard expected, resuming.count < 64,
+                let source = try? loop.watch(fd: fd, { [unowned self] _ in self.resume(fd) })
             else {
                 Posix.close(fd)
                 continue
@@ -73,21 +78,22 @@ extension Daemon {
         run.channelSource = try? loop.watch(fd: fd) { [unowned self, unowned run] _ in self.readChannel(id, run) }
         record(id, .resumed, sequence: last, detail: "tasks \(tasks.map(String.init).joined(separator: ","))")
         logger.info("\(id) resumed its channel", metadata: metadata(id))
+        // `resumed` first: whatever the inputs below make the core send must follow it.
+        send(id, .resumed)
         guard let owed = supervisor.channelState(id) else { return }
-        // An acknowledgement lost with the old socket: taken as given.
         if let seq = owed.awaiting, seq <= last, last != 0 {
+            // Acknowledged, but the acknowledgement was lost with the old socket.
             submit(.acknowledged(id, generation: run.generation, sequence: seq))
+        } else if let seq = owed.awaiting, let event = run.lastEvent, event.sequence == seq {
+            // Never received, or received and still being handled: sent again.
+            send(id, .event(event))
         }
         // Tasks whose reply, or whose end, was lost with the old socket.
         for task in owed.tasks where !tasks.contains(task) {
             submit(.endBackgroundTask(id, generation: run.generation, task: task))
         }
-        send(id, .resumed)
-        if let now = supervisor.channelState(id) {
-            if let seq = now.awaiting, let event = run.lastEvent, event.sequence == seq {
-                send(id, .event(event))
-            }
-            if !now.warned.isEmpty { send(id, .backgroundTasksExpiring(now.warned)) }
+        if let now = supervisor.channelState(id), !now.warned.isEmpty {
+            send(id, .backgroundTasksExpiring(now.warned))
         }
     }
 }

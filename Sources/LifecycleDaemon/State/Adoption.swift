@@ -16,10 +16,12 @@ import LifecycleWire
 // decides a lifecycle rule: the core's restored state does.
 
 extension Daemon {
-    /// Saves the core's state and the run table for the next daemon.
-    func saveState(handoff: Handoff? = nil) {
+    /// Saves the core's state and the run table for the next daemon; false
+    /// when it could not be written.
+    @discardableResult
+    func saveState(handoff: Handoff? = nil) -> Bool {
         unsaved = false
-        guard let store else { return }
+        guard let store else { return false }
         var saved: [AppID: SavedRun] = [:]
         for (id, run) in runs.byApp {
             saved[id] = SavedRun(
@@ -29,7 +31,9 @@ extension Daemon {
         }
         let state = SavedDaemon(
             bootID: bootID, core: supervisor.saved, runs: saved, terminations: terminations, handoff: handoff)
-        if let problem = store.save(state) { logger.error("\(problem)") }
+        var failed: String?
+        if let problem = store.save(state, failed: &failed) { logger.error("\(problem)") }
+        return failed == nil
     }
 
     /// At start-up, before READY=1: the earlier daemon's apps, taken back;
@@ -43,7 +47,7 @@ extension Daemon {
             restored = true
             supervisor = Supervisor(
                 restoring: saved.core, foregroundSlots: config.foregroundSlots, apps: settings.policies,
-                memory: config.memory.thresholds(total: MemoryMonitor.memTotal()))
+                memory: config.memory.thresholds(total: MemoryMonitor.memTotal()), afterCrash: handoff == nil)
             terminations = saved.terminations.filter { manifests[$0.key] != nil }
             for (id, generation, running) in saved.core.runs where running {
                 let name = "\(id).\(generation)"
@@ -86,29 +90,39 @@ extension Daemon {
     enum Adoption { case adopted, gone }
 
     /// Takes one recorded process back, if it is still the same process.
-    /// `handed`: after a daemon-reexec, its descriptors, still open; the
-    /// process is still our child.
+    /// `handed`: after a daemon-reexec, its descriptors, still open (and
+    /// the process is still our child if it was the earlier image's).
     private func adopt(_ id: AppID, _ facts: SavedRun, handed: HandedRun?) -> Adoption {
         let closeHanded = {
             for fd in [handed?.channel, handed?.pidfd, handed?.notify] { if let fd, fd >= 0 { Posix.close(fd) } }
         }
-        guard facts.startTime != 0, UInt64(lc_process_start_time(facts.pid)) == facts.startTime else {
+        // The pidfd first, then the start time: a pid recycled in between
+        // would fail the check rather than be taken.
+        let pidfd = handed?.pidfd ?? lc_pidfd_open(facts.pid)
+        guard pidfd >= 0, facts.startTime != 0, UInt64(lc_process_start_time(facts.pid)) == facts.startTime else {
             // Gone, or the pid now names another process (left alone). What
             // is left in its group, if anything, is a leftover.
+            if handed == nil, pidfd >= 0 { Posix.close(pidfd) }
             closeHanded()
             return .gone
         }
-        let pidfd = handed?.pidfd ?? lc_pidfd_open(facts.pid)
-        guard pidfd >= 0,
-            let group = confinement.adoptGroup(app: id, generation: facts.generation, pid: facts.pid)
+        // Our own child that ended during the exec is a zombie, no longer
+        // in its group: taken back all the same, and reaped with its status.
+        let child = handed.map { $0.child ?? true } ?? false
+        guard
+            let group = confinement.adoptGroup(
+                app: id, generation: facts.generation, pid: facts.pid, member: !child)
         else {
-            if pidfd >= 0 { Posix.close(pidfd) }
+            if handed == nil, pidfd >= 0 { Posix.close(pidfd) }
             closeHanded()
+            logger.warning(
+                "\(id): pid \(facts.pid) is alive but not in its group \(id).\(facts.generation): not taken back",
+                metadata: ["app": "\(id)"])
             return .gone
         }
         let run = Run(
             generation: facts.generation, pid: facts.pid, pidfd: pidfd, group: group, channel: handed?.channel ?? -1)
-        run.adopted = handed == nil
+        run.adopted = !child
         run.startTime = facts.startTime
         run.statusLine = facts.statusLine
         run.lastEvent = facts.lastEvent

@@ -28,21 +28,26 @@ extension Daemon {
         var kept: [Int32] = []
         var handed: [AppID: HandedRun] = [:]
         for (id, run) in runs.byApp {
-            handed[id] = HandedRun(channel: run.channel, pidfd: run.pidfd, notify: run.notify)
+            handed[id] = HandedRun(channel: run.channel, pidfd: run.pidfd, notify: run.notify, child: !run.adopted)
             kept += [run.channel, run.pidfd, run.notify].filter { $0 >= 0 }
         }
         let control = self.control?.listener ?? -1
         kept += [control, resumeListener].filter { $0 >= 0 }
+        let handoff = Handoff(
+            pid: getpid(), control: control, controlPath: controlPath, resume: resumeListener, runs: handed)
+        guard saveState(handoff: handoff) else {
+            logger.error("daemon-reexec abandoned: the state could not be saved for the new image")
+            return
+        }
         for fd in kept { _ = fcntl(fd, F_SETFD, 0) }
-        saveState(
-            handoff: Handoff(
-                pid: getpid(), control: control, controlPath: controlPath, resume: resumeListener, runs: handed))
         logger.notice("re-executing \(executablePath), keeping every app", metadata: ["apps": "\(handed.count)"])
+        if let cgroups = confinement as? Cgroups { setenv(Cgroups.originEnvironmentKey, cgroups.original, 1) }
         let argv = CommandLine.arguments.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         execv(executablePath, argv)
         // Still here: the old image carries on, as if nothing was asked.
         let why = String(cString: strerror(errno))
+        unsetenv(Cgroups.originEnvironmentKey)
         for fd in kept { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         saveState()
         logger.error("cannot re-execute \(executablePath): \(why); carrying on in the running image")

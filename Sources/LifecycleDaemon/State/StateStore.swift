@@ -56,6 +56,10 @@ struct HandedRun: Codable {
     var channel: Int32
     var pidfd: Int32
     var notify: Int32
+    /// Our child (launched by this process); false for a process taken
+    /// back after a crash, whose end only its pidfd reports. Absent in a
+    /// handoff from before it existed, where every handed run was a child.
+    var child: Bool?
 }
 
 final class StateStore {
@@ -100,6 +104,12 @@ final class StateStore {
     /// error happens (a full disk, say), so the caller logs it once; the
     /// daemon carries on in memory.
     func save(_ state: SavedDaemon) -> String? {
+        save(state, failed: nil)
+    }
+
+    /// `failed` is set to the error text, said or not (a daemon-reexec must
+    /// not go ahead on a state it could not write).
+    func save(_ state: SavedDaemon, failed: UnsafeMutablePointer<String?>?) -> String? {
         let temporary = path + ".new"
         do {
             let data = try JSONEncoder().encode(state)
@@ -111,6 +121,7 @@ final class StateStore {
             return nil
         } catch {
             let text = "cannot save the state to \(path): \(error); a crash now would lose what changed since"
+            failed?.pointee = text
             defer { lastError = text }
             return text == lastError ? nil : text
         }
