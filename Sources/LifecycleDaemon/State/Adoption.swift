@@ -41,7 +41,8 @@ extension Daemon {
     /// it kept open across execve.
     func restoreState(_ loaded: SavedDaemon?, handoff: Handoff?) {
         let leftovers = Set(confinement.leftoverGroups())
-        var adoptedGroups: Set<String> = []
+        /// Groups dealt with here: taken back, or cleared for a known reason.
+        var handled: Set<String> = []
         var ended: [Input] = []
         if let saved = loaded {
             restored = true
@@ -58,19 +59,22 @@ extension Daemon {
                     }
                     continue
                 }
+                handled.insert(name)
                 guard manifests[id] != nil else {
                     notAdopted(id, name, facts.pid, "its manifest is gone")
                     continue
                 }
                 switch adopt(id, facts, handed: handoff?.runs[id]) {
-                case .adopted: adoptedGroups.insert(name)
+                case .adopted: break
                 case .gone:
+                    // What it left in its group goes with it, as after any end.
+                    confinement.removeLeftover(name)
                     logger.notice("\(id) ended while lifecycled was not running", metadata: ["app": "\(id)"])
                     ended.append(.exited(id, generation: generation, .unknown(whileAway: true)))
                 }
             }
         }
-        for name in leftovers.subtracting(adoptedGroups).sorted() {
+        for name in leftovers.subtracting(handled).sorted() {
             notAdopted(
                 name.split(separator: ".").dropLast().joined(separator: "."), name, nil,
                 loaded == nil ? "no saved state names it" : "the saved state does not name it")
