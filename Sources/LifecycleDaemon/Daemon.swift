@@ -193,6 +193,10 @@ public final class Daemon {
         try listenForResumes(handoff)
         restoreState(loaded, handoff: handoff)
         if restored { startKind = handoff != nil ? "reexec" : "restored" }
+        if let decided = handoff?.decidedAt {
+            let now = Posix.monotonicNanoseconds()
+            logger.notice("daemon-reexec: every app taken back \((now - decided) / 1_000_000) ms after the decision")
+        }
         reapChildren()  // a child that ended during the exec
 
         if Systemd.watchdogInterval() != nil, loop.enableWatchdog() {

@@ -25,6 +25,7 @@ extension Daemon {
     }
 
     func reexec() {
+        let decidedAt = Posix.monotonicNanoseconds()
         var kept: [Int32] = []
         var handed: [AppID: HandedRun] = [:]
         for (id, run) in runs.byApp {
@@ -33,14 +34,20 @@ extension Daemon {
         }
         let control = self.control?.listener ?? -1
         kept += [control, resumeListener].filter { $0 >= 0 }
-        let handoff = Handoff(
+        var handoff = Handoff(
             pid: getpid(), control: control, controlPath: controlPath, resume: resumeListener, runs: handed)
+        handoff.decidedAt = decidedAt
         guard saveState(handoff: handoff) else {
             logger.error("daemon-reexec abandoned: the state could not be saved for the new image")
             return
         }
         for fd in kept { _ = fcntl(fd, F_SETFD, 0) }
-        logger.notice("re-executing \(executablePath), keeping every app", metadata: ["apps": "\(handed.count)"])
+        logger.notice(
+            "re-executing \(executablePath), keeping every app",
+            metadata: [
+                "apps": "\(handed.count)",
+                "state-saved-in-ms": "\((Posix.monotonicNanoseconds() - decidedAt) / 1_000_000)",
+            ])
         if let cgroups = confinement as? Cgroups { setenv(Cgroups.originEnvironmentKey, cgroups.original, 1) }
         let argv = CommandLine.arguments.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }

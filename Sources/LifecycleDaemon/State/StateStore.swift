@@ -50,6 +50,9 @@ struct Handoff: Codable {
     var controlPath: String?
     var resume: Int32
     var runs: [AppID: HandedRun]
+    /// CLOCK_MONOTONIC when the earlier image decided to exec (the new
+    /// image logs how long the hand-over took).
+    var decidedAt: Int64?
 }
 
 struct HandedRun: Codable {
