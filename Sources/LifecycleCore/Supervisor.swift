@@ -57,6 +57,9 @@ public struct Supervisor: Sendable {
     /// The effects of the step in progress, and the apps it touched.
     var effects: [Effect] = []
     var touched: Set<AppID> = []
+    /// Apps a restore under a changed config left out of the front: the
+    /// first step plans them (a restore itself emits nothing).
+    var replan: [AppID] = []
 
     public init(foregroundSlots: Int = 1, apps: [AppID: AppPolicy], memory: MemoryThresholds = MemoryThresholds()) {
         front = Foreground(slots: foregroundSlots)
@@ -73,6 +76,8 @@ public struct Supervisor: Sendable {
         touched = []
         fireDueTimers()  // a deadline that passed before the input wins
         apply(input)
+        for id in replan where apps[id] != nil { advance(id) }
+        replan = []
         fireDueTimers()  // timers armed in the past by the input
         for id in front.apps where apps[id]!.state != .active { advance(id) }  // a slot may have freed
         for id in touched.sorted() { sync(id) }  // lock, unlock, interruptions

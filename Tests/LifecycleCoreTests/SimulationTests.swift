@@ -367,3 +367,19 @@ extension Supervisor {
         #expect(exact.shuttingDown && exact.saved.apps["a"]!.sequence == seq)
     }
 }
+
+extension RestoreAfterCrashTests {
+    /// Restarted with fewer slots: the apps that lost theirs leave the front
+    /// at the first step, the least recently activated first.
+    @Test func fewerSlotsSendTheOldestToTheBackground() {
+        var h = Harness(slots: 2, ["a": AppPolicy(), "b": AppPolicy()])
+        h.launchActive("a")
+        h.launchActive("b")
+        var restored = Supervisor(
+            restoring: h.supervisor.saved, foregroundSlots: 1, apps: ["a": AppPolicy(), "b": AppPolicy()])
+        let effects = restored.handle(.tick, now: h.supervisor.now)
+        #expect(Harness.events("a", in: effects) == [.willResignActive])
+        #expect(Harness.events("b", in: effects).isEmpty)
+        #expect(restored.foreground == ["b"])
+    }
+}
