@@ -75,9 +75,14 @@ extension Daemon {
             }
         }
         for name in leftovers.subtracting(handled).sorted() {
-            notAdopted(
-                name.split(separator: ".").dropLast().joined(separator: "."), name, nil,
-                loaded == nil ? "no saved state names it" : "the saved state does not name it")
+            let id = name.split(separator: ".").dropLast().joined(separator: ".")
+            let generation = name.split(separator: ".").last.flatMap { UInt64($0) }
+            if loaded != nil, let generation, let known = supervisor.snapshot(id), generation <= known.generation {
+                // A run that had already ended, its group not yet removed: cleared quietly.
+                confinement.removeLeftover(name)
+                continue
+            }
+            notAdopted(id, name, nil, loaded == nil ? "no saved state names it" : "the saved state does not name it")
         }
         status.counts = [:]
         for id in supervisor.appIDs { status.counts[supervisor.snapshot(id)!.state, default: 0] += 1 }
