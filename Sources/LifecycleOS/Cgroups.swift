@@ -214,15 +214,10 @@ public final class Cgroups: Confinement {
             .sorted()
     }
 
-    public func removeLeftover(_ name: String) {
-        let stale = AppCgroup(path: appsPath + "/" + name, directory: -1, memory: .processPSS)
-        stale.killAll()
-        _ = stale.remove()
-        if let v1 = v1MemoryBase {
-            let dir = v1 + "/apps/" + name
-            for pid in AppCgroup.pids(dir + "/cgroup.procs") { Posix.signal(pid, SIGKILL) }
-            Posix.remove(directory: dir)
-        }
+    public func leftover(_ name: String) -> (any AppGroup)? {
+        let group = AppCgroup(path: appsPath + "/" + name, directory: -1, memory: .processPSS)
+        if let v1 = v1MemoryBase, Posix.exists(v1 + "/apps/" + name) { group.v1Memory = v1 + "/apps/" + name }
+        return group
     }
 
     /// Removes what `enter()` made, moving the daemon back where it was.

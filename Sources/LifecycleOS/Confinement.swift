@@ -21,8 +21,9 @@ public protocol Confinement: AnyObject {
     func adoptGroup(app: String, generation: UInt64, pid: Int32, member: Bool) -> (any AppGroup)?
     /// The groups an earlier daemon left ("NAME.GENERATION").
     func leftoverGroups() -> [String]
-    /// Kills whatever runs in a group an earlier daemon left, and removes it.
-    func removeLeftover(_ name: String)
+    /// A group an earlier daemon left, to be killed and removed (once
+    /// empty) like the group of an ended run; nil without cgroups.
+    func leftover(_ name: String) -> (any AppGroup)?
     /// Every app's footprint together when one file says it; nil: add them up.
     func appsFootprint() -> UInt64?
     /// Removes what the confinement made at start-up.
@@ -89,7 +90,7 @@ public final class ProcessGroups: Confinement {
     /// Without cgroups nothing names an earlier daemon's processes: those
     /// the saved state does not name cannot be found (docs/architecture.md).
     public func leftoverGroups() -> [String] { [] }
-    public func removeLeftover(_ name: String) {}
+    public func leftover(_ name: String) -> (any AppGroup)? { nil }
     public func appsFootprint() -> UInt64? { nil }
     public func leave() {}
 }

@@ -64,7 +64,7 @@ final class FakeConfinement: Confinement {
     }
     func adoptGroup(app: String, generation: UInt64, pid: Int32, member: Bool) -> (any AppGroup)? { nil }
     func leftoverGroups() -> [String] { [] }
-    func removeLeftover(_ name: String) {}
+    func leftover(_ name: String) -> (any AppGroup)? { nil }
     func appsFootprint() -> UInt64? { nil }
     func leave() {}
 }

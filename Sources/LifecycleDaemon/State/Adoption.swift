@@ -68,7 +68,7 @@ extension Daemon {
                 case .adopted: break
                 case .gone:
                     // What it left in its group goes with it, as after any end.
-                    confinement.removeLeftover(name)
+                    clearLeftover(name)
                     logger.notice("\(id) ended while lifecycled was not running", metadata: ["app": "\(id)"])
                     ended.append(.exited(id, generation: generation, .unknown(whileAway: true)))
                 }
@@ -79,7 +79,7 @@ extension Daemon {
             let generation = name.split(separator: ".").last.flatMap { UInt64($0) }
             if loaded != nil, let generation, let known = supervisor.snapshot(id), generation <= known.generation {
                 // A run that had already ended, its group not yet removed: cleared quietly.
-                confinement.removeLeftover(name)
+                clearLeftover(name)
                 continue
             }
             notAdopted(id, name, nil, loaded == nil ? "no saved state names it" : "the saved state does not name it")
@@ -97,6 +97,14 @@ extension Daemon {
     }
 
     enum Adoption { case adopted, gone }
+
+    /// Kills what runs in a group an earlier daemon left, and removes the
+    /// group once the kernel has emptied it (as after any end).
+    func clearLeftover(_ name: String) {
+        guard let group = confinement.leftover(name) else { return }
+        group.killAll()
+        removeWhenEmpty(group)
+    }
 
     /// Takes one recorded process back, if it is still the same process.
     /// `handed`: after a daemon-reexec, its descriptors, still open (and
@@ -175,7 +183,7 @@ extension Daemon {
 
     /// Kills what runs in a group this daemon cannot take back, and says why.
     private func notAdopted(_ id: AppID, _ groupName: String, _ pid: Int32?, _ why: String) {
-        confinement.removeLeftover(groupName)
+        clearLeftover(groupName)
         let reason = TerminationReason.notAdopted(why: why)
         logger.warning(
             "killed \(groupName): \(reason)", metadata: ["app": "\(id)", "reason": "\(reason.code.rawValue)"])
