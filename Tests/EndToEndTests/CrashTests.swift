@@ -153,6 +153,28 @@ import Testing
         #expect(try d2.stop() == 0)
     }
 
+    /// A client from before the resume extension ignores the resume socket:
+    /// its app ends with the daemon, and the next daemon records that.
+    @Test func anOldClientEndsWithTheDaemonAndIsRecorded() throws {
+        let old = repositoryRoot + "/Tests/rogue/old-client.py"
+        let d = try DaemonUnderTest(apps: ["old": "command = [\"/usr/bin/env\", \"python3\", \"\(old)\"]\n"])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "old"))
+        try f.acknowledged("old", "didBecomeActive")
+        let pid = try #require(try d.status("old").pid)
+        #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
+        // It ends on its own when its channel does (the bound is the failure).
+        let pidfd = lc_pidfd_open(pid)
+        var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 10_000) == 1, "the old client exited")
+        close(pidfd)
+        let d2 = try DaemonUnderTest(after: d)
+        let st = try d2.status("old")
+        #expect(st.state == .notRunning)
+        #expect(st.lastTermination?.reason == .exitUnknown)
+        #expect(try d2.stop() == 0)
+    }
+
     @Test func anAppThatEndedWhileNoDaemonRanIsRecordedSo() throws {
         let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
         let f = try d.follow()
