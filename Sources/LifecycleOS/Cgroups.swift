@@ -103,7 +103,9 @@ public final class Cgroups: Confinement {
         if !Posix.exists(basePath + "/daemon/cgroup.freeze") {
             throw SystemError("cgroup.freeze", basePath, errno: .noSuchFileOrDirectory)
         }
-        try Posix.writeFile(basePath + "/daemon/cgroup.procs", "0")
+        // Moving a process between cgroups waits for an RCU grace period
+        // (about 25 ms here): a re-executed daemon already in its leaf skips it.
+        if Self.ownCgroup() != base + "/daemon" { try Posix.writeFile(basePath + "/daemon/cgroup.procs", "0") }
         entered = true
         setUpMemoryAccounting()
     }

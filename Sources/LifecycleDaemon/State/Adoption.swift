@@ -174,7 +174,9 @@ extension Daemon {
                 self.adoptedExited(id, run)
             }
         }
-        logger.info(
+        // One line per app at debug level: the summary is a notice (with
+        // 1,000 apps, 1,000 info lines would slow the restart and bury it).
+        logger.debug(
             "\(id) re-adopted (pid \(facts.pid), \(group.name))",
             metadata: metadata(id, ["state": "\(supervisor.snapshot(id)?.state.rawValue ?? "?")"]))
         record(id, .adopted, detail: "pid \(facts.pid), \(group.name)")
