@@ -71,9 +71,10 @@ struct Supervisorctl: ParsableCommand {
             as systemctl does (--no-block: return once accepted; --timeout SECONDS, default 60).
 
             Exit codes: 0 success; 1 the daemon refused the command (the message says why); \
-            2 unknown app; 3 permission denied; 4 no daemon at the socket; 5 unreadable \
-            response; 6 the change failed: the app ended instead (the reason is printed); \
-            7 not done within --timeout; 64 bad arguments.
+            2 unknown app; 3 permission denied; 4 no daemon at the socket (or it went away \
+            while a command waited); 5 a bad request or an unreadable response; 6 the change \
+            failed: the app ended instead (the reason is printed); 7 not done within \
+            --timeout; 64 bad arguments.
             """,
         subcommands: [
             Status.self, Launch.self, Activate.self, Home.self, Interruption.self,

@@ -7,9 +7,9 @@ import LifecycleWire
 
 // The resume socket: where a library app takes its channel back after the
 // daemon restarted (docs/protocol.md, "Resuming the channel"). A connection
-// is accepted from anyone; its first message must be a resume, from the
-// very process the daemon launched (or re-adopted) for that name, whose
-// channel is down. Anything else is closed without an answer.
+// is kept only from the process of a library app whose channel is down
+// (checked at accept); its first message must be a resume naming that app.
+// Anything else is closed without an answer.
 
 extension Daemon {
     func listenForResumes(_ handoff: Handoff?) throws {
@@ -42,8 +42,8 @@ extension Daemon {
             // Only the process of a library app whose channel is down may
             // wait here (anyone else is closed at once), and at most 64 at once.
             let pid = UnixSocket.peerCredentials(fd)?.pid
-            let expected = runs.byApp.values.contains {
-                $0.pid == pid && $0.channel < 0 && $0.channelSource == nil
+            let expected = runs.byApp.contains { id, run in
+                run.pid == pid && run.channel < 0 && manifests[id]?.policy.delivery == .library
             }
             guard expected, resuming.count < 64,
                 let source = try? loop.watch(fd: fd, { [unowned self] _ in self.resume(fd) })
