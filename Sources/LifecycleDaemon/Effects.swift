@@ -35,8 +35,9 @@ extension Daemon {
                         "from-state": "\(from.rawValue)", "to-state": "\(to.rawValue)",
                     ]))
             record(id, .transition, from: from.rawValue, to: to.rawValue)
+            // Written only when the value changes (not between inactive and active).
             if let run = runs[id], let band = settings.manifests[id]?.policy.memory.band,
-                let value = OOMScoreAdjust.value(to, band: band)
+                let value = OOMScoreAdjust.value(to, band: band), value != OOMScoreAdjust.value(from, band: band)
             {
                 run.group.setOOMScoreAdjust(value)
             }

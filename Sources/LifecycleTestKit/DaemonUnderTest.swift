@@ -201,12 +201,7 @@ public final class DaemonUnderTest {
     /// cgroup is left behind.
     @discardableResult
     public func stop(seconds: Int32 = 30) throws -> Int32 {
-        kill(pid, SIGTERM)
-        var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
-        guard poll(&p, 1, seconds * 1000) == 1 else { throw TestFailure("lifecycled did not exit within \(seconds) s") }
-        var st = lc_child_status()
-        lc_reap(pid, &st)
-        stopped = true
+        let st = try end(with: SIGTERM, seconds: seconds)
         return st.exited != 0 ? st.value : 128 + st.value
     }
 
@@ -214,6 +209,11 @@ public final class DaemonUnderTest {
     /// daemon to end; returns how it ended. Its apps are left as a crash
     /// leaves them (deinit removes them).
     public func crash(with signal: Int32, seconds: Int32 = 10) throws -> (signaled: Bool, value: Int32) {
+        let st = try end(with: signal, seconds: seconds)
+        return (st.exited == 0, st.value)
+    }
+
+    private func end(with signal: Int32, seconds: Int32) throws -> lc_child_status {
         kill(pid, signal)
         var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
         guard poll(&p, 1, seconds * 1000) == 1 else {
@@ -222,7 +222,7 @@ public final class DaemonUnderTest {
         var st = lc_child_status()
         lc_reap(pid, &st)
         stopped = true
-        return (st.exited == 0, st.value)
+        return st
     }
 
     public var cgroupPath: String { "/sys/fs/cgroup/unified" + cgroupRoot }

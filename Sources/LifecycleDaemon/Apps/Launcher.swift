@@ -43,12 +43,12 @@ extension Daemon {
             if let resumePath { env[Wire.resumeSocketEnvironmentKey] = resumePath }
         }
         var notify: Int32 = -1
+        let notifyName = "lifecycled/\(getpid())/\(id).\(generation)"
         if m.policy.delivery == .signals {
             // The sd_notify protocol, as under systemd: READY=1, STATUS=, STOPPING=1.
-            let name = "lifecycled/\(getpid())/\(id).\(generation)"
-            notify = lc_notify_socket(name)
+            notify = lc_notify_socket(notifyName)
             if notify >= 0 {
-                env["NOTIFY_SOCKET"] = "@" + name
+                env["NOTIFY_SOCKET"] = "@" + notifyName
             } else if m.policy.awaitsReadiness {
                 _ = group.remove()
                 return fail("cannot create its notification socket: \(String(cString: strerror(errno)))")
@@ -70,7 +70,7 @@ extension Daemon {
             generation: generation, pid: process.pid, pidfd: process.pidfd, group: group,
             channel: channel?.daemon ?? -1)
         run.startTime = UInt64(lc_process_start_time(process.pid))
-        run.notifyName = notify >= 0 ? "lifecycled/\(getpid())/\(id).\(generation)" : nil
+        run.notifyName = notify >= 0 ? notifyName : nil
         runs.insert(run, for: id)
         if run.channel >= 0 {
             run.channelSource = try? loop.watch(fd: run.channel) { [unowned self, unowned run] _ in

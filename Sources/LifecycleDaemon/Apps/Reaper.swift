@@ -22,12 +22,13 @@ extension Daemon {
         }
     }
 
-    /// A reaped process ended so: if it was an app's main process, clean up
-    /// after it and report to the core.
+    /// A process ended so (reaped, or an adopted one seen through its
+    /// pidfd): if it was an app's main process, clean up after it and
+    /// report to the core.
     func processEnded(pid: Int32, _ exit: ExitStatus) {
         guard let (id, run) = runs.removeMain(pid: pid) else { return }
         var status = exit
-        if status == .signaled(SIGKILL), run.group.oomKilled() {
+        if status == .signaled(SIGKILL) || status == .unknown(whileAway: false), run.group.oomKilled() {
             status = .outOfMemory  // the kernel's OOM killer, in its cgroup: the core says why
         }
         tearDown(id, run)
@@ -39,6 +40,7 @@ extension Daemon {
     func tearDown(_ id: AppID, _ run: Run) {
         run.channelSource?.cancel()
         run.notifySource?.cancel()
+        run.exitSource?.cancel()
         if run.notify >= 0 { Posix.close(run.notify) }
         run.freezeTimer?.cancel()
         if run.channel >= 0 { Posix.close(run.channel) }

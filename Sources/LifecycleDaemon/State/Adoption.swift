@@ -30,10 +30,10 @@ extension Daemon {
                 statusLine: run.statusLine, lastEvent: run.lastEvent)
         }
         let state = SavedDaemon(
-            bootID: bootID, core: supervisor.saved, runs: saved, terminations: terminations, handoff: handoff)
-        var failed: String?
-        if let problem = store.save(state, failed: &failed) { logger.error("\(problem)") }
-        return failed == nil
+            bootID: store.bootID, core: supervisor.saved, runs: saved, terminations: terminations,
+            handoff: handoff)
+        if let problem = store.save(state) { logger.error("\(problem)") }
+        return !store.failing
     }
 
     /// At start-up, before READY=1: the earlier daemon's apps, taken back;
@@ -203,7 +203,7 @@ extension Daemon {
         guard runs[id] === run else { return }
         var exited: Int32 = 0
         var value: Int32 = 0
-        var status: ExitStatus
+        let status: ExitStatus
         if lc_pidfd_exit_status(run.pidfd, &exited, &value) == 0 {
             status = exited != 0 ? .exited(value) : .signaled(value)
         } else if errno == EAGAIN, tries < 10 {
@@ -216,15 +216,6 @@ extension Daemon {
         } else {
             status = .unknown(whileAway: false)
         }
-        run.exitSource?.cancel()
-        run.exitSource = nil
-        guard let (_, ended) = runs.removeMain(pid: run.pid) else { return }
-        if status == .signaled(SIGKILL) || status == .unknown(whileAway: false), ended.group.oomKilled() {
-            status = .outOfMemory
-        }
-        tearDown(id, ended)
-        submit(.exited(id, generation: ended.generation, status))
+        processEnded(pid: run.pid, status)
     }
-
-    var bootID: String { StateStore.bootID() }
 }

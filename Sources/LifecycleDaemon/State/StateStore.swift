@@ -68,6 +68,11 @@ struct HandedRun: Codable {
 final class StateStore {
     let path: String
     private var lastError: String?
+    /// This boot's id, read once: every save carries it.
+    let bootID = StateStore.bootID()
+
+    /// The last save failed (a daemon-reexec must not go ahead on it).
+    var failing: Bool { lastError != nil }
 
     init(directory: String) {
         path = directory + "/state.json"
@@ -90,7 +95,7 @@ final class StateStore {
         guard saved.format == SavedDaemon.currentFormat else {
             return (nil, setAside("format \(saved.format), this daemon reads \(SavedDaemon.currentFormat)"))
         }
-        guard saved.bootID == Self.bootID() else {
+        guard saved.bootID == bootID else {
             try? FileManager.default.removeItem(atPath: path)
             return (nil, "\(path) is from an earlier boot: ignored")
         }
@@ -107,12 +112,6 @@ final class StateStore {
     /// error happens (a full disk, say), so the caller logs it once; the
     /// daemon carries on in memory.
     func save(_ state: SavedDaemon) -> String? {
-        save(state, failed: nil)
-    }
-
-    /// `failed` is set to the error text, said or not (a daemon-reexec must
-    /// not go ahead on a state it could not write).
-    func save(_ state: SavedDaemon, failed: UnsafeMutablePointer<String?>?) -> String? {
         let temporary = path + ".new"
         do {
             let data = try JSONEncoder().encode(state)
@@ -124,7 +123,6 @@ final class StateStore {
             return nil
         } catch {
             let text = "cannot save the state to \(path): \(error); a crash now would lose what changed since"
-            failed?.pointee = text
             defer { lastError = text }
             return text == lastError ? nil : text
         }
