@@ -134,6 +134,9 @@ public enum ExitStatus: Sendable, Equatable {
     case outOfMemory
     /// It ended, and how is not known (see TerminationReason.exitUnknown).
     case unknown(whileAway: Bool)
+    /// A restarted daemon found it alive but could not take it back, and
+    /// killed it (see TerminationReason.notAdopted).
+    case notAdopted(why: String)
 }
 
 /// One background task as the core tracks it.

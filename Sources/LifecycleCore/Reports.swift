@@ -96,6 +96,7 @@ extension Supervisor {
                     reason = .signaled(signal: 9)
                 }
             case .unknown(let away): reason = .exitUnknown(whileAway: away)
+            case .notAdopted(let why): reason = .notAdopted(why: why)
             }
         }
         ended(id, reason: reason)

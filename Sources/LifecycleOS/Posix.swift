@@ -73,6 +73,13 @@ public enum Posix {
         return (try? call("pidfd_send_signal", "pidfd \(pidfd)") { lc_pidfd_send_signal(pidfd, signal) }) != nil
     }
 
+    /// True when the process behind `pidfd` has ended (a zombie included):
+    /// a pidfd polls readable from then on.
+    public static func hasEnded(pidfd: Int32) -> Bool {
+        var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        return poll(&p, 1, 0) == 1
+    }
+
     /// Removes a file or empty directory; true when it is gone (or never was).
     @discardableResult
     public static func remove(directory path: String) -> Bool {

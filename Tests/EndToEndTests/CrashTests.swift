@@ -175,13 +175,40 @@ import Testing
         #expect(try d2.stop() == 0)
     }
 
-    @Test func anAppThatEndedWhileNoDaemonRanIsRecordedSo() throws {
+    /// A daemon with app "a" (a recorder) active, then killed with SIGKILL.
+    private func activeAppThenCrash() throws -> (DaemonUnderTest, Int32) {
         let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "a"))
         try f.acknowledged("a", "didBecomeActive")
         let pid = try #require(try d.status("a").pid)
         #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
+        return (d, pid)
+    }
+
+    /// The same process (pid and start time) found outside its cgroup, where
+    /// the new daemon could neither freeze nor account it: killed, never
+    /// left running unseen, and the reason kept for its next launch.
+    @Test func anAppFoundOutsideItsGroupIsKilledAndRecorded() throws {
+        let (d, pid) = try activeAppThenCrash()
+        let elsewhere = d.cgroupPath + "/elsewhere"
+        mkdir(elsewhere, 0o755)
+        defer { rmdir(elsewhere) }
+        try Posix.writeFile(elsewhere + "/cgroup.procs", "\(pid)")
+        let pidfd = lc_pidfd_open(pid)
+        defer { close(pidfd) }
+        let d2 = try DaemonUnderTest(after: d)
+        var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 10_000) == 1, "the orphan was killed")
+        let st = try d2.status("a")
+        #expect(st.state == .notRunning)
+        #expect(st.lastTermination?.reason == .notAdopted)
+        #expect(st.lastTermination?.description.contains("not in its group") == true)
+        #expect(try d2.stop() == 0)
+    }
+
+    @Test func anAppThatEndedWhileNoDaemonRanIsRecordedSo() throws {
+        let (d, pid) = try activeAppThenCrash()
         kill(pid, SIGKILL)
         let pidfd = lc_pidfd_open(pid)
         if pidfd >= 0 {

@@ -71,6 +71,12 @@ extension Daemon {
                     clearLeftover(name)
                     logger.notice("\(id) ended while lifecycled was not running", metadata: ["app": "\(id)"])
                     ended.append(.exited(id, generation: generation, .unknown(whileAway: true)))
+                case .killed(let why):
+                    clearLeftover(name)
+                    logger.warning(
+                        "killed \(id) (pid \(facts.pid)): not re-adopted: \(why)",
+                        metadata: ["app": "\(id)", "reason": "\(TerminationCode.notAdopted.rawValue)"])
+                    ended.append(.exited(id, generation: generation, .notAdopted(why: why)))
                 }
             }
         }
@@ -96,7 +102,12 @@ extension Daemon {
         submit(.tick)  // deadlines that passed while no daemon ran fire now
     }
 
-    enum Adoption { case adopted, gone }
+    /// Taken back; found gone; or found alive where it cannot be taken
+    /// back (never left running unseen: killed, and why).
+    enum Adoption {
+        case adopted, gone
+        case killed(String)
+    }
 
     /// Kills what runs in a group an earlier daemon left, and removes the
     /// group once the kernel has emptied it (as after any end).
@@ -130,12 +141,15 @@ extension Daemon {
             let group = confinement.adoptGroup(
                 app: id, generation: facts.generation, pid: facts.pid, member: !child)
         else {
+            // Ended (a zombie that left its group), or the same process (its
+            // start time says so) outside the group this daemon can
+            // supervise: an invisible orphan unless killed.
+            let ended = Posix.hasEnded(pidfd: pidfd)
+            if !ended { Posix.signal(pidfd: pidfd, SIGKILL) }
             if handed == nil, pidfd >= 0 { Posix.close(pidfd) }
             closeHanded()
-            logger.warning(
-                "\(id): pid \(facts.pid) is alive but not in its group \(id).\(facts.generation): not taken back",
-                metadata: ["app": "\(id)"])
-            return .gone
+            if ended { return .gone }
+            return .killed("pid \(facts.pid) is alive but not in its group \(id).\(facts.generation)")
         }
         let run = Run(
             generation: facts.generation, pid: facts.pid, pidfd: pidfd, group: group, channel: handed?.channel ?? -1)
