@@ -37,7 +37,15 @@ run: release clib
 test: deps test-shim test-clib
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	Tests/systemd/nspawn.sh
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# Under a real systemd (systemd-nspawn from the host's root), in the hybrid
+# layout and pure cgroup v2: apps outlive kill -9, SIGSEGV, restart, the
+# watchdog and daemon-reexec; a stop ends them. Needs root. Part of `test`.
+test-systemd: deps
+	$(SWIFT) build
+	Tests/systemd/nspawn.sh
 
 FUZZ_SECONDS ?= 15
 fuzz:

@@ -11,6 +11,7 @@
 //   CLifecycleHeader   the C client's public header (clib/include/lifecycle.h), for the
 //                      test that holds its constants to LifecycleModel's and LifecycleWire's
 //   CSystemd           libsystemd (sd-event, sd-daemon, sd-journal)
+//   CSystemdBus        the few systemd D-Bus calls (sd-bus): the apps' transient scope, job types
 //   CMemoryWatch       the quiet half of memory sampling, in C, on the sd-event loop
 //   LifecycleOS        thin typed adapters over the kernel and systemd
 //   LifecycleDaemon    the daemon shell: config, event loop, app channels, control server
@@ -52,10 +53,11 @@ let package = Package(
             name: "CSystemd", pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]),
         .target(name: "CMemoryWatch", dependencies: ["CSystemd"]),
+        .target(name: "CSystemdBus", dependencies: ["CSystemd"]),
         .target(
             name: "LifecycleOS",
             dependencies: [
-                "CLifecycleShim", "CSystemd", "CMemoryWatch",
+                "CLifecycleShim", "CSystemd", "CSystemdBus", "CMemoryWatch",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),

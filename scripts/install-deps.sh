@@ -2,8 +2,9 @@
 # Installs the system packages lifecycled needs to build and test, when they
 # are missing: libsystemd-dev (sd-event, sd-daemon, sd-journal) with
 # pkg-config, gcc (the C shim's tests), systemd's tools (systemd-analyze,
-# systemd-socket-activate, systemd-notify), setpriv (util-linux) and python3
-# (the Python example app and test programs). Debian and Ubuntu.
+# systemd-socket-activate, systemd-notify), systemd-nspawn (the tests under
+# a real systemd), setpriv (util-linux) and python3 (the Python example app
+# and test programs). Debian and Ubuntu.
 set -euo pipefail
 
 need=()
@@ -13,6 +14,7 @@ command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v systemd-socket-activate >/dev/null || need+=(systemd)
 command -v setpriv >/dev/null || need+=(util-linux)
 command -v systemd-notify >/dev/null || need+=(systemd)
+command -v systemd-nspawn >/dev/null || need+=(systemd-container)
 command -v python3 >/dev/null || need+=(python3)
 
 if ((${#need[@]})); then

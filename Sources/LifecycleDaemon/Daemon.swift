@@ -94,6 +94,8 @@ public final class Daemon {
     var control: ControlServer?
     var controlPath: String?
     var front: CommandFront?
+    /// Set when this daemon exits leaving its apps to the next one.
+    var leavingApps = false
 
     /// Loads the configuration, takes the cgroup subtree and the control
     /// socket, and tells systemd READY=1 (in `run`) only once all of that is done.
@@ -120,6 +122,10 @@ public final class Daemon {
                 Suspension uses SIGSTOP (an app can see it and its children can escape \
                 by changing process group), and memory is read from /proc.
                 """)
+        }
+        if let cgroups = confinement as? Cgroups {
+            for n in cgroups.notes { logger.info("\(n)") }
+            for w in cgroups.warnings { logger.warning("\(w)") }
         }
         try self.init(
             settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
@@ -169,6 +175,7 @@ public final class Daemon {
         for s in [SIGTERM, SIGINT] {
             signalSources.append(
                 try loop.onSignal(s) { [unowned self] info in
+                    if info.ssi_signo == SIGTERM, self.leaveAppsForRestart() { return }
                     self.logger.notice("received \(Posix.signalName(Int32(info.ssi_signo))): stopping every app")
                     self.beginShutdown()
                 })
@@ -247,6 +254,12 @@ public final class Daemon {
             }
         }
         try loop.run()
+        if leavingApps {
+            closeResumeSocket()
+            control?.close()
+            logger.info("lifecycled stopped; every app left running for the next daemon")
+            return
+        }
         store?.remove()  // every app has stopped: nothing to take back
         closeResumeSocket()
         control?.close()

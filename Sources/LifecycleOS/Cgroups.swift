@@ -9,10 +9,17 @@ import SystemPackage
 /// daemon falls back to process groups (SIGSTOP/SIGCONT, /proc) and says
 /// what that cannot guarantee.
 ///
-/// Shape of the subtree (`base` is our delegated unit cgroup under systemd):
+/// Shape of the subtree, standalone (`base` is /lifecycled, or the
+/// configured cgroup_root):
 ///
 ///   base/daemon            the daemon itself: a leaf, as cgroup v2 wants
 ///   base/apps/NAME.GEN     one fresh cgroup per launch of each app
+///
+/// Under systemd (see `AppsScope`) `base` is the apps' transient scope and
+/// the daemon stays in its service, outside it:
+///
+///   base/keeper            the process that holds the scope open
+///   base/apps/NAME.GEN     as above
 ///
 /// Memory is accounted by the v2 memory controller when the tree has it; on
 /// a hybrid machine whose memory controller is a v1 hierarchy, each app also
@@ -31,20 +38,33 @@ public final class Cgroups: Confinement {
     public let base: String
     /// Where the daemon was before `enter()`.
     public let original: String
+    /// The systemd scope `base` is, when apps live in one (the daemon then
+    /// stays where it is); nil for the daemon's own tree.
+    public let scope: String?
+    /// What the start-up log should say about the choice: notes (the scope
+    /// was created or found) and warnings (it could not be used).
+    public private(set) var notes: [String] = []
+    public private(set) var warnings: [String] = []
     private var entered = false
     public private(set) var memory: MemoryAccounting = .processPSS
     /// The v1 memory hierarchy's copy of our subtree, when memory is accounted there.
     public private(set) var v1MemoryBase: String?
 
     public var basePath: String { mount + base }
-    public var summary: String { "cgroup-v2 \(basePath)" }
+    public var summary: String { "cgroup-v2 \(basePath)" + (scope.map { " (systemd scope \($0))" } ?? "") }
     public var memoryAccounting: MemoryAccounting { memory }
     public var appsPath: String { basePath + "/apps" }
 
-    init(mount: String, base: String, original: String) {
+    init(
+        mount: String, base: String, original: String, scope: String? = nil, notes: [String] = [],
+        warnings: [String] = []
+    ) {
         self.mount = mount
         self.base = base
         self.original = original
+        self.scope = scope
+        self.notes = notes
+        self.warnings = warnings
     }
 
     /// Set by a daemon for its next image across daemon-reexec: the cgroup
@@ -58,10 +78,25 @@ public final class Cgroups: Confinement {
         guard let mount = v2Mount() else { return (nil, "no cgroup2 file system is mounted") }
         var own = ownCgroup() ?? "/"
         // A daemon-reexec'd image starts in its earlier image's leaf
-        // (BASE/daemon): the earlier image said where it came from.
-        if let earlier = getenv(originEnvironmentKey).map({ String(cString: $0) }) {
+        // (BASE/daemon): the earlier image said where it came from, and its
+        // apps are in that tree, so this image keeps it.
+        let earlier = getenv(originEnvironmentKey).map { String(cString: $0) }
+        if let earlier {
             unsetenv(originEnvironmentKey)
             if own.hasSuffix("/daemon") { own = earlier }
+        }
+        var warnings: [String] = []
+        if root == "auto", earlier == nil, let names = AppsScope.names() {
+            do {
+                let (cgroup, created) = try AppsScope.take(
+                    scope: names.scope, service: names.service, slice: names.slice)
+                let note = created ? "created \(names.scope) for the apps" : "the apps are in \(names.scope)"
+                return (Cgroups(mount: mount, base: cgroup, original: own, scope: names.scope, notes: [note]), "")
+            } catch {
+                warnings.append(
+                    "cannot use \(names.scope) for the apps (\(error)): they go into \(own), where a restart of \(names.service) ends them"
+                )
+            }
         }
         let base: String
         if root == "auto" {
@@ -70,7 +105,7 @@ public final class Cgroups: Confinement {
             guard root.hasPrefix("/") else { return (nil, "cgroup root '\(root)' is not an absolute cgroup path") }
             base = root
         }
-        return (Cgroups(mount: mount, base: base, original: own), "")
+        return (Cgroups(mount: mount, base: base, original: own, warnings: warnings), "")
     }
 
     static func v2Mount() -> String? {
@@ -97,6 +132,7 @@ public final class Cgroups: Confinement {
     /// Creates the subtree and moves the daemon into its own leaf. Done
     /// before READY=1, so that app cgroups can be created beside it.
     public func enter() throws(SystemError) {
+        if scope != nil { return try enterScope() }
         for dir in [basePath, basePath + "/daemon", appsPath] { try Posix.makeDirectory(dir) }
         // The freezer is what we need: a kernel without cgroup.freeze (< 5.2)
         // gets the process-group fallback instead.
@@ -106,6 +142,29 @@ public final class Cgroups: Confinement {
         // Moving a process between cgroups waits for an RCU grace period
         // (about 25 ms here): a re-executed daemon already in its leaf skips it.
         if Self.ownCgroup() != base + "/daemon" { try Posix.writeFile(basePath + "/daemon/cgroup.procs", "0") }
+        entered = true
+        setUpMemoryAccounting()
+    }
+
+    /// The scope's layout: the process it was created around (the keeper)
+    /// moves into `keeper/`, so that the scope holds no process of its own
+    /// and controllers can be enabled in it; a keeper that died while apps
+    /// held the scope open is replaced.
+    private func enterScope() throws(SystemError) {
+        let keeper = basePath + "/keeper"
+        for dir in [keeper, appsPath] { try Posix.makeDirectory(dir) }
+        if !Posix.exists(appsPath + "/cgroup.freeze") {
+            throw SystemError("cgroup.freeze", appsPath, errno: .noSuchFileOrDirectory)
+        }
+        for pid in AppCgroup.pids(basePath + "/cgroup.procs") {
+            try Posix.writeFile(keeper + "/cgroup.procs", "\(pid)")
+        }
+        if AppCgroup.pids(keeper + "/cgroup.procs").isEmpty {
+            let fd = try Posix.call("open", keeper) { open(keeper, O_DIRECTORY | O_RDONLY | O_CLOEXEC) }
+            defer { close(fd) }
+            let pid = try AppsScope.spawnKeeper(into: fd)
+            notes.append("started a new keeper (pid \(pid)) in \(keeper)")
+        }
         entered = true
         setUpMemoryAccounting()
     }
@@ -222,8 +281,9 @@ public final class Cgroups: Confinement {
         return group
     }
 
-    /// Removes what `enter()` made, moving the daemon back where it was.
-    /// Under systemd (`base` is our unit's cgroup) systemd cleans up after us.
+    /// Removes what `enter()` made, moving the daemon back where it was, or
+    /// ending the scope's keeper. Under systemd (`base` is our unit's
+    /// cgroup or the scope) systemd removes the rest.
     public func leave() {
         guard entered else { return }
         if let names = try? FileManagerLite.list(appsPath) {
@@ -235,9 +295,12 @@ public final class Cgroups: Confinement {
                 for n in names { Posix.remove(directory: v1 + "/apps/" + n) }
             }
             Posix.remove(directory: v1 + "/apps")
-            if base != original { Posix.remove(directory: v1) }
+            if base != original, scope == nil { Posix.remove(directory: v1) }
         }
-        if base != original {
+        if scope != nil {
+            // Without its keeper the empty scope ends, and systemd removes it.
+            for pid in AppCgroup.pids(basePath + "/keeper/cgroup.procs") { Posix.signal(pid, SIGKILL) }
+        } else if base != original {
             try? Posix.writeFile(mount + (original == "/" ? "" : original) + "/cgroup.procs", "0")
             Posix.remove(directory: basePath + "/daemon")
             Posix.remove(directory: basePath)

@@ -94,6 +94,13 @@ public enum Posix {
         return true
     }
 
+    /// The target of a symbolic link (such as /proc/self/exe).
+    public static func readLink(_ path: String) throws(SystemError) -> String {
+        var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = try call("readlink", path) { readlink(path, &buf, buf.count - 1) }
+        return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// True when `path` exists (and, with `mode`, is accessible so).
     public static func exists(_ path: String, _ mode: Int32 = F_OK) -> Bool {
         (try? call("access", path) { access(path, mode) }) != nil

@@ -68,4 +68,7 @@ struct Lifecycled: ParsableCommand {
     }
 }
 
+// The process that holds the apps' systemd scope open (AppsScope) is this
+// binary too, and never gets as far as parsing arguments.
+if CommandLine.arguments.count == 2, CommandLine.arguments[1] == AppsScope.keeperArgument { AppsScope.keep() }
 Lifecycled.main()

@@ -48,7 +48,11 @@ extension Daemon {
                 "apps": "\(handed.count)",
                 "state-saved-in-ms": "\((Posix.monotonicNanoseconds() - decidedAt) / 1_000_000)",
             ])
-        if let cgroups = confinement as? Cgroups { setenv(Cgroups.originEnvironmentKey, cgroups.original, 1) }
+        // In its own tree the daemon sits in BASE/daemon: the next image
+        // needs to know where it came from. In a systemd scope it never moved.
+        if let cgroups = confinement as? Cgroups, cgroups.scope == nil {
+            setenv(Cgroups.originEnvironmentKey, cgroups.original, 1)
+        }
         let argv = CommandLine.arguments.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         execv(executablePath, argv)
@@ -58,5 +62,31 @@ extension Daemon {
         for fd in kept { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         saveState()
         logger.error("cannot re-execute \(executablePath): \(why); carrying on in the running image")
+    }
+}
+
+// `systemctl restart` with the apps in their systemd scope: systemd only
+// ends the service's cgroup, so the apps can stay. SIGTERM alone does not
+// say why it came; the job systemd is running on our unit does ("restart"
+// for restart, try-restart and reload-or-restart; "stop" for stop; none for
+// `systemctl kill` or a plain kill). On a restart the daemon saves its state
+// and exits, and the next one takes every app back as after a crash.
+
+extension Daemon {
+    /// True when this SIGTERM is a restart that leaves the apps running
+    /// (the loop then ends without stopping them).
+    func leaveAppsForRestart() -> Bool {
+        guard let cgroups = confinement as? Cgroups, cgroups.scope != nil, !supervisor.shuttingDown,
+            let service = AppsScope.names()?.service, AppsScope.jobType(service) == "restart"
+        else { return false }
+        guard saveState() else {
+            logger.error("systemctl restart: the state could not be saved, so every app is stopped instead")
+            return false
+        }
+        logger.notice("systemctl restart: leaving every app running for the next daemon")
+        Systemd.notify("STOPPING=1")
+        leavingApps = true
+        loop.exit()
+        return true
     }
 }

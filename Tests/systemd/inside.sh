@@ -1,0 +1,110 @@
+#!/bin/bash
+# Runs inside the container booted by nspawn.sh (systemd as PID 1, the
+# shipped units): the apps must outlive every end of the daemon but a stop.
+# Prints PASS/FAIL lines and timings; exits 1 when anything failed.
+set -u
+export PATH=/opt/lifecycled/bin:$PATH
+CTL=supervisorctl
+fails=0
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ms() { echo $(( ($2 - $1) / 1000000 )); }
+now() { date +%s%N; }
+mainpid() { systemctl show -p MainPID --value lifecycled.service; }
+# "name state pid" per app, sorted.
+apps() { $CTL status --json | python3 -c '
+import json, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+for a in json.load(sys.stdin)["apps"]: print(a["name"], a["state"], a.get("pid") or 0)'; }
+pids() { apps | while read -r n s p; do echo "$n $p"; done; }
+# Waits until the service has a main pid other than $1 and answers status.
+back() {
+    local i
+    for i in $(seq 1 3000); do
+        local p; p=$(mainpid)
+        if [ "$p" != 0 ] && [ "$p" != "$1" ] && [ "$(systemctl is-active lifecycled)" = active ] \
+            && $CTL status >/dev/null 2>&1; then return 0; fi
+        sleep 0.01
+    done
+    return 1
+}
+M=$(grep -m1 ' - cgroup2 ' /proc/self/mountinfo | cut -d' ' -f5)
+echo "layout: cgroup2 at $M$( [ -d /sys/fs/cgroup/memory ] && echo ' (hybrid)' || echo ' (pure v2)'); $(systemctl --version | head -1)"
+
+systemctl start lifecycled.service || { fail "lifecycled.service did not start"; journalctl -u lifecycled -o cat | tail -20; exit 1; }
+SCOPE=$(systemctl show -p ControlGroup --value lifecycled-apps.scope)
+[ "$(systemctl is-active lifecycled-apps.scope)" = active ] && pass "lifecycled-apps.scope active at $SCOPE" \
+    || fail "no active lifecycled-apps.scope"
+SVC=$(systemctl show -p ControlGroup --value lifecycled.service)
+
+$CTL activate recorder >/dev/null || fail "activate recorder"
+$CTL launch --background worker >/dev/null || fail "launch --background worker"
+$CTL launch --background plain >/dev/null || fail "launch --background plain"
+# The plain program gets no background time: wait until it is frozen.
+for i in $(seq 1 500); do apps | grep -q "^plain suspended" && break; sleep 0.01; done
+BEFORE=$(pids)
+echo "apps: $(apps | tr '\n' ';')"
+apps | grep -q "^recorder active" && apps | grep -q "^worker background" && apps | grep -q "^plain suspended" \
+    && pass "recorder active, worker background in a task, plain suspended" || fail "states before: $(apps | tr '\n' ';')"
+R=$(pids | grep '^recorder ' | cut -d' ' -f2)  # (no awk in a --volatile container)
+grep -q "^0::$SCOPE/apps/recorder\." /proc/$R/cgroup && pass "recorder (pid $R) runs in $SCOPE/apps" \
+    || fail "recorder's cgroup: $(grep ^0:: /proc/$R/cgroup)"
+ls "$M$SVC" | grep -q '^apps$\|^daemon$' && fail "the service's cgroup has sub-cgroups: $(ls -d $M$SVC/*/)" \
+    || pass "the service's cgroup holds only the daemon (no sub-cgroups, no controllers enabled by it)"
+
+# Each way the daemon can end but a stop: the same apps, same pids, after.
+survive() {
+    local how=$1 m0 t0 t1
+    m0=$(mainpid); t0=$(now)
+    case "$how" in
+    "kill -9") kill -9 "$m0" ;;
+    "watchdog") kill -STOP "$m0" ;;
+    "systemctl restart") systemctl restart lifecycled ;;
+    "systemctl kill -s SEGV") systemctl kill -s SEGV lifecycled ;;
+    esac
+    if ! back "$m0"; then fail "$how: the daemon did not come back"; return; fi
+    t1=$(now)
+    if [ "$(pids)" = "$BEFORE" ]; then
+        pass "$how: every app kept its pid; daemon $m0 -> $(mainpid), answering after $(ms $t0 $t1) ms"
+    else
+        fail "$how: apps before: $(echo $BEFORE) after: $(pids | tr '\n' ' ')"
+    fi
+    # One event round trip with the active app.
+    $CTL home >/dev/null && $CTL activate recorder >/dev/null && apps | grep -q "^recorder active" \
+        && pass "$how: recorder went to the background and came back" || fail "$how: no round trip: $(apps | tr '\n' ';')"
+    apps | grep -q "^plain suspended" && pass "$how: plain still suspended" || fail "$how: plain: $(apps | grep ^plain)"
+}
+survive "kill -9"
+survive "systemctl kill -s SEGV"
+survive "systemctl restart"
+survive "watchdog"
+journalctl -u lifecycled -o cat --no-pager | grep -q "Watchdog timeout" \
+    || journalctl -o cat --no-pager | grep -q "lifecycled.service: Watchdog timeout" \
+    && pass "the watchdog replaced the stopped daemon" || fail "no watchdog timeout in the journal"
+
+m0=$(mainpid)
+$CTL daemon-reexec >/dev/null && [ "$(mainpid)" = "$m0" ] && [ "$(pids)" = "$BEFORE" ] \
+    && pass "supervisorctl daemon-reexec: same main pid, same apps" || fail "daemon-reexec: $(pids | tr '\n' ' ')"
+n=$(journalctl -u lifecycled -o cat --no-pager | grep -c "lifecycled ready")
+[ "$n" -ge 5 ] && pass "the daemon's log lines stay credited to lifecycled.service ($n \"ready\" lines)" \
+    || fail "only $n \"lifecycled ready\" lines under -u lifecycled"
+n=$(journalctl -u lifecycled -o cat --no-pager | grep -c "Scheduled restart job")
+[ "$n" -ge 3 ] && pass "$n automatic restarts (kill -9, SIGSEGV, watchdog)" || fail "$n automatic restarts, 3 expected"
+journalctl -u lifecycled -o cat --no-pager | grep -q "219/CGROUP\|Failed at step CGROUP" && fail "a restart failed at step CGROUP"
+
+# A stop ends every app as docs/lifecycle.md says, then the scope.
+R_PIDS=$(pids | cut -d' ' -f2)
+systemctl stop lifecycled
+left=""
+for p in $R_PIDS; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+[ -z "$left" ] && pass "systemctl stop: every app ended" || fail "systemctl stop: still alive:$left"
+grep -q willTerminate /tmp/lifecycled-recorder.events 2>/dev/null && pass "systemctl stop: recorder got willTerminate" \
+    || fail "systemctl stop: no willTerminate in the recorder's log"
+for i in $(seq 1 300); do [ "$(systemctl is-active lifecycled-apps.scope)" != active ] && [ ! -d "$M$SCOPE" ] && break; sleep 0.01; done
+[ "$(systemctl is-active lifecycled-apps.scope)" != active ] && [ ! -d "$M$SCOPE" ] \
+    && pass "systemctl stop: the scope ended and its cgroup is gone" || fail "scope: $(systemctl is-active lifecycled-apps.scope), $(ls -d $M$SCOPE 2>&1)"
+
+echo "journal (lifecycled):"
+journalctl -u lifecycled -u lifecycled-apps.scope -o short-precise --no-pager | grep -E "ready|re-adopted|restart|Watchdog|scope|keeper|Main process|Scheduled" | cut -c8- | tail -40 | sed 's/^/  /'
+echo "$fails failure(s)"
+[ "$fails" = 0 ]
