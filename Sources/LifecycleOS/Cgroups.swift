@@ -388,6 +388,10 @@ public final class AppCgroup: AppGroup {
         return events.contains("frozen 1")
     }
 
+    public func freezeAsked() -> Bool {
+        (try? Posix.readFile(path + "/cgroup.freeze"))?.hasPrefix("1") ?? false
+    }
+
     public func thaw() throws(SystemError) {
         try Posix.writeFile(path + "/cgroup.freeze", "0")
     }

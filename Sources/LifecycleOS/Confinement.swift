@@ -52,6 +52,9 @@ public protocol AppGroup: AnyObject {
     /// Starts freezing; true when the freeze is already complete.
     func freeze() throws(SystemError) -> Bool
     func isFrozen() -> Bool
+    /// True when a freeze was asked and not undone, complete or not (a
+    /// restarted daemon holds this against the state it saved).
+    func freezeAsked() -> Bool
     func thaw() throws(SystemError)
     /// SIGKILLs every process of the group; works on frozen ones.
     func killAll()
@@ -121,6 +124,8 @@ public final class AppProcessGroup: AppGroup {
         let state = stat[stat.index(close, offsetBy: 2)]
         return state == "T" || state == "t"
     }
+
+    public func freezeAsked() -> Bool { isFrozen() }
 
     public func thaw() throws(SystemError) {
         if pid > 0 { Posix.signal(-pid, SIGCONT) }

@@ -207,6 +207,24 @@ import Testing
         #expect(try d2.stop() == 0)
     }
 
+    /// A crash between a freeze and the save after it: the app is found
+    /// frozen though the state says it runs. It is thawed, so that it can
+    /// resume its channel and answer, instead of dying of a watchdog.
+    @Test func aGroupFrozenAfterTheLastSaveIsThawed() throws {
+        let (d, _) = try activeAppThenCrash()
+        let apps = d.cgroupPath + "/apps"
+        let name = try FileManager.default.contentsOfDirectory(atPath: apps).first { $0.hasPrefix("a.") }
+        let group = apps + "/" + (try #require(name))
+        try Posix.writeFile(group + "/cgroup.freeze", "1")
+        let d2 = try DaemonUnderTest(after: d)
+        #expect(try Posix.readFile(group + "/cgroup.freeze").hasPrefix("0"))
+        #expect(try d2.status("a").state == .active)
+        let f = try d2.follow()
+        try d2.command(ControlRequest(.home))
+        try f.acknowledged("a", "didEnterBackground")
+        #expect(try d2.stop() == 0)
+    }
+
     @Test func anAppThatEndedWhileNoDaemonRanIsRecordedSo() throws {
         let (d, pid) = try activeAppThenCrash()
         kill(pid, SIGKILL)

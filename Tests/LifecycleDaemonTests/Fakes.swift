@@ -31,6 +31,7 @@ final class FakeGroup: AppGroup {
         return frozen
     }
     func isFrozen() -> Bool { frozen }
+    func freezeAsked() -> Bool { frozen }
     func thaw() throws(SystemError) {
         calls.append("thaw")
         frozen = false

@@ -183,6 +183,17 @@ extension Daemon {
             }
         }
         runs.insert(run, for: id)
+        // The freezer as the saved state says: a crash between a freeze (or
+        // a thaw) and the save after it leaves the group the other way, and
+        // a frozen app the state calls running could not resume its
+        // channel, so its event watchdog would kill it.
+        let suspended = supervisor.snapshot(id)?.state == .suspended
+        if group.freezeAsked() != suspended {
+            logger.notice(
+                "\(id) was found \(suspended ? "running" : "frozen") though the saved state says \(suspended ? "suspended" : "not suspended"): \(suspended ? "freezing" : "thawing") it",
+                metadata: ["app": "\(id)"])
+            if suspended { freeze(id) } else { thaw(id) }
+        }
         if run.adopted {
             run.exitSource = try? loop.watch(fd: pidfd) { [unowned self, unowned run] _ in
                 self.adoptedExited(id, run)
