@@ -72,6 +72,10 @@ bench: release clib
 bench-restarts: release clib
 	.build/release/lifecycled-bench --restarts
 
+# The kill -9 blackout under a real systemd (systemd-nspawn, both layouts).
+bench-systemd: release clib
+	BIN=.build/release INSIDE=Benchmarks/systemd/blackout.sh Tests/systemd/nspawn.sh
+
 bench-memory: release
 	python3 Benchmarks/memory/reaction.py --out bench-results/memory.md
 	python3 Benchmarks/memory/reaction.py --victim-mb 256 --overshoot-mb 64 --out bench-results/memory-256.md

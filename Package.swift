@@ -123,8 +123,9 @@ let package = Package(
                 "LifecycleTestKit", "LifecycleControl", "LifecycleOS", "CLifecycleShim", "LifecycleWire",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ], path: "Benchmarks",
-            // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), not part of this target.
-            exclude: ["memory"], swiftSettings: strict),
+            // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), Benchmarks/systemd a
+            // script run inside systemd-nspawn (make bench-systemd): not part of this target.
+            exclude: ["memory", "systemd"], swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [

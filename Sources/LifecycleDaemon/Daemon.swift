@@ -100,7 +100,9 @@ public final class Daemon {
     /// Loads the configuration, takes the cgroup subtree and the control
     /// socket, and tells systemd READY=1 (in `run`) only once all of that is done.
     public convenience init(options: Options, logger: Logger) throws {
+        let began = Posix.monotonicNanoseconds()
         let settings = try Settings(configPath: options.configPath)
+        let configured = Posix.monotonicNanoseconds()
         for p in settings.problems {
             logger.error("skipping app manifest: \(p)", metadata: ["file": "\(p.file)"])
         }
@@ -127,9 +129,17 @@ public final class Daemon {
             for n in cgroups.notes { logger.info("\(n)") }
             for w in cgroups.warnings { logger.warning("\(w)") }
         }
+        let confined = Posix.monotonicNanoseconds()
         try self.init(
             settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
             logger: logger, standalone: false)
+        let ms = { (a: Int64, b: Int64) in String(format: "%.1f", Double(b - a) / 1e6) }
+        logger.info(
+            "started",
+            metadata: [
+                "config-ms": "\(ms(began, configured))", "confinement-ms": "\(ms(configured, confined))",
+                "state-ms": "\(ms(confined, Posix.monotonicNanoseconds()))",
+            ])
     }
 
     /// The shell with its parts given: the real ones from the public init, or
@@ -235,9 +245,16 @@ public final class Daemon {
 
     /// Runs until SIGTERM and every app has stopped.
     public func run() throws {
+        // Since exec: the process's start time (clock ticks since boot) against CLOCK_BOOTTIME.
+        var boot = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &boot)
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let sinceExec =
+            Double(boot.tv_sec) + Double(boot.tv_nsec) / 1e9 - Double(lc_process_start_time(getpid())) / ticks
         logger.info(
             "lifecycled ready",
             metadata: [
+                "since-exec-ms": "\(Int(sinceExec * 1000))",
                 "apps": "\(manifests.count)", "confinement": "\(confinement.summary)",
                 "control-socket": "\(controlPath ?? "socket-activated")",
                 "memory-accounting": "\(confinement.memoryAccounting.rawValue)",

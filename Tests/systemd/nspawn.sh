@@ -7,6 +7,8 @@
 # usage: Tests/systemd/nspawn.sh [hybrid|v2|both]    (default: both, one after the other)
 #   BIN=dir   the built binaries (default .build/debug)
 #   HOLD=1    boot and wait instead of testing, for trying things by hand
+#   INSIDE=f  the script to run inside instead of Tests/systemd/inside.sh
+#             (make bench-systemd runs Benchmarks/systemd/blackout.sh)
 # Needs root and systemd-nspawn (scripts/install-deps.sh installs
 # systemd-container). Each container runs in a host cgroup of its own,
 # removed afterwards with the empty cgroups nspawn leaves (/payload, /supervisor).
@@ -14,6 +16,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 BIN=$(realpath "${BIN:-.build/debug}")
+INSIDE=$(realpath "${INSIDE:-Tests/systemd/inside.sh}")
+CLIB=$ROOT/.build/clib
+[ -d "$CLIB" ] || CLIB=$BIN  # the C recorder, for the benchmark
 LAYOUTS=${1:-both}
 [ "$LAYOUTS" = both ] && LAYOUTS="hybrid v2"
 [ "$(id -u)" = 0 ] || { echo "nspawn.sh: needs root"; exit 1; }
@@ -83,7 +88,7 @@ run() {
             --bind-ro=$ROOT/systemd/lifecycled.service:/etc/systemd/system/lifecycled.service \
             --bind-ro=$ROOT/systemd/lifecycled.socket:/etc/systemd/system/lifecycled.socket \
             --bind-ro=$LAB/dropin:/etc/systemd/system/lifecycled.service.d \
-            --bind-ro=$ROOT/Tests/systemd/inside.sh:/opt/lifecycled/inside.sh \
+            --bind-ro=$INSIDE:/opt/lifecycled/inside.sh --bind-ro=$CLIB:/opt/lifecycled/clib \
             -b systemd.firstboot=off" > "$LAB/$layout.console" 2>&1 < /dev/null &
     pid=$!
     local state=""
