@@ -1,5 +1,4 @@
 @preconcurrency import Glibc
-import CLifecycleShim
 import CSystemd
 import CSystemdBus
 import SystemPackage
@@ -102,34 +101,19 @@ public enum AppsScope {
     /// Starts a keeper: our own binary with `keeperArgument`, stdio on
     /// /dev/null, a session of its own; cloned into the cgroup directory
     /// `cgroupFD` when it is not -1.
-    public static func spawnKeeper(into cgroupFD: Int32) throws(SystemError) -> Int32 {
+    public static func spawnKeeper(into cgroupFD: Int32) throws(SpawnError) -> Int32 {
         // The binary's real path, so that the keeper is named like us; a
         // replaced binary reads "... (deleted)": /proc/self/exe still works.
         var path = (try? Posix.readLink("/proc/self/exe")) ?? "/proc/self/exe"
         if path.hasSuffix(" (deleted)") || access(path, X_OK) != 0 { path = "/proc/self/exe" }
-        let null = try Posix.call("open", "/dev/null") { open("/dev/null", O_RDWR | O_CLOEXEC) }
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        guard null >= 0 else { throw SpawnError(step: "open /dev/null", errno: Errno(rawValue: errno)) }
         defer { close(null) }
-        let argv = [strdup("lifecycled"), strdup(keeperArgument), nil]
-        var envp: [UnsafeMutablePointer<CChar>?] = [nil]
-        defer { argv.forEach { free($0) } }
-        var map: [Int32] = [null, 0, null, 1, null, 2]
-        var argvC = argv
-        var pidfd: Int32 = -1, step: Int32 = 0, atomic: Int32 = 0
-        let pid = path.withCString { p in
-            argvC.withUnsafeMutableBufferPointer { a in
-                envp.withUnsafeMutableBufferPointer { e in
-                    map.withUnsafeMutableBufferPointer { m in
-                        var req = lc_spawn_request(
-                            path: p, argv: a.baseAddress, envp: e.baseAddress, cwd: nil, cgroup_fd: cgroupFD,
-                            v1_procs_fd: -1, fd_map: m.baseAddress, fd_map_count: 3)
-                        return lc_spawn(&req, &pidfd, &step, &atomic)
-                    }
-                }
-            }
-        }
-        guard pid > 0 else { throw SystemError("spawn", "the apps scope's keeper", errno: Errno(rawValue: errno)) }
-        if pidfd >= 0 { close(pidfd) }
-        return pid
+        let keeper = try Spawner.start(
+            path, argv: ["lifecycled", keeperArgument], environment: [:], workingDirectory: nil,
+            cgroupFD: cgroupFD, v1ProcsFD: -1, inherit: [(null, 0), (null, 1), (null, 2)])
+        if keeper.pidfd >= 0 { close(keeper.pidfd) }
+        return keeper.pid
     }
 
     /// The keeper's whole life: hold the scope open until killed. It keeps

@@ -162,7 +162,10 @@ public final class Cgroups: Confinement {
         if AppCgroup.pids(keeper + "/cgroup.procs").isEmpty {
             let fd = try Posix.call("open", keeper) { open(keeper, O_DIRECTORY | O_RDONLY | O_CLOEXEC) }
             defer { close(fd) }
-            let pid = try AppsScope.spawnKeeper(into: fd)
+            let pid: Int32
+            do { pid = try AppsScope.spawnKeeper(into: fd) } catch {
+                throw SystemError("spawn the keeper (\(error.step))", keeper, errno: error.errno)
+            }
             notes.append("started a new keeper (pid \(pid)) in \(keeper)")
         }
         entered = true

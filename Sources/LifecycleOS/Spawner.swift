@@ -59,38 +59,53 @@ public enum Spawner {
     /// its own (clone3 with CLONE_INTO_CGROUP, in the C shim). Exec errors
     /// come back here, synchronously: the group is fresh, never frozen.
     public static func spawn(_ request: SpawnRequest) throws(SpawnError) -> SpawnedProcess {
-        let argv = ([request.argv0 ?? request.executable] + request.arguments).map { strdup($0) }
-        let envp = request.environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") }
-        defer {
-            for p in argv { free(p) }
-            for p in envp { free(p) }
-        }
-        var argvC: [UnsafeMutablePointer<CChar>?] = argv + [nil]
-        var envpC: [UnsafeMutablePointer<CChar>?] = envp + [nil]
-        var map: [Int32] = request.inherit.flatMap { [$0.source, $0.target] }
-        var pidfd: Int32 = -1, step: Int32 = 0, atomic: Int32 = 0
         let (cgroupFD, v1ProcsFD): (Int32, Int32) =
             switch request.group.placement {
             case .cgroup(let directory, let v1Procs): (directory, v1Procs)
             case .processGroup: (-1, -1)
             }
-        let pid: pid_t = request.executable.withCString { path in
-            (request.workingDirectory ?? "").withCString { cwd in
+        defer { request.group.spawned() }
+        let spawned = try start(
+            request.executable, argv: [request.argv0 ?? request.executable] + request.arguments,
+            environment: request.environment, workingDirectory: request.workingDirectory, cgroupFD: cgroupFD,
+            v1ProcsFD: v1ProcsFD, inherit: request.inherit)
+        request.group.pid = spawned.pid
+        return spawned
+    }
+
+    /// The C shim's spawn, for callers with no group (the systemd scope's
+    /// keeper): into the cgroup directory `cgroupFD` when it is not -1,
+    /// joining the v1 memory cgroup `v1ProcsFD` when it is not -1.
+    public static func start(
+        _ executable: String, argv: [String], environment: [String: String], workingDirectory: String?,
+        cgroupFD: Int32, v1ProcsFD: Int32, inherit: [(source: Int32, target: Int32)]
+    ) throws(SpawnError) -> SpawnedProcess {
+        let argvCopies = argv.map { strdup($0) }
+        let envp = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") }
+        defer {
+            for p in argvCopies { free(p) }
+            for p in envp { free(p) }
+        }
+        var argvC: [UnsafeMutablePointer<CChar>?] = argvCopies + [nil]
+        var envpC: [UnsafeMutablePointer<CChar>?] = envp + [nil]
+        var map: [Int32] = inherit.flatMap { [$0.source, $0.target] }
+        var pidfd: Int32 = -1, step: Int32 = 0, atomic: Int32 = 0
+        let pid: pid_t = executable.withCString { path in
+            (workingDirectory ?? "").withCString { cwd in
                 argvC.withUnsafeMutableBufferPointer { a in
                     envpC.withUnsafeMutableBufferPointer { e in
                         map.withUnsafeMutableBufferPointer { m in
                             var req = lc_spawn_request(
                                 path: path, argv: a.baseAddress, envp: e.baseAddress,
-                                cwd: request.workingDirectory == nil ? nil : cwd,
+                                cwd: workingDirectory == nil ? nil : cwd,
                                 cgroup_fd: cgroupFD, v1_procs_fd: v1ProcsFD,
-                                fd_map: m.baseAddress, fd_map_count: Int32(request.inherit.count))
+                                fd_map: m.baseAddress, fd_map_count: Int32(inherit.count))
                             return lc_spawn(&req, &pidfd, &step, &atomic)
                         }
                     }
                 }
             }
         }
-        request.group.spawned()
         guard pid > 0 else {
             let names = [
                 1: "clone3", 2: "join memory cgroup", 3: "set up file descriptors",
@@ -98,7 +113,6 @@ public enum Spawner {
             ]
             throw SpawnError(step: names[Int(step)] ?? "spawn", errno: Errno(rawValue: Glibc.errno))
         }
-        request.group.pid = pid
         return SpawnedProcess(pid: pid, pidfd: pidfd, placedAtomically: atomic != 0)
     }
 

@@ -1015,6 +1015,19 @@ static pid_t restarted_daemon(int listener, int handover[2], enum restart how, i
     return child;
 }
 
+/* An app that deferred didEnterBackground (sequence 1), then the break: a
+ * daemon restarted (answering resumes) and the old channel closed. */
+static lifecycle_app *deferring_then_break(int sv[2], struct rec *r, const char *path, int listener,
+                                           int handover[2], pid_t *child) {
+    lifecycle_app *app = started(sv, r, path);
+    r->defer_on = LIFECYCLE_EVENT_DID_ENTER_BACKGROUND;
+    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    *child = restarted_daemon(listener, handover, ANSWER, -1);
+    close(sv[1]);
+    return app;
+}
+
 /* The restarted daemon's end of the resumed channel, and the resume it read
  * (decoded into *m, its bytes in b); -1 when none came. */
 static int handed_over(int handover, struct lifecycle__message *m, uint8_t *b) {
@@ -1168,12 +1181,7 @@ static void test_resume(void) {
     close(d);
 
     /* A repeat of a deferred event: ignored; its acknowledgement follows, once. */
-    app = started(sv, &r, path);
-    r.defer_on = LIFECYCLE_EVENT_DID_ENTER_BACKGROUND;
-    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
-    lifecycle_dispatch(app);
-    child = restarted_daemon(listener, handover, ANSWER, -1);
-    close(sv[1]);
+    app = deferring_then_break(sv, &r, path, listener, handover, &child);
     result = lifecycle_dispatch(app);
     d = handed_over(handover[0], &m, b);
     CHECK("a break while an event is deferred: resumed, naming no acknowledgement (0)",
@@ -1192,12 +1200,7 @@ static void test_resume(void) {
 
     /* A deferred acknowledgement that finds the break: resumed; the daemon
      * sends the event again, and it is acknowledged then. */
-    app = started(sv, &r, path);
-    r.defer_on = LIFECYCLE_EVENT_DID_ENTER_BACKGROUND;
-    send_event(sv[1], 1, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
-    lifecycle_dispatch(app);
-    child = restarted_daemon(listener, handover, ANSWER, -1);
-    close(sv[1]);
+    app = deferring_then_break(sv, &r, path, listener, handover, &child);
     result = lifecycle_acknowledge(app, r.token);
     d = handed_over(handover[0], &m, b);
     CHECK("lifecycle_acknowledge finds the break: resumed, returns LIFECYCLE_OK",
