@@ -120,6 +120,25 @@ func daemonError(_ text: String) -> ConfigError? {
         #expect(problems.first?.description == dir + "/apps/bad.toml:2: colour: unknown key")
     }
 
+    /// Many manifests are read on several threads: every one is read, in
+    /// name order, and each bad one is reported with its own line.
+    @Test func manyManifestsLoadInOrderWithTheirOwnErrors() throws {
+        let path = write("apps_dir = \"apps\"\n", "lifecycled.toml")
+        let dir = (path as NSString).deletingLastPathComponent
+        try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
+        for i in 0..<300 {
+            let text = i % 50 == 7 ? "command = [\"a\"]\n\n  timeouts = 3\n" : "  command = [ \"app\(i)\" ]  \n"
+            try text.write(toFile: dir + String(format: "/apps/app%03d.toml", i), atomically: true, encoding: .utf8)
+        }
+        let (_, apps, problems) = try ConfigLoader.load(path: path)
+        let bad = Set((0..<300).filter { $0 % 50 == 7 })
+        #expect(apps.map(\.name) == (0..<300).filter { !bad.contains($0) }.map { String(format: "app%03d", $0) })
+        #expect(apps.map { $0.command[0] } == (0..<300).filter { !bad.contains($0) }.map { "app\($0)" })
+        #expect(
+            problems.map(\.description)
+                == bad.sorted().map { String(format: "\(dir)/apps/app%03d.toml:3: timeouts: expected a table", $0) })
+    }
+
     /// Documented in configuration.md and the default config: "none" is the
     /// process-group fallback, as `--cgroup-root none` is.
     @Test func cgroupRootNoneIsAccepted() throws {
@@ -318,45 +337,5 @@ func daemonError(_ text: String) -> ConfigError? {
         #expect(e("foreground_slots = \"two\"\n")?.message == "expected an integer, got string")
         #expect(e("\n\n[memory]\n\nbudget = -5\n")?.line == 5)
         #expect(e("event_history = 99999999999\n")?.message.contains("out of range") == true)
-    }
-}
-
-/// The state file a daemon leaves for the next one: bad or foreign files are
-/// set aside with a reason, never trusted and never fatal.
-@Suite struct StateStoreTests {
-    func store() -> (StateStore, String) {
-        let dir = FileManager.default.temporaryDirectory.path + "/state-\(UUID().uuidString.prefix(8))"
-        return (StateStore(directory: dir), dir)
-    }
-
-    @Test func aFileThatDoesNotDecodeIsSetAsideWithItsReason() {
-        let (s, dir) = store()
-        #expect(FileManager.default.createFile(atPath: s.path, contents: Data("{\"format\": 1, \"bootID\"".utf8)))
-        let (saved, problem) = s.load()
-        #expect(saved == nil)
-        #expect(problem?.contains("\(dir)/state.json does not decode") == true, "\(problem ?? "")")
-        #expect(FileManager.default.fileExists(atPath: dir + "/state.json.unreadable"))
-        #expect(!FileManager.default.fileExists(atPath: s.path))
-    }
-
-    @Test func aSavedStateComesBackAndOneFromAnotherBootDoesNot() throws {
-        let (s, _) = store()
-        let core = Supervisor(apps: ["a": AppPolicy()]).saved
-        var state = SavedDaemon(bootID: StateStore.bootID(), core: core, runs: [:], terminations: [:])
-        #expect(s.save(state) == nil)
-        #expect(s.load().0 != nil)
-        state.bootID = "another-boot"
-        #expect(s.save(state) == nil)
-        let (saved, problem) = s.load()
-        #expect(saved == nil && problem?.contains("is from an earlier boot") == true)
-    }
-
-    @Test func aSaveThatCannotBeWrittenSaysSoOnce() {
-        let s = StateStore(directory: "/proc/lifecycled-cannot-write-here")
-        let state = SavedDaemon(
-            bootID: "", core: Supervisor(apps: [:]).saved, runs: [:], terminations: [:])
-        #expect(
-            s.save(state)?.contains("cannot save the state to /proc/lifecycled-cannot-write-here/state.json") == true)
-        #expect(s.save(state) == nil, "the same error is said once")
     }
 }
