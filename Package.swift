@@ -12,6 +12,7 @@
 //                      test that holds its constants to LifecycleModel's and LifecycleWire's
 //   CSystemd           libsystemd (sd-event, sd-daemon, sd-journal)
 //   CSystemdBus        the few systemd D-Bus calls (sd-bus): the apps' transient scope, job types
+//   CSQLite            SQLite, where the daemon keeps its state for the next one
 //   CMemoryWatch       the quiet half of memory sampling, in C, on the sd-event loop
 //   LifecycleOS        thin typed adapters over the kernel and systemd
 //   LifecycleDaemon    the daemon shell: config, event loop, app channels, control server
@@ -52,12 +53,13 @@ let package = Package(
         .systemLibrary(
             name: "CSystemd", pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "CMemoryWatch", dependencies: ["CSystemd"]),
         .target(name: "CSystemdBus", dependencies: ["CSystemd"]),
         .target(
             name: "LifecycleOS",
             dependencies: [
-                "CLifecycleShim", "CSystemd", "CSystemdBus", "CMemoryWatch",
+                "CLifecycleShim", "CSystemd", "CSystemdBus", "CMemoryWatch", "CSQLite",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: strict),

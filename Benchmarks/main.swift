@@ -249,21 +249,38 @@ func scale(_ count: Int) throws -> (rssMB: Double, idleCPU: Double, wakeups: Int
 /// Returns the milliseconds from the new daemon's spawn to READY=1 (every
 /// app re-adopted), and to one event round trip (a suspended app thawed,
 /// its channel resumed, willEnterForeground and didBecomeActive acknowledged).
-func crashBlackout(_ count: Int) throws -> (ready: Double, roundTrip: Double) {
+func crashBlackout(_ count: Int) throws -> (ready: Double, roundTrip: Double, launches: Double) {
     var apps: [String: String] = [:]
     for i in 0..<count { apps[String(format: "app%04d", i)] = recorderCommand("c", "/dev/null") }
     let d = try DaemonUnderTest(apps: apps, daemon: "event_history = 0")
     let c = try d.client()
     let f = try d.follow()
+    // A burst of launches, each answered before the next is sent: every
+    // spawn is saved before its answer, so this is what saving costs.
+    let launching = now()
     for name in apps.keys.sorted() { _ = try c.send(ControlRequest(.launch, app: name, background: true)) }
     var suspended = 0
     while suspended < count {
         _ = try f.wait("suspended") { $0.kind == .transition && $0.to == "suspended" }; suspended += 1
     }
+    let launches = Double(now() - launching) / 1e6
     _ = try d.crash(with: SIGKILL)
+    // LIFECYCLED_BENCH_PERF=FILE: a system-wide profile of the restart (perf record -g).
+    let profiler = try ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_PERF"].map { file in
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
+        p.arguments = ["record", "-q", "-a", "-g", "-F", "4999", "-o", file]
+        try p.run()
+        Thread.sleep(forTimeInterval: 1)  // perf's own start-up, not part of the restart
+        return p
+    }
     let t0 = now()
     let d2 = try DaemonUnderTest(after: d)
     let ready = Double(now() - t0) / 1e6
+    if let profiler {
+        profiler.interrupt()
+        profiler.waitUntilExit()
+    }
     let f2 = try d2.follow(["app0000"])
     _ = try d2.client().send(ControlRequest(.activate, app: "app0000"))
     try f2.acknowledged("app0000", "didBecomeActive")
@@ -272,7 +289,7 @@ func crashBlackout(_ count: Int) throws -> (ready: Double, roundTrip: Double) {
     let phases = d2.daemonLog.split(separator: "\n").filter { $0.contains(": started ") || $0.contains("ready") }
     FileHandle.standardError.write("\(count) apps: \(phases)\n".data(using: .utf8)!)
     try d2.stop(seconds: 300)
-    return (ready, roundTrip)
+    return (ready, roundTrip, launches)
 }
 
 /// daemon-reexec with `count` library apps, one active: from the request to
@@ -308,11 +325,15 @@ func reexecBlackout(_ count: Int, runs: Int) throws -> (answered: Series, roundT
 if CommandLine.arguments.contains("--restarts") {
     out("Restarts, \(quick ? "quick run" : "full run"): release build, C recorder apps.")
     out("")
-    out("| apps | kill -9, new daemon: spawn to READY=1 (all re-adopted) | spawn to one event round trip done |")
-    out("|---|---|---|")
+    out(
+        "| apps | kill -9, new daemon: spawn to READY=1 (all re-adopted) | spawn to one event round trip done | before: the apps launched one after another, to all suspended |"
+    )
+    out("|---|---|---|---|")
     for n in quick ? [10, 100] : CommandLine.arguments.contains("--only-1000") ? [1000] : [10, 100, 1000] {
-        let (ready, rt) = try crashBlackout(n)
-        out("| \(n) | \(String(format: "%.1f", ready)) ms | \(String(format: "%.1f", rt)) ms |")
+        let (ready, rt, launches) = try crashBlackout(n)
+        out(
+            "| \(n) | \(String(format: "%.1f", ready)) ms | \(String(format: "%.1f", rt)) ms | \(String(format: "%.2f", launches / 1000)) s |"
+        )
     }
     let (answered, rt) = try reexecBlackout(100, runs: quick ? 5 : 20)
     out("")

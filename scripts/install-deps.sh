@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs the system packages lifecycled needs to build and test, when they
 # are missing: libsystemd-dev (sd-event, sd-daemon, sd-journal) with
-# pkg-config, gcc (the C shim's tests), systemd's tools (systemd-analyze,
-# systemd-socket-activate, systemd-notify), systemd-nspawn (the tests under
-# a real systemd), setpriv (util-linux) and python3 (the Python example app
-# and test programs). Debian and Ubuntu.
+# pkg-config, libsqlite3-dev (the state kept for the next daemon), gcc (the
+# C shim's tests), systemd's tools (systemd-analyze, systemd-socket-activate,
+# systemd-notify), systemd-nspawn (the tests under a real systemd), setpriv
+# (util-linux) and python3 (the Python example app and test programs).
+# Debian and Ubuntu.
 set -euo pipefail
 
 need=()
 pkg-config --exists libsystemd 2>/dev/null || need+=(libsystemd-dev pkg-config)
+[[ -e /usr/include/sqlite3.h ]] || need+=(libsqlite3-dev)
 command -v gcc >/dev/null || need+=(gcc)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v systemd-socket-activate >/dev/null || need+=(systemd)

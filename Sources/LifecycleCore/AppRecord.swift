@@ -21,7 +21,7 @@ enum Phase: Equatable, Sendable, Codable {
     case terminating
 }
 
-enum StopCause: Sendable, Codable {
+enum StopCause: Sendable, Equatable, Codable {
     case user, shutdown, exitsOnSuspend
 
     func reason(killedAfterDeadline k: Bool) -> TerminationReason {
@@ -38,8 +38,10 @@ struct Awaiting: Equatable, Sendable, Codable {
     var sequence: UInt32
 }
 
-struct AppRecord: Sendable, Codable {
-    var policy: AppPolicy
+struct AppRecord: Sendable, Equatable, Codable {
+    /// Not saved: a restored core takes each app's policy from the
+    /// configuration it runs under.
+    var policy: AppPolicy = AppPolicy()
     var phase: Phase = .notRunning
     var state: LifecycleState = .notRunning
     var since: Instant = .zero
@@ -61,6 +63,11 @@ struct AppRecord: Sendable, Codable {
     var lastUsed: Instant = .zero
     /// Told willBeKilledForMemory; killed with this reason at ack or deadline.
     var lastNotice: TerminationReason?
+
+    private enum CodingKeys: String, CodingKey {
+        case phase, state, since, generation, launchMode, sequence, awaiting, tasks, nextTask, expired, budgetEnd
+        case graceEnd, stop, killing, last, warningPending, lastUsed, lastNotice
+    }
 }
 
 extension AppPolicy {
@@ -73,4 +80,38 @@ extension AppPolicy {
         default: eventTimeout
         }
     }
+}
+
+/// Every app's record, by app, and which records were written since the
+/// shell last saved: a save then costs the apps a step changed, not all of
+/// them. Every write goes through the subscript, so none can be missed (the
+/// seeded simulation restores from saves made this way and would diverge).
+struct AppTable: Sendable, Sequence {
+    private(set) var records: [AppID: AppRecord] = [:]
+    private(set) var changed: Set<AppID> = []
+
+    subscript(id: AppID) -> AppRecord? {
+        get { records[id] }
+        set {
+            changed.insert(id)
+            records[id] = newValue
+        }
+        _modify {
+            changed.insert(id)
+            yield &records[id]
+        }
+    }
+
+    /// A change that is saved with the app's record (its footprint).
+    mutating func markChanged(_ id: AppID) { changed.insert(id) }
+
+    mutating func takeChanged() -> Set<AppID> {
+        defer { changed = [] }
+        return changed
+    }
+
+    var keys: Dictionary<AppID, AppRecord>.Keys { records.keys }
+    var values: Dictionary<AppID, AppRecord>.Values { records.values }
+    var count: Int { records.count }
+    func makeIterator() -> Dictionary<AppID, AppRecord>.Iterator { records.makeIterator() }
 }

@@ -19,7 +19,10 @@ extension Supervisor {
         let sample = MemorySample(
             level: level, simulated: simulated != nil, footprints: report.footprints,
             measurements: report.measurements)
-        for (id, bytes) in sample.footprints where apps[id].map(isAlive) == true { footprints[id] = bytes }
+        for (id, bytes) in sample.footprints where apps[id].map(isAlive) == true && footprints[id] != bytes {
+            footprints[id] = bytes
+            apps.markChanged(id)
+        }
         let previous = memoryLevel
         lastSample = sample
         memoryLevel = sample.level

@@ -30,14 +30,71 @@ public struct CoreState: Codable, Sendable {
     }
 }
 
+extension CoreState {
+    /// What is saved of one app: written again only when it changed, so
+    /// that a step costs the records it touched, not all of them.
+    public struct App: Codable, Equatable, Sendable {
+        var record: AppRecord
+        var footprint: UInt64?
+    }
+
+    /// Everything that is not one app's: small (timers only for apps with
+    /// a deadline, the front), written with every change.
+    public struct Shared: Codable, Sendable {
+        var now: Instant
+        var front: Foreground
+        var shuttingDown: Bool
+        var timers: TimerTable
+        var gauge: MemoryGauge
+        var memoryLevel: MemoryLevel
+        var memorySimulated: Bool
+        var pressureVictim: AppID?
+        var lastSample: MemorySample
+    }
+
+    public var shared: Shared {
+        Shared(
+            now: now, front: front, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
+            memoryLevel: memoryLevel, memorySimulated: memorySimulated, pressureVictim: pressureVictim,
+            lastSample: lastSample)
+    }
+
+    /// Each app's part, by app.
+    /// One app's part, if the state knows the app.
+    public func app(_ id: AppID) -> App? { apps[id].map { App(record: $0, footprint: footprints[id]) } }
+
+    /// Every app the state knows.
+    public var appIDs: some Collection<AppID> { apps.keys }
+
+    public var perApp: [AppID: App] {
+        var parts: [AppID: App] = [:]
+        parts.reserveCapacity(apps.count)
+        for (id, record) in apps { parts[id] = App(record: record, footprint: footprints[id]) }
+        return parts
+    }
+
+    /// The state put together again from its parts.
+    public init(shared: Shared, apps parts: [AppID: App]) {
+        self.init(
+            now: shared.now, apps: parts.mapValues(\.record), front: shared.front, shuttingDown: shared.shuttingDown,
+            timers: shared.timers, gauge: shared.gauge, memoryLevel: shared.memoryLevel,
+            memorySimulated: shared.memorySimulated, footprints: parts.compactMapValues(\.footprint),
+            pressureVictim: shared.pressureVictim, lastSample: shared.lastSample)
+    }
+}
+
 extension Supervisor {
     /// The state to save after a step.
     public var saved: CoreState {
         CoreState(
-            now: now, apps: apps, front: front, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
+            now: now, apps: apps.records, front: front, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
             memoryLevel: memoryLevel, memorySimulated: memorySimulated, footprints: footprints,
             pressureVictim: pressureVictim, lastSample: lastSample)
     }
+
+    /// The apps whose saved part changed since the last call: what the
+    /// shell writes after a step.
+    public mutating func takeChanged() -> Set<AppID> { apps.takeChanged() }
 
     /// How far sequence numbers and task ids jump after a crash: the state
     /// is saved once per turn of the daemon's loop, after it sends, so an app

@@ -106,7 +106,7 @@ extension Supervisor {
         let record = TerminationRecord(reason: reason, generation: apps[id]!.generation, at: now)
         timers.cancelAll(id)
         front.remove(id)
-        footprints[id] = nil
+        if footprints.removeValue(forKey: id) != nil { apps.markChanged(id) }
         update(id) {
             var fresh = AppRecord(policy: $0.policy)
             fresh.generation = $0.generation

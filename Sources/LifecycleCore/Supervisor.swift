@@ -33,7 +33,7 @@ public struct Supervisor: Sendable {
     public static let maxBackgroundTasks = 64
 
     public internal(set) var now: Instant = .zero
-    var apps: [AppID: AppRecord] = [:]
+    var apps = AppTable()
     /// The one display's foreground.
     public internal(set) var front: Foreground
     public internal(set) var shuttingDown = false
@@ -65,7 +65,7 @@ public struct Supervisor: Sendable {
         front = Foreground(slots: foregroundSlots)
         gauge = MemoryGauge(thresholds: memory)
         for (id, policy) in apps { self.apps[id] = AppRecord(policy: policy) }
-        limited = apps.filter { $0.value.memory.limit != nil }.keys.sorted()
+        limited = apps.filter { $0.value.memory.limit != nil }.keys.sorted()  // the policies given
     }
 
     // MARK: - The one entry point

@@ -78,6 +78,8 @@ public final class Daemon {
     /// When this image started, and how (status shows both).
     let startedAt = Date().timeIntervalSince1970
     var startKind = "fresh"
+    /// Where the start went after the confinement (milliseconds), for the `started` line.
+    var startPhases: [String: Logger.MetadataValue] = [:]
     /// The binary this daemon runs, as installed (daemon-reexec runs what is there now).
     let executablePath: String = {
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
@@ -133,14 +135,15 @@ public final class Daemon {
         try self.init(
             settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
             logger: logger, standalone: false)
-        let ms = { (a: Int64, b: Int64) in String(format: "%.1f", Double(b - a) / 1e6) }
         logger.info(
             "started",
-            metadata: [
-                "config-ms": "\(ms(began, configured))", "confinement-ms": "\(ms(configured, confined))",
-                "state-ms": "\(ms(confined, Posix.monotonicNanoseconds()))",
-            ])
+            metadata: startPhases.merging([
+                "config-ms": "\(Self.ms(began, configured))", "confinement-ms": "\(Self.ms(configured, confined))",
+                "state-ms": "\(Self.ms(confined, Posix.monotonicNanoseconds()))",
+            ]) { $1 })
     }
+
+    static func ms(_ from: Int64, _ to: Int64) -> String { String(format: "%.1f", Double(to - from) / 1e6) }
 
     /// The shell with its parts given: the real ones from the public init, or
     /// a test's fakes. `standalone` (tests) takes no signals and no control
@@ -198,7 +201,14 @@ public final class Daemon {
 
         let store = StateStore(directory: config.runtimeDirectory)
         self.store = store
-        let (loaded, problem) = store.load()
+        let reading = Posix.monotonicNanoseconds()
+        let (loaded, problem): (SavedDaemon?, String?)
+        do { (loaded, problem) = try store.load() } catch {
+            throw DatabaseError(
+                code: error.code,
+                message:
+                    "another lifecycled holds \(error.message): one daemon per runtime directory; stop that one first")
+        }
         if let problem { logger.error("\(problem)") }
         // Our own earlier image's descriptors, kept open across execve.
         let handoff = loaded?.handoff.flatMap { $0.pid == getpid() ? $0 : nil }
@@ -208,7 +218,10 @@ public final class Daemon {
         saveTimer = try loop.timer { [unowned self] in self.saveState() }
         reexecTimer = try loop.timer { [unowned self] in self.reexec() }
         try listenForResumes(handoff)
+        let adopting = Posix.monotonicNanoseconds()
         restoreState(loaded, handoff: handoff)
+        startPhases["state-read-ms"] = "\(Self.ms(reading, adopting))"
+        startPhases["adoption-ms"] = "\(Self.ms(adopting, Posix.monotonicNanoseconds()))"
         if restored { startKind = handoff != nil ? "reexec" : "restored" }
         if let decided = handoff?.decidedAt {
             let now = Posix.monotonicNanoseconds()

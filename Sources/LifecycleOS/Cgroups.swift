@@ -274,8 +274,8 @@ public final class Cgroups: Confinement {
     }
 
     public func leftoverGroups() -> [String] {
-        ((try? FileManagerLite.list(appsPath)) ?? []).filter { Posix.exists(appsPath + "/" + $0 + "/cgroup.procs") }
-            .sorted()
+        // Every directory of a cgroup file system is a group.
+        (try? FileManagerLite.list(appsPath, directoriesOnly: true)) ?? []
     }
 
     public func leftover(_ name: String) -> (any AppGroup)? {
@@ -446,7 +446,7 @@ public final class AppCgroup: AppGroup {
 
 /// Directory listing without Foundation.
 public enum FileManagerLite {
-    public static func list(_ path: String) throws(SystemError) -> [String] {
+    public static func list(_ path: String, directoriesOnly: Bool = false) throws(SystemError) -> [String] {
         guard let dir = opendir(path) else { throw SystemError("opendir", path, errno: Errno(rawValue: errno)) }
         defer { closedir(dir) }
         var names: [String] = []
@@ -454,6 +454,7 @@ public enum FileManagerLite {
             let name = withUnsafePointer(to: entry.pointee.d_name) {
                 $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
             }
+            if directoriesOnly, entry.pointee.d_type != UInt8(DT_DIR) { continue }
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()

@@ -39,6 +39,10 @@ struct Simulation {
     /// the original on every remaining input.
     var restoreAt: Int?
     var twin: Supervisor?
+    /// What the daemon's store would hold: each app's part written when the
+    /// core says it changed, the rest after every step.
+    var disk: [AppID: Data] = [:]
+    var diskShared = Data()
     let policies: [AppID: AppPolicy]
     let slots: Int
 
@@ -69,14 +73,33 @@ struct Simulation {
     }
 
     /// The core through the bytes a daemon would save and read back.
-    func roundTrip(_ s: Supervisor) -> Supervisor {
-        let bytes = try! JSONEncoder().encode(s.saved)
-        let state = try! JSONDecoder().decode(CoreState.self, from: bytes)
+    /// The saves a daemon makes after a step: the parts of the apps the
+    /// core says changed, and the rest. A change the core did not report
+    /// leaves a stale part on `disk`, and the restored twin diverges.
+    mutating func persist() {
+        let saved = sup.saved
+        for id in sup.takeChanged() { disk[id] = saved.app(id).map { try! JSONEncoder().encode($0) } }
+        diskShared = try! JSONEncoder().encode(saved.shared)
+    }
+
+    /// The core through the bytes a daemon would save and read back: half
+    /// the runs the whole state at once, half the parts saved step by step.
+    mutating func roundTrip(_ s: Supervisor) -> Supervisor {
+        let state: CoreState
+        if steps % 2 == 0 {
+            let bytes = try! JSONEncoder().encode(s.saved)
+            state = try! JSONDecoder().decode(CoreState.self, from: bytes)
+        } else {
+            state = CoreState(
+                shared: try! JSONDecoder().decode(CoreState.Shared.self, from: diskShared),
+                apps: disk.mapValues { try! JSONDecoder().decode(CoreState.App.self, from: $0) })
+        }
         return Supervisor(restoring: state, foregroundSlots: slots, apps: policies)
     }
 
     /// One step of the core, and of its restored twin, which must agree.
     mutating func step(_ input: Input) -> [Effect] {
+        if let r = restoreAt, steps <= r { persist() }
         if steps == restoreAt { twin = roundTrip(sup) }
         let effects = sup.handle(input, now: now)
         if var t = twin {

@@ -23,6 +23,7 @@ extension Daemon {
         unsaved = false
         guard let store else { return false }
         var saved: [AppID: SavedRun] = [:]
+        saved.reserveCapacity(runs.byApp.count)
         for (id, run) in runs.byApp {
             saved[id] = SavedRun(
                 generation: run.generation, pid: run.pid, startTime: run.startTime,
@@ -32,7 +33,7 @@ extension Daemon {
         let state = SavedDaemon(
             bootID: store.bootID, core: supervisor.saved, runs: saved, terminations: terminations,
             handoff: handoff)
-        if let problem = store.save(state) { logger.error("\(problem)") }
+        if let problem = store.save(state, changed: supervisor.takeChanged()) { logger.error("\(problem)") }
         return !store.failing
     }
 
@@ -50,6 +51,10 @@ extension Daemon {
                 restoring: saved.core, foregroundSlots: config.foregroundSlots, apps: settings.policies,
                 memory: config.memory.thresholds(total: MemoryMonitor.memTotal()), afterCrash: handoff == nil)
             terminations = saved.terminations.filter { manifests[$0.key] != nil }
+            // Each recorded process is checked on every core (a pidfd, its
+            // start time, its group: kernel calls that dominate a restart
+            // with 1,000 apps), then taken back here, one after another.
+            var candidates: [(id: AppID, facts: SavedRun, handed: HandedRun?)] = []
             for (id, generation, running) in saved.core.runs where running {
                 let name = "\(id).\(generation)"
                 guard let facts = saved.runs[id], facts.generation == generation else {
@@ -64,7 +69,16 @@ extension Daemon {
                     notAdopted(id, name, facts.pid, "its manifest is gone")
                     continue
                 }
-                switch adopt(id, facts, handed: handoff?.runs[id]) {
+                candidates.append((id, facts, handoff?.runs[id]))
+            }
+            let confinement = self.confinement
+            let probes = Parallel.map(candidates.count) { i in
+                Self.probe(candidates[i].id, candidates[i].facts, handed: candidates[i].handed, in: confinement)
+            }
+            for ((id, facts, handed), probe) in zip(candidates, probes) {
+                let generation = facts.generation
+                let name = "\(id).\(generation)"
+                switch adopt(id, facts, handed: handed, probe) {
                 case .adopted: break
                 case .gone:
                     // What it left in its group goes with it, as after any end.
@@ -117,38 +131,62 @@ extension Daemon {
         removeWhenEmpty(group)
     }
 
-    /// Takes one recorded process back, if it is still the same process.
-    /// `handed`: after a daemon-reexec, its descriptors, still open (and
-    /// the process is still our child if it was the earlier image's).
-    private func adopt(_ id: AppID, _ facts: SavedRun, handed: HandedRun?) -> Adoption {
-        let closeHanded = {
-            for fd in [handed?.channel, handed?.pidfd, handed?.notify] { if let fd, fd >= 0 { Posix.close(fd) } }
-        }
-        // The pidfd first, then the start time: a pid recycled in between
-        // would fail the check rather than be taken.
+    /// What the kernel says of one recorded process: found on any thread,
+    /// acted on in `adopt`.
+    struct Probe {
+        /// Its pidfd, when the pid still names the recorded process.
+        var pidfd: Int32 = -1
+        /// Its group, when the process is in it.
+        var group: (any AppGroup)?
+        /// The process has ended (a zombie that left its group).
+        var ended = false
+        /// Its group's freezer is set.
+        var frozen = false
+    }
+
+    /// Opens the process by pid, then checks its start time (a pid recycled
+    /// in between fails the check rather than being taken) and its group.
+    /// Only kernel calls: safe on any thread.
+    static func probe(_ id: AppID, _ facts: SavedRun, handed: HandedRun?, in confinement: any Confinement) -> Probe {
+        var probe = Probe()
         let pidfd = handed?.pidfd ?? lc_pidfd_open(facts.pid)
         guard pidfd >= 0, facts.startTime != 0, UInt64(lc_process_start_time(facts.pid)) == facts.startTime else {
-            // Gone, or the pid now names another process (left alone). What
-            // is left in its group, if anything, is a leftover.
             if handed == nil, pidfd >= 0 { Posix.close(pidfd) }
-            closeHanded()
-            return .gone
+            return probe
         }
+        probe.pidfd = pidfd
         // Our own child that ended during the exec is a zombie, no longer
         // in its group: taken back all the same, and reaped with its status.
         let child = handed.map { $0.child ?? true } ?? false
-        guard
-            let group = confinement.adoptGroup(
-                app: id, generation: facts.generation, pid: facts.pid, member: !child)
-        else {
+        probe.group = confinement.adoptGroup(app: id, generation: facts.generation, pid: facts.pid, member: !child)
+        if probe.group == nil { probe.ended = Posix.hasEnded(pidfd: pidfd) }
+        probe.frozen = probe.group?.freezeAsked() ?? false
+        return probe
+    }
+
+    /// Takes one recorded process back, if it is still the same process.
+    /// `handed`: after a daemon-reexec, its descriptors, still open (and
+    /// the process is still our child if it was the earlier image's).
+    private func adopt(_ id: AppID, _ facts: SavedRun, handed: HandedRun?, _ probe: Probe) -> Adoption {
+        let closeHanded = {
+            for fd in [handed?.channel, handed?.pidfd, handed?.notify] { if let fd, fd >= 0 { Posix.close(fd) } }
+        }
+        let pidfd = probe.pidfd
+        guard pidfd >= 0 else {
+            // Gone, or the pid now names another process (left alone). What
+            // is left in its group, if anything, is a leftover.
+            closeHanded()
+            return .gone
+        }
+        let child = handed.map { $0.child ?? true } ?? false
+        guard let group = probe.group else {
             // Ended (a zombie that left its group), or the same process (its
             // start time says so) outside the group this daemon can
             // supervise: an invisible orphan unless killed.
-            let ended = Posix.hasEnded(pidfd: pidfd)
-            if !ended { Posix.signal(pidfd: pidfd, SIGKILL) }
-            if handed == nil, pidfd >= 0 { Posix.close(pidfd) }
+            if !probe.ended { Posix.signal(pidfd: pidfd, SIGKILL) }
+            if handed == nil { Posix.close(pidfd) }
             closeHanded()
-            if ended { return .gone }
+            if probe.ended { return .gone }
             return .killed("pid \(facts.pid) is alive but not in its group \(id).\(facts.generation)")
         }
         let run = Run(
@@ -188,7 +226,7 @@ extension Daemon {
         // a frozen app the state calls running could not resume its
         // channel, so its event watchdog would kill it.
         let suspended = supervisor.snapshot(id)?.state == .suspended
-        if group.freezeAsked() != suspended {
+        if probe.frozen != suspended {
             logger.notice(
                 "\(id) was found \(suspended ? "running" : "frozen") though the saved state says \(suspended ? "suspended" : "not suspended"): \(suspended ? "freezing" : "thawing") it",
                 metadata: ["app": "\(id)"])

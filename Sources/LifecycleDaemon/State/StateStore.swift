@@ -10,14 +10,18 @@ import SystemPackage
 // crash, a watchdog abort or an upgrade loses nothing an app or an operator
 // can observe. The core's whole state, and what the shell knows of each
 // running process (who it is, where it lives, the last event it was sent),
-// in one file of the runtime directory, replaced atomically (write, then
-// rename) after every step that changed something. The page cache outlives
+// in one SQLite file of the runtime directory: a row per app and one for
+// the rest, written in one transaction after every step that changed
+// something, with only the rows that changed. A burst of 1,000 launches
+// costs 1,000 small writes, not 1,000 writes of everything (which took 92 s
+// when the state was one JSON file rewritten whole). The page cache outlives
 // the process, so no fsync: this guards against the daemon's death, and a
 // reboot ends every app anyway (the boot id says when a file is from an
-// earlier boot).
+// earlier boot). A daemon of an earlier version left `state.json`: it is
+// read once and replaced.
 
 /// What the shell knows of one running process, saved beside the core.
-struct SavedRun: Codable {
+struct SavedRun: Codable, Equatable {
     var generation: UInt64
     var pid: Int32
     /// With the pid, names one process for the life of the system
@@ -31,7 +35,10 @@ struct SavedRun: Codable {
     var lastEvent: EventMessage?
 }
 
+/// The state as the daemon uses it: read whole at start, saved by parts.
 struct SavedDaemon: Codable {
+    /// The format of `state.json`, written by daemons before the SQLite
+    /// store; read once, for an upgrade from one of them.
     static let currentFormat = 1
     var format = SavedDaemon.currentFormat
     var bootID: String
@@ -41,6 +48,14 @@ struct SavedDaemon: Codable {
     /// Written just before a daemon-reexec: the descriptors kept open across
     /// execve. Valid only in the process that wrote it (the same pid).
     var handoff: Handoff? = nil
+}
+
+/// One app's row: its part of the core, its running process, its last
+/// termination. Written again only when one of them changed.
+struct SavedApp: Codable, Equatable {
+    var core: CoreState.App?
+    var run: SavedRun?
+    var termination: TerminationInfo?
 }
 
 /// What a daemon hands its own next image across execve.
@@ -66,8 +81,31 @@ struct HandedRun: Codable {
 }
 
 final class StateStore {
+    /// The format of the rows; another one is set aside, never misread.
+    static let format = "2"
     let path: String
+    /// Where daemons before the SQLite store kept the state.
+    let legacyPath: String
+    private var database: Database?
+    private var statements: (upsert: Statement, delete: Statement, clear: Statement, meta: Statement)?
+    /// What the file holds, by app (a row per app the state knows): a save
+    /// writes the rows that differ.
+    private var written: [AppID: SavedApp] = [:]
+    /// Every row is written at the next save (the state came from state.json,
+    /// or the file was opened without reading it).
+    private var rewrite = false
     private var lastError: String?
+    /// Apps whose core part changed and is not yet in the file (kept
+    /// across a failed save).
+    private var unsaved: Set<AppID> = []
+    /// The next save compares every app with the file (the first after a
+    /// load: apps no longer configured lose their rows).
+    private var compareAll = true
+    /// Apps whose row in the file holds a process or a termination: when
+    /// either goes, the row must change even if the core part did not.
+    private var holdingMore: Set<AppID> = []
+    /// Rows the last save wrote (what a step costs).
+    private(set) var rowsWritten = 0
     /// This boot's id, read once: every save carries it.
     let bootID = StateStore.bootID()
 
@@ -75,7 +113,8 @@ final class StateStore {
     var failing: Bool { lastError != nil }
 
     init(directory: String) {
-        path = directory + "/state.json"
+        path = directory + "/state.db"
+        legacyPath = directory + "/state.json"
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     }
 
@@ -83,42 +122,186 @@ final class StateStore {
         ((try? Posix.readFile("/proc/sys/kernel/random/boot_id")) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// Opens the file for this process alone (once).
+    private func open() throws(DatabaseError) -> Database {
+        if let database { return database }
+        let db = try Database(path: path)
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS apps (id TEXT PRIMARY KEY, entry BLOB NOT NULL) WITHOUT ROWID;
+            """)
+        statements = (
+            try db.prepare("INSERT OR REPLACE INTO apps (id, entry) VALUES (?, ?)"),
+            try db.prepare("DELETE FROM apps WHERE id = ?"),
+            try db.prepare("DELETE FROM apps"),
+            try db.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)")
+        )
+        database = db
+        // What the file holds is not known until `load` reads it: a save
+        // before that replaces every row.
+        rewrite = true
+        return db
+    }
+
     /// The state a previous daemon left, if any. A file that does not
-    /// decode, or is from an earlier boot or format, is set aside (renamed
-    /// with `.unreadable`) with the reason, and the daemon starts afresh.
-    func load() -> (SavedDaemon?, problem: String?) {
-        guard let data = FileManager.default.contents(atPath: path) else { return (nil, nil) }
+    /// decode, or is from another format, is set aside (renamed with
+    /// `.unreadable`) with the reason, and the daemon starts afresh; one
+    /// from an earlier boot is emptied. Throws only when another process
+    /// holds the file: a second daemon on the same runtime directory.
+    func load() throws(DatabaseError) -> (SavedDaemon?, problem: String?) {
+        if FileManager.default.fileExists(atPath: legacyPath) {
+            // An earlier version ran last (an upgrade, or a downgrade and back):
+            // its file wins, and every row is replaced at the next save.
+            _ = try open()
+            let (saved, problem) = loadLegacy()
+            rewrite = true
+            return (saved, problem)
+        }
+        let db: Database
+        do { db = try open() } catch  where !error.busy {
+            return (nil, setAside(path, "cannot be opened (\(error))"))
+        }
+        do {
+            let meta = try db.prepare("SELECT key, value FROM meta").run()
+            var values: [String: Data] = [:]
+            for row in meta { values[String(decoding: row[0], as: UTF8.self)] = row[1] }
+            guard let format = values["format"].map({ String(decoding: $0, as: UTF8.self) }) else {
+                rewrite = false  // empty
+                return (nil, nil)
+            }
+            guard format == Self.format else {
+                return (nil, setAside(path, "is in format \(format), this daemon reads \(Self.format)"))
+            }
+            guard values["boot"].map({ String(decoding: $0, as: UTF8.self) }) == bootID else {
+                try db.execute("DELETE FROM apps; DELETE FROM meta")
+                return (nil, "\(path) is from an earlier boot: ignored")
+            }
+            let rows = try db.prepare("SELECT id, entry FROM apps").run()
+            // Decoded on every core: with 1,000 apps this is most of a restart.
+            let apps = Parallel.map(rows.count) { i in
+                Result { try JSONDecoder().decode(SavedApp.self, from: rows[i][1]) }
+            }
+            var entries: [AppID: SavedApp] = [:]
+            for (row, app) in zip(rows, apps) { entries[String(decoding: row[0], as: UTF8.self)] = try app.get() }
+            let shared = try JSONDecoder().decode(CoreState.Shared.self, from: values["shared"] ?? Data())
+            let handoff = try values["handoff"].flatMap { $0.isEmpty ? nil : $0 }.map {
+                try JSONDecoder().decode(Handoff.self, from: $0)
+            }
+            written = entries
+            holdingMore = Set(entries.filter { $0.value.run != nil || $0.value.termination != nil }.keys)
+            rewrite = false
+            return (
+                SavedDaemon(
+                    bootID: bootID, core: CoreState(shared: shared, apps: entries.compactMapValues(\.core)),
+                    runs: entries.compactMapValues(\.run), terminations: entries.compactMapValues(\.termination),
+                    handoff: handoff),
+                nil
+            )
+        } catch let error as DatabaseError where error.busy {
+            throw error
+        } catch {
+            return (nil, setAside(path, "does not decode (\(error))"))
+        }
+    }
+
+    /// `state.json` of a daemon before the SQLite store.
+    private func loadLegacy() -> (SavedDaemon?, problem: String?) {
+        guard let data = FileManager.default.contents(atPath: legacyPath) else { return (nil, nil) }
         let saved: SavedDaemon
         do { saved = try JSONDecoder().decode(SavedDaemon.self, from: data) } catch {
-            return (nil, setAside("does not decode (\(error))"))
+            return (nil, setAside(legacyPath, "does not decode (\(error))"))
         }
         guard saved.format == SavedDaemon.currentFormat else {
-            return (nil, setAside("format \(saved.format), this daemon reads \(SavedDaemon.currentFormat)"))
+            return (nil, setAside(legacyPath, "format \(saved.format), this daemon reads \(SavedDaemon.currentFormat)"))
         }
         guard saved.bootID == bootID else {
-            try? FileManager.default.removeItem(atPath: path)
-            return (nil, "\(path) is from an earlier boot: ignored")
+            try? FileManager.default.removeItem(atPath: legacyPath)
+            return (nil, "\(legacyPath) is from an earlier boot: ignored")
         }
         return (saved, nil)
     }
 
-    private func setAside(_ why: String) -> String {
-        let aside = path + ".unreadable"
-        _ = rename(path, aside)
-        return "\(path) \(why): moved to \(aside); starting afresh"
+    private func setAside(_ file: String, _ why: String) -> String {
+        let aside = file + ".unreadable"
+        if file == path {
+            database = nil
+            statements = nil
+            written = [:]
+            holdingMore = []
+            unlink(path + "-wal")
+        }
+        _ = rename(file, aside)
+        return "\(file) \(why): moved to \(aside); starting afresh"
     }
 
-    /// Replaces the file. Returns an error text the first time a given
-    /// error happens (a full disk, say), so the caller logs it once; the
-    /// daemon carries on in memory.
-    func save(_ state: SavedDaemon) -> String? {
-        let temporary = path + ".new"
+    /// Writes what changed since the last save, in one transaction:
+    /// `changed` names the apps whose core part changed (nil: any may have),
+    /// and every app with a process or a termination is compared with what
+    /// the file holds. Returns an error text the first time a given error
+    /// happens (a full disk, say), so the caller logs it once; the daemon
+    /// carries on in memory, and the next save writes everything still unsaved.
+    func save(_ state: SavedDaemon, changed: Set<AppID>? = nil) -> String? {
+        unsaved.formUnion(changed ?? [])
         do {
-            let data = try JSONEncoder().encode(state)
-            guard FileManager.default.createFile(atPath: temporary, contents: data) else {
-                throw SystemError("write", temporary, errno: Errno(rawValue: errno))
+            let db = try open()
+            guard let statements else { return nil }
+            let all = changed == nil || rewrite || compareAll
+            var rows: [AppID: SavedApp?] = [:]
+            func consider(_ id: AppID) {
+                let app = SavedApp(core: state.core.app(id), run: state.runs[id], termination: state.terminations[id])
+                let now: SavedApp? = app == SavedApp() ? nil : app
+                if rewrite || written[id] != now { rows[id] = now }
             }
-            try Posix.call("rename", path) { rename(temporary, path) }
+            if all {
+                for id in Set(state.core.appIDs).union(written.keys).union(state.runs.keys) { consider(id) }
+            } else {
+                for id in unsaved { consider(id) }
+                // The shell's part, cheaply: a process or a termination
+                // that came, went or changed, for an app the core did not name.
+                for (id, run) in state.runs where !unsaved.contains(id) && written[id]?.run != run { consider(id) }
+                for (id, t) in state.terminations where !unsaved.contains(id) && written[id]?.termination != t {
+                    consider(id)
+                }
+                for id in holdingMore
+                where !unsaved.contains(id) && state.runs[id] == nil && state.terminations[id] == nil {
+                    consider(id)
+                }
+            }
+            let encoder = JSONEncoder()
+            try db.transaction { () throws(DatabaseError) in
+                do {
+                    if rewrite { try statements.clear.run() }
+                    for (id, app) in rows {
+                        if let app {
+                            try statements.upsert.run([Data(id.utf8), try encoder.encode(app)])
+                        } else {
+                            try statements.delete.run([Data(id.utf8)])
+                        }
+                    }
+                    try statements.meta.run([Data("format".utf8), Data(Self.format.utf8)])
+                    try statements.meta.run([Data("boot".utf8), Data(state.bootID.utf8)])
+                    try statements.meta.run([Data("shared".utf8), try encoder.encode(state.core.shared)])
+                    try statements.meta.run([
+                        Data("handoff".utf8), try state.handoff.map { try encoder.encode($0) } ?? Data(),
+                    ])
+                } catch let error as DatabaseError {
+                    throw error
+                } catch {
+                    throw DatabaseError(code: -1, message: "cannot encode: \(error)")
+                }
+            }
+            for (id, app) in rows {
+                written[id] = app
+                if app?.run != nil || app?.termination != nil { holdingMore.insert(id) } else { holdingMore.remove(id) }
+            }
+            rowsWritten = rows.count
+            unsaved = []
+            compareAll = false
+            if rewrite {
+                rewrite = false
+                unlink(legacyPath)
+            }
             lastError = nil
             return nil
         } catch {
@@ -128,6 +311,18 @@ final class StateStore {
         }
     }
 
+    /// Lets the file go (another process may take it): before an exec, in tests.
+    func close() {
+        compareAll = true
+        statements = nil
+        database = nil
+        written = [:]
+        holdingMore = []
+    }
+
     /// After a clean shutdown nothing is left to re-adopt.
-    func remove() { unlink(path) }
+    func remove() {
+        close()
+        for file in [path, path + "-wal", path + "-shm", legacyPath] { unlink(file) }
+    }
 }

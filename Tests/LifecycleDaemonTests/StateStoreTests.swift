@@ -1,0 +1,218 @@
+import Foundation
+import LifecycleControl
+import LifecycleCore
+@testable import LifecycleDaemon
+import LifecycleOS
+import Testing
+
+/// The state a daemon leaves for the next one: bad or foreign files are set
+/// aside with a reason, never trusted and never fatal; a save writes what
+/// changed; a full disk loses nothing once it has room again.
+@Suite struct StateStoreTests {
+    func directory() -> String {
+        FileManager.default.temporaryDirectory.path + "/state-\(UUID().uuidString.prefix(8))"
+    }
+
+    func state(apps count: Int, running: Set<Int> = []) -> SavedDaemon {
+        var policies: [AppID: AppPolicy] = [:]
+        for i in 0..<count { policies["app\(i)"] = AppPolicy() }
+        var runs: [AppID: SavedRun] = [:]
+        for i in running {
+            runs["app\(i)"] = SavedRun(
+                generation: 1, pid: Int32(1000 + i), startTime: 42, library: true, notifyName: nil, statusLine: nil,
+                lastEvent: nil)
+        }
+        return SavedDaemon(
+            bootID: StateStore.bootID(), core: Supervisor(apps: policies).saved, runs: runs, terminations: [:])
+    }
+
+    @Test func aSavedStateComesBackAndOneFromAnotherBootDoesNot() throws {
+        let dir = directory()
+        var saved = state(apps: 3, running: [1])
+        saved.terminations["app2"] = TerminationInfo(reason: .signaled, description: "signaled", time: 1, pid: 7)
+        do {
+            let s = StateStore(directory: dir)
+            #expect(try s.load().0 == nil)
+            #expect(s.save(saved) == nil)
+            s.close()
+        }
+        do {
+            let s = StateStore(directory: dir)
+            let back = try #require(try s.load().0)
+            #expect(back.runs == saved.runs && back.terminations == saved.terminations)
+            #expect(back.core.perApp == saved.core.perApp)
+            saved.bootID = "another-boot"
+            #expect(s.save(saved) == nil)
+            s.close()
+        }
+        let (back, problem) = try StateStore(directory: dir).load()
+        #expect(back == nil && problem?.contains("is from an earlier boot") == true, "\(problem ?? "")")
+    }
+
+    /// The reason for the store: with 1,000 apps a step writes the one row
+    /// it changed, not 1,000; the core names the apps whose part changed.
+    @Test func aSaveWritesOnlyTheAppsThatChanged() throws {
+        let s = StateStore(directory: directory())
+        _ = try s.load()
+        var saved = state(apps: 1000)
+        #expect(s.save(saved, changed: []) == nil)
+        #expect(s.rowsWritten == 1000, "the first save after a load compares every app")
+        #expect(s.save(saved, changed: []) == nil)
+        #expect(s.rowsWritten == 0)
+        saved.runs["app7"] = SavedRun(
+            generation: 1, pid: 77, startTime: 1, library: false, notifyName: "n", statusLine: nil, lastEvent: nil)
+        #expect(s.save(saved, changed: []) == nil)
+        #expect(s.rowsWritten == 1)
+        saved.runs["app7"] = nil
+        saved.terminations["app7"] = TerminationInfo(reason: .exited, description: "exited", time: 2, pid: 77)
+        #expect(s.save(saved, changed: []) == nil)
+        #expect(s.rowsWritten == 1)
+        // A change in the core, named by it.
+        var core = Supervisor(apps: Dictionary(uniqueKeysWithValues: (0..<1000).map { ("app\($0)", AppPolicy()) }))
+        _ = core.takeChanged()
+        _ = core.handle(.launch("app9", .background), now: .zero)
+        saved.core = core.saved
+        #expect(s.save(saved, changed: core.takeChanged()) == nil)
+        #expect(s.rowsWritten == 1)
+        s.close()
+        let back = try #require(
+            try StateStore(directory: s.path.replacingOccurrences(of: "/state.db", with: "")).load().0)
+        #expect(back.runs.isEmpty && back.terminations["app7"]?.pid == 77 && back.core.perApp.count == 1000)
+        #expect(back.core.perApp == core.saved.perApp)
+    }
+
+    /// An app that is no longer configured loses its row at the first save
+    /// after a load (the next daemon would otherwise meet it again).
+    @Test func anAppNoLongerKnownLosesItsRow() throws {
+        let dir = directory()
+        do {
+            let s = StateStore(directory: dir)
+            _ = try s.load()
+            #expect(s.save(state(apps: 3)) == nil)
+            s.close()
+        }
+        let s = StateStore(directory: dir)
+        #expect(try s.load().0?.core.perApp.count == 3)
+        #expect(s.save(state(apps: 2), changed: []) == nil)
+        #expect(s.rowsWritten == 1)
+        s.close()
+        #expect(try StateStore(directory: dir).load().0?.core.perApp.keys.sorted() == ["app0", "app1"])
+    }
+
+    @Test func aFileThatDoesNotDecodeIsSetAsideWithItsReason() throws {
+        let dir = directory()
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: dir + "/state.db", contents: Data("not a database".utf8)))
+        let s = StateStore(directory: dir)
+        let (saved, problem) = try s.load()
+        #expect(saved == nil)
+        #expect(
+            problem?.contains("\(dir)/state.db") == true && problem?.contains("unreadable") == true, "\(problem ?? "")")
+        #expect(FileManager.default.fileExists(atPath: dir + "/state.db.unreadable"))
+        #expect(s.save(state(apps: 1)) == nil, "the daemon carries on with a fresh file")
+    }
+
+    /// An upgrade from a daemon that kept `state.json`: read once, then
+    /// replaced by the store at the first save.
+    @Test func aStateJSONFromAnEarlierVersionIsReadAndReplaced() throws {
+        let dir = directory()
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // Written the way the earlier version did: the whole state in JSON,
+        // each record with its policy (which the store no longer keeps).
+        let old = state(apps: 2, running: [0])
+        var json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(old)) as! [String: Any]
+        var core = json["core"] as! [String: Any]
+        var apps = core["apps"] as! [String: Any]
+        for (id, record) in apps {
+            var record = record as! [String: Any]
+            record["policy"] = try JSONSerialization.jsonObject(with: JSONEncoder().encode(AppPolicy()))
+            apps[id] = record
+        }
+        core["apps"] = apps
+        json["core"] = core
+        try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: dir + "/state.json"))
+        let s = StateStore(directory: dir)
+        let back = try #require(try s.load().0)
+        #expect(back.runs == old.runs && back.core.perApp == old.core.perApp)
+        #expect(s.save(back) == nil)
+        s.close()
+        #expect(!FileManager.default.fileExists(atPath: dir + "/state.json"))
+        let again = try #require(try StateStore(directory: dir).load().0)
+        #expect(again.runs == old.runs && again.core.perApp == old.core.perApp)
+    }
+
+    @Test func aJSONFileThatDoesNotDecodeIsSetAside() throws {
+        let dir = directory()
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        #expect(
+            FileManager.default.createFile(
+                atPath: dir + "/state.json", contents: Data("{\"format\": 1, \"bootID\"".utf8)))
+        let (saved, problem) = try StateStore(directory: dir).load()
+        #expect(saved == nil)
+        #expect(problem?.contains("\(dir)/state.json does not decode") == true, "\(problem ?? "")")
+        #expect(FileManager.default.fileExists(atPath: dir + "/state.json.unreadable"))
+    }
+
+    /// One daemon per runtime directory: a second one cannot take the state
+    /// (and would otherwise kill the first one's apps as leftovers).
+    @Test func aSecondStoreOnTheSameDirectoryIsRefused() throws {
+        let dir = directory()
+        let first = StateStore(directory: dir)
+        _ = try first.load()
+        #expect(first.save(state(apps: 1)) == nil)
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        child.arguments = [dir + "/state.db", "SELECT count(*) FROM apps"]
+        child.standardError = FileHandle.nullDevice
+        try child.run()
+        child.waitUntilExit()
+        #expect(child.terminationStatus != 0, "another process cannot read the held file")
+        let error = #expect(throws: DatabaseError.self) { _ = try StateStore(directory: dir).load() }
+        #expect(error?.busy == true)
+        first.close()
+        #expect(try StateStore(directory: dir).load().0 != nil, "free once the first one is gone")
+    }
+
+    @Test func aSaveThatCannotBeWrittenSaysSoOnce() {
+        let s = StateStore(directory: "/proc/lifecycled-cannot-write-here")
+        let saved = state(apps: 1)
+        #expect(s.save(saved)?.contains("cannot save the state to /proc/lifecycled-cannot-write-here/state.db") == true)
+        #expect(s.save(saved) == nil, "the same error is said once")
+    }
+
+    /// A full disk (a real one: a tmpfs of 256 KiB): the save fails whole,
+    /// the file keeps the last state that fitted, and once there is room
+    /// the next save writes everything that was missed.
+    @Test(.enabled(if: getuid() == 0, "mounts a tmpfs"))
+    func aFullDiskLosesNothingOnceThereIsRoom() throws {
+        let dir = directory()
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        #expect(mount("tmpfs", dir, "tmpfs", 0, "size=256k") == 0)
+        defer { umount2(dir, Int32(MNT_DETACH)) }
+        let s = StateStore(directory: dir)
+        _ = try s.load()
+        var saved = state(apps: 20)
+        #expect(s.save(saved) == nil)
+        // Fill the disk.
+        let filler = dir + "/filler"
+        let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
+        let block = [UInt8](repeating: 1, count: 4096)
+        while write(fd, block, block.count) > 0 {}
+        close(fd)
+        for i in 0..<20 {
+            saved.runs["app\(i)"] = SavedRun(
+                generation: 1, pid: Int32(100 + i), startTime: 9, library: true,
+                notifyName: String(repeating: "x", count: 2000), statusLine: nil, lastEvent: nil)
+        }
+        let failure = s.save(saved)
+        #expect(failure?.contains("cannot save the state") == true, "\(failure ?? "")")
+        #expect(s.failing)
+        unlink(filler)
+        #expect(s.save(saved) == nil)
+        #expect(!s.failing)
+        #expect(s.rowsWritten == 20, "every row the failed save missed")
+        s.close()
+        let back = try #require(try StateStore(directory: dir).load().0)
+        #expect(back.runs.count == 20)
+    }
+}
