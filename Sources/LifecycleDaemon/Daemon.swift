@@ -78,6 +78,12 @@ public final class Daemon {
     /// When this image started, and how (status shows both).
     let startedAt = Date().timeIntervalSince1970
     var startKind = "fresh"
+    /// The control socket file this daemon bound (removed at exit only if still it).
+    var controlIdentity: [UInt64]?
+    /// RLIMIT_NOFILE in force (soft raised to hard at start), for the ready line.
+    var descriptorLimit: UInt64 = 0
+    /// Held for the life of the process: one daemon per runtime directory.
+    var instanceLock: InstanceLock?
     /// Where the start went after the confinement (milliseconds), for the `started` line.
     var startPhases: [String: Logger.MetadataValue] = [:]
     /// The binary this daemon runs, as installed (daemon-reexec runs what is there now).
@@ -105,12 +111,23 @@ public final class Daemon {
         let began = Posix.monotonicNanoseconds()
         let settings = try Settings(configPath: options.configPath)
         let configured = Posix.monotonicNanoseconds()
+        // Before anything is touched: a second daemon on the same runtime
+        // directory stops here, naming the one that runs.
+        let lock = try InstanceLock(directory: settings.config.runtimeDirectory)
         for p in settings.problems {
             logger.error("skipping app manifest: \(p)", metadata: ["file": "\(p.file)"])
         }
         // Signals come through the loop (signalfd); children are reaped by us,
-        // including orphaned grandchildren (child subreaper).
-        Posix.blockSignals([SIGCHLD, SIGTERM, SIGINT, SIGHUP])
+        // including orphaned grandchildren (child subreaper). A disposition
+        // inherited as ignored (a script's `trap '' INT`, nohup) would
+        // discard the signal before signalfd sees it: back to the default.
+        // About three descriptors per running app (its pidfd, its group's
+        // directory, its channel or notify socket): the soft limit (1,024
+        // by default) would cap a daemon at about 330 apps.
+        let descriptors = Posix.raiseDescriptorLimit()
+        let handled = [SIGCHLD, SIGTERM, SIGINT, SIGHUP]
+        for s in handled { signal(s, SIG_DFL) }
+        Posix.blockSignals(handled)
         signal(SIGPIPE, SIG_IGN)
         _ = lc_become_subreaper()
         // Protect the one process every app depends on from the kernel's OOM
@@ -135,6 +152,8 @@ public final class Daemon {
         try self.init(
             settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
             logger: logger, standalone: false)
+        instanceLock = lock
+        descriptorLimit = descriptors
         logger.info(
             "started",
             metadata: startPhases.merging([
@@ -222,7 +241,12 @@ public final class Daemon {
         restoreState(loaded, handoff: handoff)
         startPhases["state-read-ms"] = "\(Self.ms(reading, adopting))"
         startPhases["adoption-ms"] = "\(Self.ms(adopting, Posix.monotonicNanoseconds()))"
-        if restored { startKind = handoff != nil ? "reexec" : "restored" }
+        if restored {
+            startKind = handoff != nil ? "reexec" : "restored"
+            // At once: the rows of apps no longer configured go, and a
+            // state.json of an earlier version is replaced.
+            saveState()
+        }
         if let decided = handoff?.decidedAt {
             let now = Posix.monotonicNanoseconds()
             logger.notice("daemon-reexec: every app taken back \((now - decided) / 1_000_000) ms after the decision")
@@ -240,6 +264,7 @@ public final class Daemon {
         if let handoff {
             try Posix.call("fcntl(F_SETFD)", "the kept control socket") { fcntl(handoff.control, F_SETFD, FD_CLOEXEC) }
             controlPath = handoff.controlPath
+            controlIdentity = handoff.controlPath.flatMap(UnixSocket.identity)
             return handoff.control
         }
         if let fd = Systemd.listenFDs().first(where: UnixSocket.isListeningUnixStream) {
@@ -253,6 +278,7 @@ public final class Daemon {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let fd = try UnixSocket.listen(path: path, mode: mode_t(config.controlSocketMode))
         controlPath = path
+        controlIdentity = UnixSocket.identity(path)
         return fd
     }
 
@@ -271,7 +297,7 @@ public final class Daemon {
                 "apps": "\(manifests.count)", "confinement": "\(confinement.summary)",
                 "control-socket": "\(controlPath ?? "socket-activated")",
                 "memory-accounting": "\(confinement.memoryAccounting.rawValue)",
-                "psi-trigger": "\(memory.triggerDescription)",
+                "psi-trigger": "\(memory.triggerDescription)", "descriptor-limit": "\(descriptorLimit)",
             ])
         if config.memory.monitor { memoryWatch?.arm(at: Posix.monotonicNanoseconds()) }
         status.send(self)
@@ -293,7 +319,7 @@ public final class Daemon {
         store?.remove()  // every app has stopped: nothing to take back
         closeResumeSocket()
         control?.close()
-        if let controlPath { _ = try? Posix.call("unlink", controlPath) { unlink(controlPath) } }
+        if let controlPath { UnixSocket.unlink(controlPath, ifStill: controlIdentity) }
         confinement.leave()
         logger.info("lifecycled stopped")
     }

@@ -35,4 +35,28 @@ struct Settings {
     func searchPath(for manifest: AppManifest) -> String {
         manifest.environment["PATH"].map { selfDirectory + ":" + $0 } ?? searchPath
     }
+
+    /// Each valid manifest whose command would not start: not found, or
+    /// not an executable regular file (what a launch would report).
+    var commandProblems: [ConfigError] {
+        manifests.values.sorted { $0.name < $1.name }.compactMap { m in
+            let path = searchPath(for: m)
+            let base = ConfigLoader.directory(of: m.file)
+            guard Spawner.resolve(m.command[0], searchPath: path, base: base) == nil else { return nil }
+            let looked = m.command[0].contains("/") ? "" : " (looked in \(path))"
+            return ConfigError(
+                file: m.file, line: nil, key: "command",
+                message: "'\(m.command[0])' is not an executable regular file\(looked)")
+        }
+    }
+}
+
+extension ConfigLoader {
+    /// `--check-config`: the daemon file, every manifest, and every app's
+    /// command as a launch would find it. Throws for a bad daemon file.
+    public static func check(path: String) throws(ConfigError) -> (valid: Int, problems: [ConfigError]) {
+        let settings = try Settings(configPath: path)
+        let commands = settings.commandProblems
+        return (settings.manifests.count - commands.count, settings.problems + commands)
+    }
 }

@@ -119,6 +119,20 @@ public enum Posix {
         return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 
+    /// Raises the soft limit on open descriptors to the hard limit (each
+    /// running app holds about three); returns the limit now in force.
+    @discardableResult
+    public static func raiseDescriptorLimit() -> UInt64 {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        return UInt64(limit.rlim_cur)
+    }
+
     /// Starts reading a file into the page cache without waiting for it
     /// (posix_fadvise WILLNEED): many files asked for at once are read
     /// together rather than one round trip to the disk each. Best effort.

@@ -52,15 +52,29 @@ public enum UnixSocket {
     }
 
     /// Binds and listens on a stream socket at `path` (replacing a stale
-    /// socket file), with the given mode.
+    /// socket file), with the given mode. A socket someone still listens on
+    /// is not taken over (EADDRINUSE), and a file that is not a socket is
+    /// never removed (EEXIST).
     public static func listen(path: String, mode: mode_t, packets: Bool = false) throws(SystemError) -> Int32 {
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            guard st.st_mode & S_IFMT == S_IFSOCK else {
+                throw SystemError("bind", path + " (not a socket)", errno: .fileExists)
+            }
+            if let fd = try? connect(
+                path: path, type: packets ? Int32(SOCK_SEQPACKET.rawValue) : Int32(SOCK_STREAM.rawValue))
+            {
+                Posix.close(fd)
+                throw SystemError("bind", path + " (a running process listens on it)", errno: .addressInUse)
+            }
+        }
         let type = packets ? Int32(SOCK_SEQPACKET.rawValue) : Int32(SOCK_STREAM.rawValue)
         let fd = try Posix.call("socket") {
             socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         }
         do {
             var addr = try address(path)
-            _ = try? Posix.call("unlink", path) { unlink(path) }  // a stale socket file
+            _ = try? Posix.call("unlink", path) { Glibc.unlink(path) }  // a stale socket file: nobody listens
             try Posix.call("bind", path) {
                 withUnsafePointer(to: &addr) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -77,11 +91,24 @@ public enum UnixSocket {
         return fd
     }
 
+    /// Which file `path` is now (device and inode), to remove it later only
+    /// if it is still the one we bound (not a socket another daemon bound
+    /// there since).
+    public static func identity(_ path: String) -> [UInt64]? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        return [UInt64(st.st_dev), UInt64(st.st_ino)]
+    }
+
+    /// Removes `path` if it is still the file `identity` named.
+    public static func unlink(_ path: String, ifStill identity: [UInt64]?) {
+        guard let identity, Self.identity(path) == identity else { return }
+        _ = Glibc.unlink(path)
+    }
+
     /// Connects to a stream socket (blocking).
-    public static func connect(path: String) throws(SystemError) -> Int32 {
-        let fd = try Posix.call("socket") {
-            socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        }
+    public static func connect(path: String, type: Int32 = Int32(SOCK_STREAM.rawValue)) throws(SystemError) -> Int32 {
+        let fd = try Posix.call("socket") { socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue), 0) }
         do {
             var addr = try address(path)
             try Posix.call("connect", path) {

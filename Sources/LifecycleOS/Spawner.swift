@@ -121,13 +121,19 @@ public enum Spawner {
     public static func resolve(_ command: String, searchPath: String, base: String) -> String? {
         if command.contains("/") {
             let path = command.hasPrefix("/") ? command : base + "/" + command
-            return access(path, X_OK) == 0 ? path : nil
+            return isExecutableFile(path) ? path : nil
         }
         for dir in searchPath.split(separator: ":") where !dir.isEmpty {
             let path = "\(dir)/\(command)"
-            if access(path, X_OK) == 0 { return path }
+            if isExecutableFile(path) { return path }
         }
         return nil
+    }
+
+    /// A regular file this process may execute (a directory has x too).
+    static func isExecutableFile(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0
     }
 }
 

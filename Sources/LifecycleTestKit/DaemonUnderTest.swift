@@ -42,9 +42,11 @@ public final class DaemonUnderTest {
     let environment: [String: String]
 
     /// `apps`: name -> manifest text. `daemon`: extra daemon config lines.
+    /// `launcher`: a command that runs the daemon (its path and arguments
+    /// follow), as a script or a service manager would start it.
     public init(
         apps: [String: String], daemon: String = "", cgroupRoot: String? = nil,
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], launcher: [String] = []
     ) throws {
         dir = FileManager.default.temporaryDirectory.path + "/lifecycled-test-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
@@ -62,7 +64,7 @@ public final class DaemonUnderTest {
         notify = try NotifySocket(path: dir + "/notify.sock")
         self.environment = environment
         (pid, pidfd) = try Self.start(
-            dir: dir, socket: socket, cgroupRoot: self.cgroupRoot, notify: notify, environment)
+            dir: dir, socket: socket, cgroupRoot: self.cgroupRoot, notify: notify, environment, launcher: launcher)
     }
 
     /// A new daemon on `earlier`'s config, state and cgroups, as an operator
@@ -78,7 +80,8 @@ public final class DaemonUnderTest {
     }
 
     private static func start(
-        dir: String, socket: String, cgroupRoot: String, notify: NotifySocket, _ environment: [String: String]
+        dir: String, socket: String, cgroupRoot: String, notify: NotifySocket, _ environment: [String: String],
+        launcher: [String] = []
     ) throws -> (Int32, Int32) {
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notify.path
@@ -88,8 +91,8 @@ public final class DaemonUnderTest {
         defer { close(log) }
         let p = try Spawner.spawn(
             SpawnRequest(
-                executable: binary("lifecycled"),
-                arguments: [
+                executable: launcher.first ?? binary("lifecycled"),
+                arguments: launcher.dropFirst() + (launcher.isEmpty ? [] : [binary("lifecycled")]) + [
                     "--config", dir + "/lifecycled.toml", "--control-socket", socket, "--cgroup-root", cgroupRoot,
                 ],
                 environment: env, workingDirectory: dir, group: AppProcessGroup(),

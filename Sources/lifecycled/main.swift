@@ -57,9 +57,9 @@ struct Lifecycled: ParsableCommand {
 
     func check() throws {
         do {
-            let (_, apps, problems) = try ConfigLoader.load(path: config)
+            let (valid, problems) = try ConfigLoader.check(path: config)
             for p in problems { print("error: \(p)") }
-            print("\(config): \(apps.count) app(s) valid, \(problems.count) invalid")
+            print("\(config): \(valid) app(s) valid, \(problems.count) invalid")
             if !problems.isEmpty { throw ExitCode(78) }
         } catch let e as ConfigError {
             print("error: \(e)")

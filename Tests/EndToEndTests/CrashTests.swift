@@ -210,27 +210,6 @@ import Testing
     /// A crash between a freeze and the save after it: the app is found
     /// frozen though the state says it runs. It is thawed, so that it can
     /// resume its channel and answer, instead of dying of a watchdog.
-    /// The state file is held by the running daemon: a second one started
-    /// on the same config exits at once, saying why, before it binds the
-    /// control socket or touches a cgroup (it would have killed the first
-    /// one's apps as leftovers).
-    @Test func aSecondDaemonOnTheSameStateIsRefusedAndHarmsNothing() throws {
-        let d = try DaemonUnderTest(apps: ["plain": "command = [\"sleep\", \"1000\"]\ndelivery = \"signals\"\n"])
-        let f = try d.follow()
-        try d.command(ControlRequest(.activate, app: "plain"))
-        try f.state("plain", "active")
-        let pid = try d.status("plain").pid
-        let (code, _, err) = try run([
-            binary("lifecycled"), "--config", d.path("lifecycled.toml"), "--control-socket", d.path("second.sock"),
-            "--cgroup-root", d.cgroupRoot,
-        ])
-        #expect(code == 1)
-        #expect(err.contains("another lifecycled holds \(d.path("run"))/state.db"), "\(err)")
-        #expect(!FileManager.default.fileExists(atPath: d.path("second.sock")))
-        #expect(try d.status("plain").pid == pid && kill(pid!, 0) == 0, "the first daemon's app runs on")
-        #expect(try d.stop() == 0)
-    }
-
     @Test func aGroupFrozenAfterTheLastSaveIsThawed() throws {
         let (d, _) = try activeAppThenCrash()
         let apps = d.cgroupPath + "/apps"

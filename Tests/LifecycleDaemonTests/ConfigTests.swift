@@ -313,7 +313,7 @@ func daemonError(_ text: String) -> ConfigError? {
         #expect(bom == nil || bom?.line == 1)
         let path = FileManager.default.temporaryDirectory.path + "/cfg-missing-\(UUID().uuidString.prefix(8))/app.toml"
         do { _ = try ConfigLoader.loadApp(path: path); Issue.record("a missing file loaded") } catch {
-            #expect(error.message.hasPrefix("cannot read"))
+            #expect(error.message == "does not exist")
         }
     }
 
@@ -337,5 +337,36 @@ func daemonError(_ text: String) -> ConfigError? {
         #expect(e("foreground_slots = \"two\"\n")?.message == "expected an integer, got string")
         #expect(e("\n\n[memory]\n\nbudget = -5\n")?.line == 5)
         #expect(e("event_history = 99999999999\n")?.message.contains("out of range") == true)
+    }
+}
+
+/// Files that are not what their name says (issue 12): each gets an error
+/// naming the file, never its content, and nothing hangs.
+@Suite struct ConfigFileEdgeTests {
+    @Test func aNULByteIsRejectedWithItsLine() {
+        let e = appError("command = [\"a\"]\n# fine\nautostart = \"no\"\u{0}\ncolour = \"red\"\n")
+        #expect(e?.line == 3)
+        #expect(e?.message == "contains a NUL byte (a TOML file is text)")
+    }
+
+    @Test func aDirectoryFIFOOrSymlinkLoopNamedTomlIsAClearError() throws {
+        let dir = FileManager.default.temporaryDirectory.path + "/edge-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir + "/apps/dir.toml", withIntermediateDirectories: true)
+        #expect(mkfifo(dir + "/apps/fifo.toml", 0o600) == 0)
+        #expect(symlink(dir + "/apps/loop.toml", dir + "/apps/loop.toml") == 0)
+        try Data([0x63, 0x6F, 0xFF, 0xFE, 0x0A]).write(to: URL(fileURLWithPath: dir + "/apps/binary.toml"))
+        try Data(repeating: 0x23, count: Document.maxSize + 1).write(to: URL(fileURLWithPath: dir + "/apps/big.toml"))
+        try "command = [\"a\"]\n".write(toFile: dir + "/apps/good.toml", atomically: true, encoding: .utf8)
+        try "apps_dir = \"apps\"\n".write(toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
+        let (_, apps, problems) = try ConfigLoader.load(path: dir + "/lifecycled.toml")
+        #expect(apps.map(\.name) == ["good"])
+        #expect(
+            problems.map(\.description) == [
+                "\(dir)/apps/big.toml: is larger than 1024 KiB",
+                "\(dir)/apps/binary.toml: is not UTF-8 text",
+                "\(dir)/apps/dir.toml: is a directory, not a file",
+                "\(dir)/apps/fifo.toml: is a FIFO, not a regular file",
+                "\(dir)/apps/loop.toml: is a loop of symbolic links",
+            ])
     }
 }

@@ -109,7 +109,7 @@ run() {
             touch "$LAB/hold"
             while [ -e "$LAB/hold" ]; do sleep 1; done
         else
-            nsenter -t "$leader" -a /opt/lifecycled/inside.sh || rc=1
+            nsenter -t "$leader" -a env COUNTS="${COUNTS:-}" /opt/lifecycled/inside.sh || rc=1
         fi ;;
     *) echo "FAIL: the container did not boot (state '$state'):"; tail -20 "$LAB/$layout.console"; rc=1 ;;
     esac

@@ -13,6 +13,18 @@ extension Daemon {
     /// Starts one run of the app: a fresh group, its channel or notify
     /// socket, the process placed in its group before it runs. A failure is
     /// reported to the core as `.launchFailed`, queued (never nested).
+    /// The abstract name of a plain program's NOTIFY_SOCKET: readable in
+    /// /proc/net/unix, and within the 107 bytes an abstract address holds
+    /// whatever the app's name (a long one is shortened, with a hash of
+    /// the whole name so that two never meet).
+    static func notifyName(_ id: AppID, _ generation: UInt64) -> String {
+        let full = "lifecycled/\(getpid())/\(id).\(generation)"
+        guard full.utf8.count > 107 else { return full }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
+        for b in id.utf8 { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return "lifecycled/\(getpid())/\(id.prefix(40))~\(String(hash, radix: 16)).\(generation)"
+    }
+
     func launch(_ id: AppID, _ generation: UInt64, _ mode: LaunchMode) {
         let m = manifests[id]!
         let fail = { [unowned self] (message: String) in
@@ -43,7 +55,7 @@ extension Daemon {
             if let resumePath { env[Wire.resumeSocketEnvironmentKey] = resumePath }
         }
         var notify: Int32 = -1
-        let notifyName = "lifecycled/\(getpid())/\(id).\(generation)"
+        let notifyName = Self.notifyName(id, generation)
         if m.policy.delivery == .signals {
             // The sd_notify protocol, as under systemd: READY=1, STATUS=, STOPPING=1.
             notify = lc_notify_socket(notifyName)

@@ -85,6 +85,8 @@ final class ControlServer: RecordSink {
     /// Handles every complete line; false when the connection was dropped.
     private func processLines(_ c: Connection) -> Bool {
         while let nl = c.input.firstIndex(of: 0x0A) {
+            // The limit holds for a line that arrived whole in one read too.
+            if nl - c.input.startIndex > Self.maxLine { break }
             let line = Array(c.input[..<nl])
             c.input.removeSubrange(...nl)
             let response: ControlResponse
@@ -99,7 +101,7 @@ final class ControlServer: RecordSink {
             send(response, to: c)
             if c.dropped { return false }
         }
-        if c.input.count > Self.maxLine {
+        if (c.input.firstIndex(of: 0x0A) ?? c.input.endIndex) - c.input.startIndex > Self.maxLine {
             send(.failure(.badRequest, "bad request: line longer than \(Self.maxLine) bytes"), to: c)
             drop(c)
             return false

@@ -1,0 +1,211 @@
+import Foundation
+import LifecycleControl
+import LifecycleTestKit
+import Testing
+
+// Issue 12, hostile or careless neighbours: a second daemon, a socket
+// someone else listens on, a start from a script that ignores SIGINT,
+// configuration files that are not what their name says.
+
+@Suite struct OneDaemonTests {
+    /// A second daemon started on the same config exits at once, naming the
+    /// one that runs, before it binds the control socket or touches a
+    /// cgroup (it would have killed the first one's apps as leftovers).
+    @Test func aSecondDaemonOnTheSameRuntimeDirectoryIsRefusedNamingTheFirst() throws {
+        let d = try DaemonUnderTest(apps: ["plain": "command = [\"sleep\", \"1000\"]\ndelivery = \"signals\"\n"])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "plain"))
+        try f.state("plain", "active")
+        let pid = try #require(try d.status("plain").pid)
+        let (code, _, err) = try run([
+            binary("lifecycled"), "--config", d.path("lifecycled.toml"), "--control-socket", d.path("second.sock"),
+            "--cgroup-root", d.cgroupRoot,
+        ])
+        #expect(code == 1)
+        #expect(
+            err.contains(
+                "another lifecycled (pid \(d.pid)) holds \(d.path("run"))/lifecycled.pid: one daemon per runtime directory"
+            ),
+            "\(err)")
+        #expect(!FileManager.default.fileExists(atPath: d.path("second.sock")))
+        #expect(try d.status("plain").pid == pid && kill(pid, 0) == 0, "the first daemon's app runs on")
+        #expect(try d.stop() == 0)
+    }
+
+    /// Two daemons with their own runtime directories but one control
+    /// socket: the second may not take the socket over; and a daemon that
+    /// stops removes its socket file only if it is still its own.
+    @Test func aControlSocketInUseIsNotTakenOverNorRemovedByAnother() throws {
+        let first = try DaemonUnderTest(apps: [:])
+        let config = first.path("other.toml")
+        try "apps_dir = \"apps\"\nruntime_directory = \"run-other\"\nstate_directory = \"state-other\"\n".write(
+            toFile: config, atomically: true, encoding: .utf8)
+        let argv = [
+            binary("lifecycled"), "--config", config, "--control-socket", first.socket, "--cgroup-root",
+            "/lifecycled-test-other-\(UUID().uuidString.prefix(8))",
+        ]
+        let (code, _, err) = try run(argv)
+        #expect(code == 1)
+        #expect(err.contains("\(first.socket) (a running process listens on it)"), "\(err)")
+        #expect(try first.command(ControlRequest(.status)).ok, "the first one still answers on it")
+
+        // A file that is not a socket is never removed to make room.
+        let notASocket = first.path("plain-file")
+        try "keep me".write(toFile: notASocket, atomically: true, encoding: .utf8)
+        let (code2, _, err2) = try run(Array(argv.prefix(3)) + ["--control-socket", notASocket] + argv.suffix(2))
+        #expect(code2 == 1 && err2.contains("(not a socket)"), "\(err2)")
+        #expect((try? String(contentsOfFile: notASocket, encoding: .utf8)) == "keep me")
+
+        // The first one's file replaced by another socket: the first one,
+        // stopping, leaves that one alone.
+        unlink(first.socket)
+        let squatter = try UnixSocketListener(path: first.socket)
+        #expect(try first.stop() == 0)
+        #expect(FileManager.default.fileExists(atPath: first.socket), "not the first daemon's file any more")
+        _ = squatter
+    }
+
+    /// A daemon started from a script that ignores signals (`trap '' INT
+    /// CHLD`, inherited across exec) still stops on Ctrl-C and still learns
+    /// how its apps ended: an ignored SIGCHLD would make the kernel reap
+    /// them itself, and every exit status would be lost. Dispositions are
+    /// reset at start.
+    @Test func inheritedIgnoredSignalsAreResetAtStart() throws {
+        let d = try DaemonUnderTest(
+            apps: [
+                "plain": "command = [\"sleep\", \"1000\"]\ndelivery = \"signals\"\n",
+                "quitter": "command = [\"sh\", \"-c\", \"read x; exit 3\"]\ndelivery = \"signals\"\n",
+            ],
+            launcher: [
+                "/usr/bin/env", "python3", "-c",
+                "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                    + "signal.signal(signal.SIGCHLD, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])",
+            ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "quitter"))
+        try f.state("quitter", "active")
+        let end = try f.terminated("quitter")  // its stdin is /dev/null: `read` ends at once
+        #expect(end.reason == "exited", "\(end)")
+        #expect(try d.status("quitter").lastTermination?.description == "exited with code 3")
+        try d.command(ControlRequest(.activate, app: "plain"))
+        try f.state("plain", "active")
+        #expect(try d.crash(with: SIGINT) == (false, 0), "a clean stop")
+        #expect(d.daemonLog.contains("received Interrupt: stopping every app"))
+    }
+}
+
+/// A listening socket held by the test (a squatter at a path).
+final class UnixSocketListener {
+    let fd: Int32
+    init(path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard withAddress(path, { bind(fd, $0, $1) }) == 0, listen(fd, 4) == 0 else {
+            throw TestFailure("cannot listen on \(path)")
+        }
+    }
+    deinit { close(fd) }
+}
+
+/// `body` with `path` as a Unix socket address.
+func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+        for (i, b) in path.utf8.enumerated() { raw[i] = b }
+    }
+    return withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+}
+
+@Suite struct ConfigCheckTests {
+    /// `--check-config` finds what a launch would: a command that does not
+    /// exist, or is a directory, or is not executable.
+    @Test func checkConfigChecksEveryCommand() throws {
+        let dir = FileManager.default.temporaryDirectory.path + "/check-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
+        try "#!/bin/sh\n".write(toFile: dir + "/not-executable", atomically: true, encoding: .utf8)
+        let manifests = [
+            "good": "command = [\"sleep\", \"1\"]",
+            "missing": "command = [\"no-such-program-anywhere\"]",
+            "directory": "command = [\"/tmp\"]",
+            "plainfile": "command = [\"\(dir)/not-executable\"]",
+        ]
+        for (name, text) in manifests {
+            try (text + "\n").write(toFile: dir + "/apps/\(name).toml", atomically: true, encoding: .utf8)
+        }
+        try "apps_dir = \"apps\"\n".write(toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
+        let (code, out, _) = try run([binary("lifecycled"), "--config", dir + "/lifecycled.toml", "--check-config"])
+        #expect(code == 78)
+        #expect(
+            out.contains("error: \(dir)/apps/directory.toml: command: '/tmp' is not an executable regular file\n"),
+            "\(out)")
+        #expect(
+            out.contains(
+                "error: \(dir)/apps/missing.toml: command: 'no-such-program-anywhere' is not an executable regular file (looked in "
+            ))
+        #expect(
+            out.contains(
+                "error: \(dir)/apps/plainfile.toml: command: '\(dir)/not-executable' is not an executable regular file\n"
+            ))
+        #expect(out.contains("1 app(s) valid, 3 invalid"))
+    }
+}
+
+@Suite struct LongNameTests {
+    /// Any valid app name gets a NOTIFY_SOCKET: a 200-character name does
+    /// not fit an abstract address as is, and is shortened with a hash.
+    @Test func aLongAppNameStillGetsItsNotifySocket() throws {
+        let name = String(repeating: "n", count: 200)
+        let d = try DaemonUnderTest(apps: [
+            name: notifying(["/bin/sh", "-c", "systemd-notify --ready; exec sleep 1000"], launch: 20)
+        ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: name))
+        try f.wait("READY=1") { $0.kind == .notified && $0.detail == "READY=1" }
+        try f.state(name, "active")
+        #expect(try d.stop() == 0)
+    }
+}
+
+@Suite struct ControlLimitTests {
+    /// The line limit is exact, whether the line comes in pieces or whole.
+    @Test func aLineOverTheLimitIsRefusedEvenInOneRead() throws {
+        let d = try DaemonUnderTest(apps: [:])
+        for (size, refused) in [(65_536, false), (65_537, true)] {
+            let fd = try UnixSocketClient(path: d.socket)
+            var line = [UInt8](repeating: 0x20, count: size)
+            line.append(0x0A)
+            fd.send(line)
+            let answer = fd.readLine()
+            #expect(answer.contains("line longer than 65536 bytes") == refused, "\(size): \(answer)")
+            #expect(answer.contains("\"ok\":false"), "\(size): \(answer)")
+        }
+        #expect(try d.command(ControlRequest(.status)).ok)
+        #expect(try d.stop() == 0)
+    }
+}
+
+/// A blocking client that writes whole buffers and reads one line.
+final class UnixSocketClient {
+    let fd: Int32
+    init(path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard withAddress(path, { connect(fd, $0, $1) }) == 0 else { throw TestFailure("cannot connect to \(path)") }
+    }
+    func send(_ bytes: [UInt8]) {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { return }
+            sent += n
+        }
+    }
+    func readLine() -> String {
+        var out: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(fd, &byte, 1) == 1, byte != 0x0A { out.append(byte) }
+        return String(decoding: out, as: UTF8.self)
+    }
+    deinit { close(fd) }
+}
