@@ -149,9 +149,17 @@ public final class Daemon {
             for w in cgroups.warnings { logger.warning("\(w)") }
         }
         let confined = Posix.monotonicNanoseconds()
-        try self.init(
-            settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
-            logger: logger, standalone: false)
+        do {
+            try self.init(
+                settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
+                logger: logger, standalone: false)
+        } catch {
+            // A start that fails (the control socket in use, say) leaves no
+            // trace: what the confinement made goes (a group with processes
+            // in it, an earlier daemon's app, cannot be removed and stays).
+            confinement.leave()
+            throw error
+        }
         instanceLock = lock
         descriptorLimit = descriptors
         logger.info(

@@ -47,6 +47,9 @@ import Testing
         let (code, _, err) = try run(argv)
         #expect(code == 1)
         #expect(err.contains("\(first.socket) (a running process listens on it)"), "\(err)")
+        #expect(
+            !FileManager.default.fileExists(atPath: "/sys/fs/cgroup/unified" + argv[6]),
+            "a failed start leaves no group")
         #expect(try first.command(ControlRequest(.status)).ok, "the first one still answers on it")
 
         // A file that is not a socket is never removed to make room.
