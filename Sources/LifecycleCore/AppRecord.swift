@@ -112,6 +112,5 @@ struct AppTable: Sendable, Sequence {
 
     var keys: Dictionary<AppID, AppRecord>.Keys { records.keys }
     var values: Dictionary<AppID, AppRecord>.Values { records.values }
-    var count: Int { records.count }
     func makeIterator() -> Dictionary<AppID, AppRecord>.Iterator { records.makeIterator() }
 }

@@ -36,6 +36,16 @@ extension CoreState {
     public struct App: Codable, Equatable, Sendable {
         var record: AppRecord
         var footprint: UInt64?
+
+        /// The record as saved: without its policy (a restored core takes
+        /// it from the configuration), so that a part read back compares
+        /// equal to the live one when what is saved is the same.
+        init(_ record: AppRecord, footprint: UInt64?) {
+            var saved = record
+            saved.policy = AppPolicy()
+            self.record = saved
+            self.footprint = footprint
+        }
     }
 
     /// Everything that is not one app's: small (timers only for apps with
@@ -59,17 +69,17 @@ extension CoreState {
             lastSample: lastSample)
     }
 
-    /// Each app's part, by app.
     /// One app's part, if the state knows the app.
-    public func app(_ id: AppID) -> App? { apps[id].map { App(record: $0, footprint: footprints[id]) } }
+    public func app(_ id: AppID) -> App? { apps[id].map { App($0, footprint: footprints[id]) } }
 
     /// Every app the state knows.
     public var appIDs: some Collection<AppID> { apps.keys }
 
+    /// Each app's part, by app.
     public var perApp: [AppID: App] {
         var parts: [AppID: App] = [:]
         parts.reserveCapacity(apps.count)
-        for (id, record) in apps { parts[id] = App(record: record, footprint: footprints[id]) }
+        for (id, record) in apps { parts[id] = App(record, footprint: footprints[id]) }
         return parts
     }
 

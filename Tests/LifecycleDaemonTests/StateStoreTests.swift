@@ -19,7 +19,7 @@ import Testing
         var runs: [AppID: SavedRun] = [:]
         for i in running {
             runs["app\(i)"] = SavedRun(
-                generation: 1, pid: Int32(1000 + i), startTime: 42, library: true, notifyName: nil, statusLine: nil,
+                generation: 1, pid: Int32(1000 + i), startTime: 42, notifyName: nil, statusLine: nil,
                 lastEvent: nil)
         }
         return SavedDaemon(
@@ -60,7 +60,7 @@ import Testing
         #expect(s.save(saved, changed: []) == nil)
         #expect(s.rowsWritten == 0)
         saved.runs["app7"] = SavedRun(
-            generation: 1, pid: 77, startTime: 1, library: false, notifyName: "n", statusLine: nil, lastEvent: nil)
+            generation: 1, pid: 77, startTime: 1, notifyName: "n", statusLine: nil, lastEvent: nil)
         #expect(s.save(saved, changed: []) == nil)
         #expect(s.rowsWritten == 1)
         saved.runs["app7"] = nil
@@ -97,6 +97,45 @@ import Testing
         #expect(s.rowsWritten == 1)
         s.close()
         #expect(try StateStore(directory: dir).load().0?.core.perApp.keys.sorted() == ["app0", "app1"])
+    }
+
+    /// Policies are not saved: after a restart the live core (with the
+    /// configured policies) and the rows read back (without) are the same
+    /// saved state, and the first save writes nothing.
+    @Test func configuredPoliciesDoNotMakeEveryRowChange() throws {
+        let dir = directory()
+        var policy = AppPolicy()
+        policy.launchTimeout = .seconds(9)
+        let live = SavedDaemon(
+            bootID: StateStore.bootID(),
+            core: Supervisor(apps: Dictionary(uniqueKeysWithValues: (0..<50).map { ("app\($0)", policy) })).saved,
+            runs: [:], terminations: [:])
+        do {
+            let s = StateStore(directory: dir)
+            _ = try s.load()
+            #expect(s.save(live) == nil)
+            s.close()
+        }
+        let s = StateStore(directory: dir)
+        #expect(try s.load().0 != nil)
+        #expect(s.save(live, changed: Set(live.core.appIDs)) == nil)
+        #expect(s.rowsWritten == 0)
+    }
+
+    /// A state.json beside a state.db that cannot be opened: the JSON is
+    /// read, the database set aside and written afresh.
+    @Test func aStateJSONBesideABrokenDatabaseIsStillRead() throws {
+        let dir = directory()
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try JSONEncoder().encode(state(apps: 2, running: [1])).write(to: URL(fileURLWithPath: dir + "/state.json"))
+        #expect(FileManager.default.createFile(atPath: dir + "/state.db", contents: Data("not a database".utf8)))
+        let s = StateStore(directory: dir)
+        let back = try #require(try s.load().0)
+        #expect(back.runs.keys.sorted() == ["app1"])
+        #expect(FileManager.default.fileExists(atPath: dir + "/state.db.unreadable"))
+        #expect(s.save(back) == nil)
+        s.close()
+        #expect(try StateStore(directory: dir).load().0?.runs.keys.sorted() == ["app1"])
     }
 
     @Test func aFileThatDoesNotDecodeIsSetAsideWithItsReason() throws {
@@ -201,7 +240,7 @@ import Testing
         close(fd)
         for i in 0..<20 {
             saved.runs["app\(i)"] = SavedRun(
-                generation: 1, pid: Int32(100 + i), startTime: 9, library: true,
+                generation: 1, pid: Int32(100 + i), startTime: 9,
                 notifyName: String(repeating: "x", count: 2000), statusLine: nil, lastEvent: nil)
         }
         let failure = s.save(saved)

@@ -26,8 +26,7 @@ extension Daemon {
         saved.reserveCapacity(runs.byApp.count)
         for (id, run) in runs.byApp {
             saved[id] = SavedRun(
-                generation: run.generation, pid: run.pid, startTime: run.startTime,
-                library: manifests[id]?.policy.delivery == .library, notifyName: run.notifyName,
+                generation: run.generation, pid: run.pid, startTime: run.startTime, notifyName: run.notifyName,
                 statusLine: run.statusLine, lastEvent: run.lastEvent)
         }
         let state = SavedDaemon(

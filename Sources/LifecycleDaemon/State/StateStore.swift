@@ -27,7 +27,6 @@ struct SavedRun: Codable, Equatable {
     /// With the pid, names one process for the life of the system
     /// (field 22 of /proc/PID/stat): a recycled pid is not the app.
     var startTime: UInt64
-    var library: Bool
     /// A plain program's NOTIFY_SOCKET (abstract name), bound again by the next daemon.
     var notifyName: String?
     var statusLine: String?
@@ -153,7 +152,9 @@ final class StateStore {
         if FileManager.default.fileExists(atPath: legacyPath) {
             // An earlier version ran last (an upgrade, or a downgrade and back):
             // its file wins, and every row is replaced at the next save.
-            _ = try open()
+            do { _ = try open() } catch  where !error.busy {
+                _ = setAside(path, "cannot be opened (\(error))")  // replaced whole at the next save
+            }
             let (saved, problem) = loadLegacy()
             rewrite = true
             return (saved, problem)
@@ -257,14 +258,13 @@ final class StateStore {
                 for id in Set(state.core.appIDs).union(written.keys).union(state.runs.keys) { consider(id) }
             } else {
                 for id in unsaved { consider(id) }
-                // The shell's part, cheaply: a process or a termination
-                // that came, went or changed, for an app the core did not name.
-                for (id, run) in state.runs where !unsaved.contains(id) && written[id]?.run != run { consider(id) }
-                for (id, t) in state.terminations where !unsaved.contains(id) && written[id]?.termination != t {
-                    consider(id)
-                }
-                for id in holdingMore
-                where !unsaved.contains(id) && state.runs[id] == nil && state.terminations[id] == nil {
+                // The shell's part, cheaply: a process or a termination that
+                // came, went or changed, for an app the core did not name
+                // (`holdingMore`: the apps whose row holds one, so that one
+                // that went is seen).
+                let shells = Set(state.runs.keys).union(state.terminations.keys).union(holdingMore)
+                for id in shells.subtracting(unsaved)
+                where written[id]?.run != state.runs[id] || written[id]?.termination != state.terminations[id] {
                     consider(id)
                 }
             }
@@ -279,8 +279,10 @@ final class StateStore {
                             try statements.delete.run([Data(id.utf8)])
                         }
                     }
-                    try statements.meta.run([Data("format".utf8), Data(Self.format.utf8)])
-                    try statements.meta.run([Data("boot".utf8), Data(state.bootID.utf8)])
+                    if all {  // constant while the file is open
+                        try statements.meta.run([Data("format".utf8), Data(Self.format.utf8)])
+                        try statements.meta.run([Data("boot".utf8), Data(state.bootID.utf8)])
+                    }
                     try statements.meta.run([Data("shared".utf8), try encoder.encode(state.core.shared)])
                     try statements.meta.run([
                         Data("handoff".utf8), try state.handoff.map { try encoder.encode($0) } ?? Data(),
