@@ -309,8 +309,10 @@ func reexecBlackout(_ count: Int, runs: Int) throws -> (answered: Series, roundT
         let before = try d.command(ControlRequest(.status)).status!.daemon.started
         let t0 = now()
         _ = try d.client().send(ControlRequest(.daemonReexec))
+        let deadline = now() + 30_000_000_000  // a failure bound, not the measure
         while true {  // the kept control socket answers once the new image runs
             if let r = try? d.client().send(ControlRequest(.status)), r.status?.daemon.started != before { break }
+            guard now() < deadline else { throw TestFailure("the new image did not answer within 30 s") }
         }
         answered.add(microseconds: Double(now() - t0) / 1000)
         let follower = try d.follow(["app0000"])

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages lifecycled needs to build and test, when they
 # are missing: libsystemd-dev (sd-event, sd-daemon, sd-journal) with
-# pkg-config, libsqlite3-dev (the state kept for the next daemon), gcc (the
+# pkg-config, libsqlite3-dev and sqlite3 (the state kept for the next daemon,
+# and a test that another process cannot read it), gcc (the
 # C shim's tests), systemd's tools (systemd-analyze, systemd-socket-activate,
 # systemd-notify), systemd-nspawn (the tests under a real systemd), setpriv
 # (util-linux) and python3 (the Python example app and test programs).
@@ -11,6 +12,7 @@ set -euo pipefail
 need=()
 pkg-config --exists libsystemd 2>/dev/null || need+=(libsystemd-dev pkg-config)
 [[ -e /usr/include/sqlite3.h ]] || need+=(libsqlite3-dev)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
 command -v gcc >/dev/null || need+=(gcc)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v systemd-socket-activate >/dev/null || need+=(systemd)

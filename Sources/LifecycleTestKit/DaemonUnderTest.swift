@@ -87,14 +87,16 @@ public final class DaemonUnderTest {
         env["NOTIFY_SOCKET"] = notify.path
         env["PATH"] = buildDirectory + ":" + (env["PATH"] ?? "/usr/bin:/bin")
         for (k, v) in environment { env[k] = v }
+        let argv =
+            launcher + [
+                binary("lifecycled"), "--config", dir + "/lifecycled.toml", "--control-socket", socket,
+                "--cgroup-root", cgroupRoot,
+            ]
         let log = open(dir + "/daemon.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         defer { close(log) }
         let p = try Spawner.spawn(
             SpawnRequest(
-                executable: launcher.first ?? binary("lifecycled"),
-                arguments: launcher.dropFirst() + (launcher.isEmpty ? [] : [binary("lifecycled")]) + [
-                    "--config", dir + "/lifecycled.toml", "--control-socket", socket, "--cgroup-root", cgroupRoot,
-                ],
+                executable: argv[0], arguments: Array(argv.dropFirst()),
                 environment: env, workingDirectory: dir, group: AppProcessGroup(),
                 inherit: [(log, 1), (log, 2)]))
         // READY=1 arrives only once the socket listens and the daemon sits in its leaf.

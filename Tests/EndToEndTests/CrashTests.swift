@@ -162,9 +162,12 @@ import Testing
         try d.command(ControlRequest(.activate, app: "old"))
         try f.acknowledged("old", "didBecomeActive")
         let pid = try #require(try d.status("old").pid)
+        // Opened before the crash: once it ends, its new parent may reap it
+        // before a pidfd could be opened.
+        let pidfd = lc_pidfd_open(pid)
+        try #require(pidfd >= 0)
         #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
         // It ends on its own when its channel does (the bound is the failure).
-        let pidfd = lc_pidfd_open(pid)
         var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
         #expect(poll(&p, 1, 10_000) == 1, "the old client exited")
         close(pidfd)

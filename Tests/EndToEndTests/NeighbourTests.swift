@@ -1,5 +1,6 @@
 import Foundation
 import LifecycleControl
+import LifecycleOS
 import LifecycleTestKit
 import Testing
 
@@ -62,10 +63,10 @@ import Testing
         // The first one's file replaced by another socket: the first one,
         // stopping, leaves that one alone.
         unlink(first.socket)
-        let squatter = try UnixSocketListener(path: first.socket)
+        let squatter = try UnixSocket.listen(path: first.socket, mode: 0o600)
+        defer { close(squatter) }
         #expect(try first.stop() == 0)
         #expect(FileManager.default.fileExists(atPath: first.socket), "not the first daemon's file any more")
-        _ = squatter
     }
 
     /// A daemon started from a script that ignores signals (`trap '' INT
@@ -97,35 +98,11 @@ import Testing
     }
 }
 
-/// A listening socket held by the test (a squatter at a path).
-final class UnixSocketListener {
-    let fd: Int32
-    init(path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard withAddress(path, { bind(fd, $0, $1) }) == 0, listen(fd, 4) == 0 else {
-            throw TestFailure("cannot listen on \(path)")
-        }
-    }
-    deinit { close(fd) }
-}
-
-/// `body` with `path` as a Unix socket address.
-func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
-    var addr = sockaddr_un()
-    addr.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-        for (i, b) in path.utf8.enumerated() { raw[i] = b }
-    }
-    return withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-}
-
 @Suite struct ConfigCheckTests {
     /// `--check-config` finds what a launch would: a command that does not
     /// exist, or is a directory, or is not executable.
     @Test func checkConfigChecksEveryCommand() throws {
-        let dir = FileManager.default.temporaryDirectory.path + "/check-\(UUID().uuidString.prefix(8))"
+        let dir = scratch()
         try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
         try "#!/bin/sh\n".write(toFile: dir + "/not-executable", atomically: true, encoding: .utf8)
         let manifests = [
@@ -176,39 +153,14 @@ func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) ->
     @Test func aLineOverTheLimitIsRefusedEvenInOneRead() throws {
         let d = try DaemonUnderTest(apps: [:])
         for (size, refused) in [(65_536, false), (65_537, true)] {
-            let fd = try UnixSocketClient(path: d.socket)
-            var line = [UInt8](repeating: 0x20, count: size)
-            line.append(0x0A)
-            fd.send(line)
-            let answer = fd.readLine()
-            #expect(answer.contains("line longer than 65536 bytes") == refused, "\(size): \(answer)")
-            #expect(answer.contains("\"ok\":false"), "\(size): \(answer)")
+            let client = try d.client()
+            try client.writeRaw([UInt8](repeating: 0x20, count: size) + [0x0A])
+            let answer = try client.readResponse()
+            let message = answer.error?.message ?? ""
+            #expect(message.contains("line longer than 65536 bytes") == refused, "\(size): \(message)")
+            #expect(!answer.ok, "\(size): \(message)")
         }
         #expect(try d.command(ControlRequest(.status)).ok)
         #expect(try d.stop() == 0)
     }
-}
-
-/// A blocking client that writes whole buffers and reads one line.
-final class UnixSocketClient {
-    let fd: Int32
-    init(path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard withAddress(path, { connect(fd, $0, $1) }) == 0 else { throw TestFailure("cannot connect to \(path)") }
-    }
-    func send(_ bytes: [UInt8]) {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { return }
-            sent += n
-        }
-    }
-    func readLine() -> String {
-        var out: [UInt8] = []
-        var byte: UInt8 = 0
-        while read(fd, &byte, 1) == 1, byte != 0x0A { out.append(byte) }
-        return String(decoding: out, as: UTF8.self)
-    }
-    deinit { close(fd) }
 }

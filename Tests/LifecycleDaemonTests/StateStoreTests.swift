@@ -52,7 +52,8 @@ import Testing
     /// The reason for the store: with 1,000 apps a step writes the one row
     /// it changed, not 1,000; the core names the apps whose part changed.
     @Test func aSaveWritesOnlyTheAppsThatChanged() throws {
-        let s = StateStore(directory: directory())
+        let dir = directory()
+        let s = StateStore(directory: dir)
         _ = try s.load()
         var saved = state(apps: 1000)
         #expect(s.save(saved, changed: []) == nil)
@@ -76,7 +77,7 @@ import Testing
         #expect(s.rowsWritten == 1)
         s.close()
         let back = try #require(
-            try StateStore(directory: s.path.replacingOccurrences(of: "/state.db", with: "")).load().0)
+            try StateStore(directory: dir).load().0)
         #expect(back.runs.isEmpty && back.terminations["app7"]?.pid == 77 && back.core.perApp.count == 1000)
         #expect(back.core.perApp == core.saved.perApp)
     }
