@@ -433,7 +433,7 @@ unsigned long long lc_process_start_time(int pid) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     char buf[1024];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    ssize_t n = read_full(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0) return 0;
     buf[n] = 0;

@@ -198,6 +198,7 @@ int lc_unit_job_type(const char *unit, char **type, char **error) {
         r = fail(r, NULL, error);
         goto out;
     }
+    r = 0;  // no job, unless the next call finds one
     if (id != 0) {
         r = sd_bus_get_property_string(bus, DEST, job, "org.freedesktop.systemd1.Job", "JobType", &e, type);
         // The job may have finished between the two calls: no job, then.

@@ -88,7 +88,7 @@ public final class Daemon {
     var startPhases: [String: Logger.MetadataValue] = [:]
     /// The binary this daemon runs, as installed (daemon-reexec runs what is there now).
     let executablePath: String = {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        let exe = (try? Posix.readLink("/proc/self/exe")) ?? ""
         return exe.hasSuffix(" (deleted)") ? String(exe.dropLast(" (deleted)".count)) : exe
     }()
     var reexecTimer: EventLoop.Source?

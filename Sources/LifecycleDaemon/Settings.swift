@@ -36,14 +36,20 @@ struct Settings {
         manifest.environment["PATH"].map { selfDirectory + ":" + $0 } ?? searchPath
     }
 
-    /// Each valid manifest whose command would not start: not found, or
-    /// not an executable regular file (what a launch would report).
+    /// The program a launch of `manifest` runs: a name with a slash
+    /// relative to the manifest's directory, any other through the search
+    /// path; nil when it is not an executable regular file.
+    func executable(for manifest: AppManifest) -> String? {
+        Spawner.resolve(
+            manifest.command[0], searchPath: searchPath(for: manifest), base: ConfigLoader.directory(of: manifest.file))
+    }
+
+    /// Each valid manifest whose command would not start (what a launch
+    /// would report).
     var commandProblems: [ConfigError] {
         manifests.values.sorted { $0.name < $1.name }.compactMap { m in
-            let path = searchPath(for: m)
-            let base = ConfigLoader.directory(of: m.file)
-            guard Spawner.resolve(m.command[0], searchPath: path, base: base) == nil else { return nil }
-            let looked = m.command[0].contains("/") ? "" : " (looked in \(path))"
+            guard executable(for: m) == nil else { return nil }
+            let looked = m.command[0].contains("/") ? "" : " (looked in \(searchPath(for: m)))"
             return ConfigError(
                 file: m.file, line: nil, key: "command",
                 message: "'\(m.command[0])' is not an executable regular file\(looked)")

@@ -265,12 +265,15 @@ public final class Cgroups: Confinement {
             return nil
         }
         let group = AppCgroup(path: path, directory: fd, memory: memory)
-        if let v1 = v1MemoryBase, Posix.exists(v1 + "/apps/\(name).\(generation)") {
-            group.v1Memory = v1 + "/apps/\(name).\(generation)"
-        }
+        group.v1Memory = v1Memory(of: "\(name).\(generation)")
         guard !member || group.contains(pid) else { return nil }  // its deinit closes the directory
         group.pid = pid
         return group
+    }
+
+    /// A group's copy in the v1 memory hierarchy (hybrid machines), if it has one.
+    private func v1Memory(of group: String) -> String? {
+        v1MemoryBase.map { $0 + "/apps/" + group }.flatMap { Posix.exists($0) ? $0 : nil }
     }
 
     public func leftoverGroups() -> [String] {
@@ -280,7 +283,7 @@ public final class Cgroups: Confinement {
 
     public func leftover(_ name: String) -> (any AppGroup)? {
         let group = AppCgroup(path: appsPath + "/" + name, directory: -1, memory: .processPSS)
-        if let v1 = v1MemoryBase, Posix.exists(v1 + "/apps/" + name) { group.v1Memory = v1 + "/apps/" + name }
+        group.v1Memory = v1Memory(of: name)
         return group
     }
 

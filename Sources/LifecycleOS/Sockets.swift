@@ -56,19 +56,17 @@ public enum UnixSocket {
     /// is not taken over (EADDRINUSE), and a file that is not a socket is
     /// never removed (EEXIST).
     public static func listen(path: String, mode: mode_t, packets: Bool = false) throws(SystemError) -> Int32 {
+        let type = packets ? Int32(SOCK_SEQPACKET.rawValue) : Int32(SOCK_STREAM.rawValue)
         var st = stat()
         if lstat(path, &st) == 0 {
             guard st.st_mode & S_IFMT == S_IFSOCK else {
                 throw SystemError("bind", path + " (not a socket)", errno: .fileExists)
             }
-            if let fd = try? connect(
-                path: path, type: packets ? Int32(SOCK_SEQPACKET.rawValue) : Int32(SOCK_STREAM.rawValue))
-            {
+            if let fd = try? connect(path: path, type: type) {
                 Posix.close(fd)
                 throw SystemError("bind", path + " (a running process listens on it)", errno: .addressInUse)
             }
         }
-        let type = packets ? Int32(SOCK_SEQPACKET.rawValue) : Int32(SOCK_STREAM.rawValue)
         let fd = try Posix.call("socket") {
             socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         }

@@ -89,8 +89,7 @@ struct lifecycle_app {
     char *resume_path;          /* $LIFECYCLE_RESUME_SOCKET; NULL: a broken channel is final */
     int resume_wait_ms;         /* LIFECYCLE_RESUME_WAIT_MS (shorter in the tests) */
     uint32_t resumes;           /* channels resumed so far: a task request that saw one gives up */
-    int received;               /* an event was handled, so `highest` is its sequence number or above */
-    uint32_t highest;           /* the highest sequence number of an event handled */
+    int received;               /* an event was handled: `sequence` is the highest number handled */
     int acknowledged_any;       /* an acknowledgement was sent, so `last_acknowledged` is one */
     uint32_t last_acknowledged; /* the sequence number of the last acknowledgement sent */
 
@@ -817,7 +816,7 @@ static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
     if (decode(app, bytes, size, &m)) return -1;
     switch (m.type) {
     case LC_T_EVENT:
-        if (app->received && m.id <= app->highest) return repeated(app, m.id);
+        if (app->received && m.id <= app->sequence) return repeated(app, m.id);
         if (app->current != LIFECYCLE_EVENT_NONE)
             return channel_error(app, EPROTO,
                                  "protocol violation by the daemon: event %u (%s) while event %u (%s) awaits its "
@@ -825,7 +824,6 @@ static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
                                  (unsigned)m.id, lifecycle_event_name((lifecycle_event)m.event),
                                  (unsigned)app->sequence, lifecycle_event_name(app->current));
         app->received = 1;
-        app->highest = m.id;
         if (m.budget_end >= 0) app->budget_end = m.budget_end;
         if (m.event == LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING ||
             (m.event == LIFECYCLE_EVENT_DID_FINISH_LAUNCHING && app->launched_in_background < 0))

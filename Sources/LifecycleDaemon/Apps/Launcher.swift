@@ -10,9 +10,6 @@ import LifecycleWire
 // how; whether and when are the core's.
 
 extension Daemon {
-    /// Starts one run of the app: a fresh group, its channel or notify
-    /// socket, the process placed in its group before it runs. A failure is
-    /// reported to the core as `.launchFailed`, queued (never nested).
     /// The abstract name of a plain program's NOTIFY_SOCKET: readable in
     /// /proc/net/unix, and within the 107 bytes an abstract address holds
     /// whatever the app's name (a long one is shortened, with a hash of
@@ -25,16 +22,18 @@ extension Daemon {
         return "lifecycled/\(getpid())/\(id.prefix(40))~\(String(hash, radix: 16)).\(generation)"
     }
 
+    /// Starts one run of the app: a fresh group, its channel or notify
+    /// socket, the process placed in its group before it runs. A failure is
+    /// reported to the core as `.launchFailed`, queued (never nested).
     func launch(_ id: AppID, _ generation: UInt64, _ mode: LaunchMode) {
         let m = manifests[id]!
         let fail = { [unowned self] (message: String) in
             self.logger.error("cannot launch \(id): \(message)", metadata: ["app": "\(id)"])
             self.queue.append(.launchFailed(id, generation: generation, message: message))
         }
-        let path = settings.searchPath(for: m)
-        let base = (m.file as NSString).deletingLastPathComponent
-        guard let executable = Spawner.resolve(m.command[0], searchPath: path, base: base) else {
-            return fail("command '\(m.command[0])' not found or not executable (searched \(path))")
+        guard let executable = settings.executable(for: m) else {
+            return fail(
+                "command '\(m.command[0])' not found or not executable (searched \(settings.searchPath(for: m)))")
         }
         let group: any AppGroup
         do { group = try confinement.makeGroup(app: id, generation: generation) } catch {

@@ -41,10 +41,10 @@ extension Daemon {
         while let fd = (try? UnixSocket.accept(resumeListener)).flatMap({ $0 }) {
             // Only the process of a library app whose channel is down may
             // wait here (anyone else is closed at once), and at most 64 at once.
-            let pid = UnixSocket.peerCredentials(fd)?.pid
-            let expected = runs.byApp.contains { id, run in
-                run.pid == pid && run.channel < 0 && manifests[id]?.policy.delivery == .library
-            }
+            let expected =
+                UnixSocket.peerCredentials(fd).flatMap { runs.app(pid: $0.pid) }.map { id in
+                    runs[id]!.channel < 0 && manifests[id]?.policy.delivery == .library
+                } ?? false
             guard expected, resuming.count < 64,
                 let source = try? loop.watch(fd: fd, { [unowned self] _ in self.resume(fd) })
             else {

@@ -64,6 +64,9 @@ struct RunTable {
         return (id, run)
     }
 
+    /// The app whose current run has this pid.
+    func app(pid: Int32) -> AppID? { byPID[pid].flatMap { byApp[$0]?.pid == pid ? $0 : nil } }
+
     /// The pid of the app's current run, else of its last one.
     func pid(_ id: AppID) -> Int32? { byApp[id]?.pid ?? lastPID[id] }
 

@@ -141,6 +141,8 @@ extension Daemon {
         var ended = false
         /// Its group's freezer is set.
         var frozen = false
+        /// Still our child (the earlier image's, across a daemon-reexec).
+        var child = false
     }
 
     /// Opens the process by pid, then checks its start time (a pid recycled
@@ -156,8 +158,9 @@ extension Daemon {
         probe.pidfd = pidfd
         // Our own child that ended during the exec is a zombie, no longer
         // in its group: taken back all the same, and reaped with its status.
-        let child = handed.map { $0.child ?? true } ?? false
-        probe.group = confinement.adoptGroup(app: id, generation: facts.generation, pid: facts.pid, member: !child)
+        probe.child = handed.map { $0.child ?? true } ?? false
+        probe.group = confinement.adoptGroup(
+            app: id, generation: facts.generation, pid: facts.pid, member: !probe.child)
         if probe.group == nil { probe.ended = Posix.hasEnded(pidfd: pidfd) }
         probe.frozen = probe.group?.freezeAsked() ?? false
         return probe
@@ -177,7 +180,6 @@ extension Daemon {
             closeHanded()
             return .gone
         }
-        let child = handed.map { $0.child ?? true } ?? false
         guard let group = probe.group else {
             // Ended (a zombie that left its group), or the same process (its
             // start time says so) outside the group this daemon can
@@ -190,7 +192,7 @@ extension Daemon {
         }
         let run = Run(
             generation: facts.generation, pid: facts.pid, pidfd: pidfd, group: group, channel: handed?.channel ?? -1)
-        run.adopted = !child
+        run.adopted = !probe.child
         run.startTime = facts.startTime
         run.statusLine = facts.statusLine
         run.lastEvent = facts.lastEvent
@@ -199,14 +201,9 @@ extension Daemon {
                 self.readChannel(id, run)
             }
         }
-        if let fd = handed?.notify, fd >= 0, let name = facts.notifyName {
-            run.notify = fd
-            run.notifyName = name
-            run.notifySource = try? loop.watch(fd: fd) { [unowned self, unowned run] _ in
-                self.readNotifications(id, run)
-            }
-        } else if let name = facts.notifyName {
-            let fd = lc_notify_socket(name)
+        if let name = facts.notifyName {
+            // Kept open across a daemon-reexec, else bound again by name.
+            let fd = handed.map(\.notify).flatMap { $0 >= 0 ? $0 : nil } ?? lc_notify_socket(name)
             if fd >= 0 {
                 run.notify = fd
                 run.notifyName = name
