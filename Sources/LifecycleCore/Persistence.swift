@@ -46,6 +46,15 @@ extension CoreState {
             self.record = saved
             self.footprint = footprint
         }
+
+        /// The part as a core restored after `crashes` crashes carries it
+        /// on: each crash opens a gap in its numbering (see
+        /// `Supervisor.numberingGapAfterCrash`), for a running app only.
+        public func afterCrashes(_ crashes: UInt32) -> App {
+            var app = self
+            app.record.skipNumbers(crashes: crashes)
+            return app
+        }
     }
 
     /// Everything that is not one app's: small (timers only for apps with
@@ -120,19 +129,21 @@ extension Supervisor {
     /// (not after a daemon-reexec, which saves before it execs), and a
     /// shutdown in progress is not carried on: the new daemon was started
     /// to run. Without it the restored core is the saved one exactly.
+    /// `crashesMissed`: for an app whose saved part was written before
+    /// earlier crashes (a store that writes only what changed keeps a part
+    /// as it was, and each of those restores opened a gap in memory only),
+    /// how many: their gaps are opened again, so that numbers only grow.
     public init(
         restoring state: CoreState, foregroundSlots: Int, apps policies: [AppID: AppPolicy],
-        memory: MemoryThresholds = MemoryThresholds(), afterCrash: Bool = false
+        memory: MemoryThresholds = MemoryThresholds(), afterCrash: Bool = false,
+        crashesMissed: [AppID: UInt32] = [:]
     ) {
         self.init(foregroundSlots: foregroundSlots, apps: policies, memory: memory)
         now = state.now
         for (id, policy) in policies {
             guard var record = state.apps[id] else { continue }
             record.policy = policy
-            if afterCrash, record.phase != .notRunning {
-                record.sequence &+= Self.numberingGapAfterCrash
-                record.nextTask &+= Self.numberingGapAfterCrash
-            }
+            record.skipNumbers(crashes: (crashesMissed[id] ?? 0) &+ (afterCrash ? 1 : 0))
             apps[id] = record
         }
         front = state.front.resized(to: foregroundSlots)
@@ -148,5 +159,16 @@ extension Supervisor {
         footprints = state.footprints.filter { apps[$0.key] != nil }
         pressureVictim = state.pressureVictim.flatMap { apps[$0] != nil ? $0 : nil }
         lastSample = state.lastSample
+    }
+}
+
+extension AppRecord {
+    /// Sequence numbers and task ids jump past what a running app may hold
+    /// from before `crashes` crashes (nothing for an app not running: its
+    /// next run starts its numbering again).
+    mutating func skipNumbers(crashes: UInt32) {
+        guard crashes > 0, phase != .notRunning else { return }
+        sequence &+= Supervisor.numberingGapAfterCrash &* crashes
+        nextTask &+= Supervisor.numberingGapAfterCrash &* crashes
     }
 }

@@ -392,6 +392,27 @@ extension Supervisor {
 }
 
 extension RestoreAfterCrashTests {
+    /// A part saved before earlier crashes (kept as it was by a store that
+    /// writes only what changed) gets their gaps again plus this one's, so
+    /// numbers only grow across crashes; an app not running gets none.
+    @Test func gapsOfCrashesAPartMissedAreOpenedAgain() {
+        var h = Harness(["a": AppPolicy(), "b": AppPolicy()])
+        h.launchActive("a")
+        let saved = h.supervisor.saved
+        let seq = saved.apps["a"]!.sequence, task = saved.apps["a"]!.nextTask
+        let gap = Supervisor.numberingGapAfterCrash
+        let restored = Supervisor(
+            restoring: saved, foregroundSlots: 1, apps: ["a": AppPolicy(), "b": AppPolicy()], afterCrash: true,
+            crashesMissed: ["a": 2, "b": 2])
+        #expect(restored.saved.apps["a"]!.sequence == seq &+ 3 &* gap)
+        #expect(restored.saved.apps["a"]!.nextTask == task &+ 3 &* gap)
+        #expect(restored.saved.apps["b"]! == saved.apps["b"]!, "not running: its next run numbers afresh")
+        #expect(saved.app("a")!.afterCrashes(3) == restored.saved.app("a")!, "the store's view agrees with the core's")
+        let reexec = Supervisor(
+            restoring: saved, foregroundSlots: 1, apps: ["a": AppPolicy(), "b": AppPolicy()], crashesMissed: ["a": 1])
+        #expect(reexec.saved.apps["a"]!.sequence == seq &+ gap, "a daemon-reexec opens only the gaps missed")
+    }
+
     /// Restarted with fewer slots: the apps that lost theirs leave the front
     /// at the first step, the least recently activated first.
     @Test func fewerSlotsSendTheOldestToTheBackground() {

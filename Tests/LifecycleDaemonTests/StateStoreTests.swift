@@ -82,6 +82,57 @@ import Testing
         #expect(back.core.perApp == core.saved.perApp)
     }
 
+    /// A restore after a crash opens a gap in every running app's numbering
+    /// in memory only: the next save writes no row for it (with 1,000 apps
+    /// that write was a fifth of a restart), and a second crash before the
+    /// row is written opens the first gap again and one more.
+    @Test func aRestoreAfterACrashWritesNoRowAndNumbersOnlyGrow() throws {
+        let dir = directory()
+        let policies = Dictionary(uniqueKeysWithValues: (0..<100).map { ("app\($0)", AppPolicy()) })
+        var core = Supervisor(apps: policies)
+        for i in 0..<100 { _ = core.handle(.launch("app\(i)", .background), now: .zero) }
+        var saved = state(apps: 100)
+        saved.core = core.saved
+        let first = core.saved.app("app1")!
+        do {
+            let s = StateStore(directory: dir)
+            _ = try s.load()
+            #expect(s.save(saved) == nil)
+            s.close()
+        }
+        /// One daemon's start after a crash, as the daemon does it.
+        func restart() throws -> (StateStore, Supervisor) {
+            let s = StateStore(directory: dir)
+            let back = try #require(try s.load().0)
+            #expect(s.countCrash() == nil)
+            let restored = Supervisor(
+                restoring: back.core, foregroundSlots: 1, apps: policies, afterCrash: true,
+                crashesMissed: s.crashesMissed)
+            s.restored(afterCrash: true)
+            return (s, restored)
+        }
+        var (s, restored) = try restart()
+        #expect(restored.saved.app("app1") == first.afterCrashes(1))
+        saved.core = restored.saved
+        #expect(s.save(saved, changed: restored.takeChanged()) == nil)
+        #expect(s.rowsWritten == 0, "nothing but the numbering changed")
+        // app2 changes and is written with the count; app1 is not.
+        _ = restored.handle(.stop("app2"), now: restored.now)
+        saved.core = restored.saved
+        #expect(s.save(saved, changed: restored.takeChanged()) == nil)
+        #expect(s.rowsWritten == 1)
+        let app2 = restored.saved.app("app2")!
+        s.close()
+        (s, restored) = try restart()
+        #expect(s.crashesMissed["app1"] == 1 && s.crashesMissed["app2"] == nil)
+        #expect(restored.saved.app("app1") == first.afterCrashes(2), "past the first restore's gap")
+        #expect(restored.saved.app("app2") == app2.afterCrashes(1))
+        saved.core = restored.saved
+        #expect(s.save(saved, changed: restored.takeChanged()) == nil)
+        #expect(s.rowsWritten == 0)
+        s.close()
+    }
+
     /// An app that is no longer configured loses its row at the first save
     /// after a load (the next daemon would otherwise meet it again).
     @Test func anAppNoLongerKnownLosesItsRow() throws {

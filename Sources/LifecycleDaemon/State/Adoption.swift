@@ -46,9 +46,16 @@ extension Daemon {
         var ended: [Input] = []
         if let saved = loaded {
             restored = true
+            // After a crash the count of crashes is written first: this
+            // restore's numbering gaps must never be opened again at the
+            // same place, whatever happens before the next save.
+            let afterCrash = handoff == nil
+            if afterCrash, let problem = store?.countCrash() { logger.error("\(problem)") }
             supervisor = Supervisor(
                 restoring: saved.core, foregroundSlots: config.foregroundSlots, apps: settings.policies,
-                memory: config.memory.thresholds(total: MemoryMonitor.memTotal()), afterCrash: handoff == nil)
+                memory: config.memory.thresholds(total: MemoryMonitor.memTotal()), afterCrash: afterCrash,
+                crashesMissed: store?.crashesMissed ?? [:])
+            store?.restored(afterCrash: afterCrash)
             terminations = saved.terminations.filter { manifests[$0.key] != nil }
             // Each recorded process is checked on every core (a pidfd, its
             // start time, its group: kernel calls that dominate a restart
@@ -71,9 +78,11 @@ extension Daemon {
                 candidates.append((id, facts, handoff?.runs[id]))
             }
             let confinement = self.confinement
+            let probing = Posix.monotonicNanoseconds()
             let probes = Parallel.map(candidates.count) { i in
                 Self.probe(candidates[i].id, candidates[i].facts, handed: candidates[i].handed, in: confinement)
             }
+            startPhases["probes-ms"] = "\(Self.ms(probing, Posix.monotonicNanoseconds()))"
             for ((id, facts, handed), probe) in zip(candidates, probes) {
                 let generation = facts.generation
                 let name = "\(id).\(generation)"

@@ -55,6 +55,10 @@ struct SavedApp: Codable, Equatable {
     var core: CoreState.App?
     var run: SavedRun?
     var termination: TerminationInfo?
+    /// The store's crash count when the row was written (absent: none),
+    /// so that a row kept through later crashes is read with their
+    /// numbering gaps. Only in the file: nil in memory.
+    var crashes: UInt32? = nil
 }
 
 /// What a daemon hands its own next image across execve.
@@ -105,6 +109,13 @@ final class StateStore {
     private var holdingMore: Set<AppID> = []
     /// Rows the last save wrote (what a step costs).
     private(set) var rowsWritten = 0
+    /// How many times this boot a daemon carried on from this file after
+    /// a crash (`countCrash`). Each such restore opens a gap in a running
+    /// app's numbering, in memory; a row written later carries the count,
+    /// so a row kept as it was is read with the gaps opened since.
+    private(set) var crashes: UInt32 = 0
+    /// For the rows read by `load`: the crashes since each was written.
+    private(set) var crashesMissed: [AppID: UInt32] = [:]
     /// This boot's id, read once: every save carries it.
     let bootID = StateStore.bootID()
 
@@ -149,6 +160,8 @@ final class StateStore {
     /// from an earlier boot is emptied. Throws only when another process
     /// holds the file: a second daemon on the same runtime directory.
     func load() throws(DatabaseError) -> (SavedDaemon?, problem: String?) {
+        crashes = 0
+        crashesMissed = [:]
         if FileManager.default.fileExists(atPath: legacyPath) {
             // An earlier version ran last (an upgrade, or a downgrade and back):
             // its file wins, and every row is replaced at the next save.
@@ -185,6 +198,12 @@ final class StateStore {
             }
             var entries: [AppID: SavedApp] = [:]
             for (row, app) in zip(rows, apps) { entries[String(decoding: row[0], as: UTF8.self)] = try app.get() }
+            crashes = values["crashes"].flatMap { UInt32(String(decoding: $0, as: UTF8.self)) } ?? 0
+            for (id, app) in entries {
+                let written = app.crashes ?? 0
+                if crashes > written { crashesMissed[id] = crashes - written }
+                entries[id]?.crashes = nil
+            }
             let shared = try JSONDecoder().decode(CoreState.Shared.self, from: values["shared"] ?? Data())
             let handoff = try values["handoff"].flatMap { $0.isEmpty ? nil : $0 }.map {
                 try JSONDecoder().decode(Handoff.self, from: $0)
@@ -273,7 +292,8 @@ final class StateStore {
                 do {
                     if rewrite { try statements.clear.run() }
                     for (id, app) in rows {
-                        if let app {
+                        if var app {
+                            app.crashes = crashes > 0 ? crashes : nil
                             try statements.upsert.run([Data(id.utf8), try encoder.encode(app)])
                         } else {
                             try statements.delete.run([Data(id.utf8)])
@@ -282,6 +302,7 @@ final class StateStore {
                     if all {  // constant while the file is open
                         try statements.meta.run([Data("format".utf8), Data(Self.format.utf8)])
                         try statements.meta.run([Data("boot".utf8), Data(state.bootID.utf8)])
+                        try statements.meta.run([Data("crashes".utf8), Data(String(crashes).utf8)])
                     }
                     try statements.meta.run([Data("shared".utf8), try encoder.encode(state.core.shared)])
                     try statements.meta.run([
@@ -310,6 +331,37 @@ final class StateStore {
             let text = "cannot save the state to \(path): \(error); a crash now would lose what changed since"
             defer { lastError = text }
             return text == lastError ? nil : text
+        }
+    }
+
+    /// A daemon carries on from this file after a crash: the count goes up
+    /// and is written at once, before anything is sent to an app, so that
+    /// the gaps this restore opens are never opened again at the same place
+    /// (a second crash before the next save would reuse the numbers).
+    /// Returns an error text when it cannot be written; every row is then
+    /// written again, with the count, at the next save that can.
+    func countCrash() -> String? {
+        crashes &+= 1
+        do {
+            let db = try open()
+            guard let statements else { return nil }
+            try db.transaction { () throws(DatabaseError) in
+                try statements.meta.run([Data("crashes".utf8), Data(String(crashes).utf8)])
+            }
+            return nil
+        } catch {
+            rewrite = true
+            return "cannot save the state to \(path): \(error); a crash now would lose what changed since"
+        }
+    }
+
+    /// The core restored from what `load` read (`afterCrash`: by a daemon
+    /// that counted a crash): the rows as read are the restored parts with
+    /// their gaps, so an app that changes nothing is not written again.
+    func restored(afterCrash: Bool) {
+        for (id, app) in written {
+            guard let core = app.core else { continue }
+            written[id]?.core = core.afterCrashes((crashesMissed[id] ?? 0) &+ (afterCrash ? 1 : 0))
         }
     }
 
