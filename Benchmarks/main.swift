@@ -265,11 +265,14 @@ func crashBlackout(_ count: Int) throws -> (ready: Double, roundTrip: Double, la
     }
     let launches = Double(now() - launching) / 1e6
     _ = try d.crash(with: SIGKILL)
-    // LIFECYCLED_BENCH_PERF=FILE: a system-wide profile of the restart (perf record -g).
-    let profiler = try ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_PERF"].map { file in
+    // LIFECYCLED_BENCH_PERF=FILE: a system-wide profile of the restart (perf record -g);
+    // LIFECYCLED_BENCH_PERF_EVENTS=sched:sched_switch adds events (where threads block).
+    let environment = ProcessInfo.processInfo.environment
+    let profiler = try environment["LIFECYCLED_BENCH_PERF"].map { file in
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
-        p.arguments = ["record", "-q", "-a", "-g", "-F", "4999", "-o", file]
+        let events = environment["LIFECYCLED_BENCH_PERF_EVENTS"].map { ["-e", "cpu-clock", "-e", $0] } ?? []
+        p.arguments = ["record", "-q", "-a", "-g", "-F", "4999", "-o", file] + events
         try p.run()
         Thread.sleep(forTimeInterval: 1)  // perf's own start-up, not part of the restart
         return p

@@ -28,7 +28,7 @@ UNIT
 printf 'apps_dir = "apps"\nevent_history = 0\n' > /run/lcbench/lifecycled.toml
 echo "layout: $( [ -d /sys/fs/cgroup/memory ] && echo hybrid || echo 'pure cgroup v2'); $(systemctl --version | head -1); $RUNS runs each"
 echo
-echo "| apps | kill -9 to one round trip done (median, max) | exit seen to next start (systemd) | start to READY=1 (daemon) | the last start's phases (ms) |"
+echo "| apps | kill -9 to one round trip done (median, max) | exit seen to next start (systemd) | start to READY=1 (daemon; median, max) | the last start's phases (ms) |"
 echo "|---|---|---|---|---|"
 for n in ${COUNTS:-10 100 1000}; do
     systemctl stop lifecycled 2>/dev/null
@@ -58,12 +58,12 @@ for n in ${COUNTS:-10 100 1000}; do
         ready=$(mono "lifecycled ready")
         gaps+=($(( (starting - exited) / 1000 )))
         readies+=($(( (ready - starting) / 1000 )))
-        phases=$(journalctl -u lifecycled -o json --no-pager MESSAGE=started -n 1 | grep -o '"\(CONFIG\|CONFINEMENT\|STATE\|STATE_READ\|ADOPTION\)_MS":"[0-9.]*"' | tr -d '"' | tr '\n' ' ')
+        phases=$(journalctl -u lifecycled -o json --no-pager MESSAGE=started -n 1 | grep -o '"\(CONFIG\|CONFINEMENT\|STATE\|STATE_READ\|ADOPTION\|PROBES\)_MS":"[0-9.]*"' | tr -d '"' | tr '\n' ' ')
         [ "$(supervisorctl status --json | grep -o '"pid":[1-9]' | wc -l)" -ge "$n" ] || echo "run $r: apps lost" >&2
     done
     med() { printf '%s\n' "$@" | sort -n | sed -n "$(( ($# + 1) / 2 ))p"; }
     max() { printf '%s\n' "$@" | sort -n | tail -1; }
     ph=$phases
-    echo "| $n | $(med "${totals[@]}") ms, $(max "${totals[@]}") ms | $(med "${gaps[@]}") ms | $(med "${readies[@]}") ms | ${ph:-?} |"
+    echo "| $n | $(med "${totals[@]}") ms, $(max "${totals[@]}") ms | $(med "${gaps[@]}") ms | $(med "${readies[@]}") ms, $(max "${readies[@]}") ms | ${ph:-?} |"
 done
 systemctl stop lifecycled

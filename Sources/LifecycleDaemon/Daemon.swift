@@ -109,7 +109,17 @@ public final class Daemon {
     /// socket, and tells systemd READY=1 (in `run`) only once all of that is done.
     public convenience init(options: Options, logger: Logger) throws {
         let began = Posix.monotonicNanoseconds()
+        // About three descriptors per running app (its pidfd, its group's
+        // directory, its channel or notify socket): the soft limit (1,024
+        // by default) would cap a daemon at about 330 apps. The table is
+        // sized here, while this process has one thread (reading the
+        // configuration starts more), for 1,300 apps without growing.
+        let descriptors = Posix.raiseDescriptorLimit()
+        Posix.reserveDescriptorTable(Self.descriptorsReserved)
         let settings = try Settings(configPath: options.configPath)
+        if Self.descriptors(forApps: settings.manifests.count) > Self.descriptorsReserved {
+            Posix.reserveDescriptorTable(Self.descriptors(forApps: settings.manifests.count))  // one grace period
+        }
         let configured = Posix.monotonicNanoseconds()
         // Before anything is touched: a second daemon on the same runtime
         // directory stops here, naming the one that runs.
@@ -121,10 +131,6 @@ public final class Daemon {
         // including orphaned grandchildren (child subreaper). A disposition
         // inherited as ignored (a script's `trap '' INT`, nohup) would
         // discard the signal before signalfd sees it: back to the default.
-        // About three descriptors per running app (its pidfd, its group's
-        // directory, its channel or notify socket): the soft limit (1,024
-        // by default) would cap a daemon at about 330 apps.
-        let descriptors = Posix.raiseDescriptorLimit()
         let handled = [SIGCHLD, SIGTERM, SIGINT, SIGHUP]
         for s in handled { signal(s, SIG_DFL) }
         Posix.blockSignals(handled)
@@ -169,6 +175,10 @@ public final class Daemon {
                 "state-ms": "\(Self.ms(confined, Posix.monotonicNanoseconds()))",
             ]) { $1 })
     }
+
+    /// The descriptor table every daemon starts with, and what `apps` apps need.
+    static let descriptorsReserved: UInt64 = 4096
+    static func descriptors(forApps apps: Int) -> UInt64 { UInt64(3 * apps + 256) }
 
     static func ms(_ from: Int64, _ to: Int64) -> String { String(format: "%.1f", Double(to - from) / 1e6) }
 

@@ -133,6 +133,24 @@ public enum Posix {
         return UInt64(limit.rlim_cur)
     }
 
+    /// Grows this process's descriptor table to hold `count` descriptors
+    /// (at most the limit) now, rather than as they are opened. The kernel
+    /// doubles the table when a descriptor needs it, and in a process with
+    /// threads each doubling waits for an RCU grace period (expand_fdtable);
+    /// a restart with 1,000 apps, opening 2,000 descriptors from two
+    /// threads, waited six times, 40–60 ms in all. In a process with one
+    /// thread the growth is free. Best effort.
+    public static func reserveDescriptorTable(_ count: UInt64) {
+        let fd = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        let top = Int32(clamping: min(count, raiseDescriptorLimit())) - 1
+        if top > fd {
+            let high = fcntl(fd, F_DUPFD_CLOEXEC, top)
+            if high >= 0 { close(high) }
+        }
+        close(fd)
+    }
+
     /// Starts reading a file into the page cache without waiting for it
     /// (posix_fadvise WILLNEED): many files asked for at once are read
     /// together rather than one round trip to the disk each. Best effort.

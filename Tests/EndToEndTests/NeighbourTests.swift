@@ -164,3 +164,25 @@ import Testing
         #expect(try d.stop() == 0)
     }
 }
+
+@Suite struct DescriptorTests {
+    /// The soft limit is raised to the hard one (three descriptors per
+    /// running app), and the descriptor table is sized at start, while the
+    /// daemon has one thread: growing it later, with threads, waits for an
+    /// RCU grace period each time (a restart with 1,000 apps waited six).
+    @Test func theLimitIsRaisedAndTheTableSizedAtStart() throws {
+        let d = try DaemonUnderTest(apps: [:])
+        let limits = try String(contentsOfFile: "/proc/\(d.pid)/limits", encoding: .utf8)
+        let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let fields = line.split(separator: " ").suffix(3)
+        #expect(fields.first == fields.dropFirst().first, "soft limit raised to the hard one: \(line)")
+        let status = try String(contentsOfFile: "/proc/\(d.pid)/status", encoding: .utf8)
+        let size = try #require(
+            status.split(separator: "\n").first { $0.hasPrefix("FDSize:") }.flatMap {
+                Int($0.dropFirst("FDSize:".count).trimmingCharacters(in: .whitespaces))
+            })
+        let hard = Int(fields.dropFirst().first ?? "") ?? 0
+        #expect(size >= min(4096, hard), "FDSize \(size)")
+        #expect(try d.stop() == 0)
+    }
+}
