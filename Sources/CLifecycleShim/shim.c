@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <stddef.h>
 #include <sys/syscall.h>
@@ -267,10 +268,16 @@ int lc_notify_socket(const char *name) {
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
     size_t n = strlen(name);
-    if (n + 1 > sizeof addr.sun_path) { close(fd); errno = ENAMETOOLONG; return -1; }
-    memcpy(addr.sun_path + 1, name, n);   // abstract: sun_path[0] == 0
+    // A path ("/...") is a socket file, its access checked by the kernel
+    // (mode 0600: strangers cannot send at all); an earlier daemon's
+    // abstract name (no permissions at all) is still bound again as such.
+    int path = name[0] == '/';
+    if (n + (path ? 0 : 1) + 1 > sizeof addr.sun_path) { close(fd); errno = ENAMETOOLONG; return -1; }
+    memcpy(addr.sun_path + (path ? 0 : 1), name, n);   // abstract: sun_path[0] == 0
+    if (path) unlink(name);   // our own file, left by the run's earlier daemon
     if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
-        bind(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0) {
+        bind(fd, (struct sockaddr *)&addr, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (path ? 0 : 1) + n)) != 0 ||
+        (path && chmod(name, 0600) != 0)) {
         int e = errno;
         close(fd);
         errno = e;

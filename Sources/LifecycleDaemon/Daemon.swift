@@ -256,7 +256,9 @@ public final class Daemon {
         reexecTimer = try loop.timer { [unowned self] in self.reexec() }
         try listenForResumes(handoff)
         let adopting = Posix.monotonicNanoseconds()
+        makeNotifyDirectory()
         restoreState(loaded, handoff: handoff)
+        removeStaleNotifySockets()
         startPhases["state-read-ms"] = "\(Self.ms(reading, adopting))"
         startPhases["adoption-ms"] = "\(Self.ms(adopting, Posix.monotonicNanoseconds()))"
         if restored {

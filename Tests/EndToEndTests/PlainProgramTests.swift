@@ -1,6 +1,7 @@
 import Foundation
 @preconcurrency import Glibc
 import LifecycleControl
+import LifecycleOS
 import LifecycleTestKit
 import Testing
 
@@ -150,7 +151,7 @@ func notifying(_ command: [String], launch: Double) -> String {
         let s = scratch()
         let spam =
             "import os, socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
-            + "a = chr(0) + os.environ['NOTIFY_SOCKET'][1:]; [s.sendto(b'STATUS=spam', a) for _ in iter(int, 1)]"
+            + "a = os.environ['NOTIFY_SOCKET']; [s.sendto(b'STATUS=spam', a) for _ in iter(int, 1)]"
         let d = try DaemonUnderTest(
             apps: [
                 "spammer": "command = [\"/usr/bin/env\", \"python3\", \"-c\", \"\(spam)\"]\ndelivery = \"signals\"\n"
@@ -170,20 +171,41 @@ func notifying(_ command: [String], launch: Double) -> String {
         #expect(try d.stop() == 0)
     }
 
+    /// Only the app's own processes speak for it: another user cannot send
+    /// to its NOTIFY_SOCKET at all, and a process of the same user that is
+    /// not the app's is dropped and said once in the log, however much it sends.
     @Test func notificationsFromStrangersAreIgnored() throws {
         let s = scratch()
-        let script = "echo $NOTIFY_SOCKET > \(s)/address; echo written >> \(s)/address; exec sleep 1000"
-        let d = try DaemonUnderTest(apps: ["svc": notifying(["/bin/sh", "-c", script], launch: 0.5)])
+        let script =
+            "echo $NOTIFY_SOCKET > \(s)/address; echo written >> \(s)/address; "
+            + "while [ ! -e \(s)/go ]; do sleep 0.05; done; systemd-notify --ready; exec sleep 1000"
+        let d = try DaemonUnderTest(apps: ["svc": notifying(["/bin/sh", "-c", script], launch: 60)])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "svc"))
         try waitForLine(s + "/address", "written", seconds: 10)
         let address = try #require(lines(s + "/address").first)
-        #expect(address.hasPrefix("@lifecycled/"))
-        // The test is not one of the app's processes: its READY=1 does not count.
-        let (code, _, _) = try run(["/usr/bin/systemd-notify", "--ready"], environment: ["NOTIFY_SOCKET": address])
-        _ = code
-        #expect(try f.terminated("svc").reason == "launch-watchdog")
-        #expect(d.daemonLog.contains("not one of its processes, ignored"))
+        #expect(address == d.path("run") + "/notify/svc.1")
+        let (refused, _, err) = try run(
+            [
+                "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/systemd-notify",
+                "--ready",
+            ],
+            environment: ["NOTIFY_SOCKET": address])
+        #expect(refused != 0 && err.contains("Permission denied"), "\(err)")
+        let stranger =
+            "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+            + "for _ in range(2000): s.sendto(b'READY=1', '\(address)')\n"
+        let (code, _, _) = try run(["/usr/bin/python3", "-c", stranger])
+        #expect(code == 0)
+        let go = Posix.monotonicNanoseconds()
+        _ = FileManager.default.createFile(atPath: s + "/go", contents: nil)
+        // Datagrams are read in order: the app's READY=1 comes after every stranger's.
+        let ready = try f.wait("READY=1") { $0.kind == .notified && $0.detail == "READY=1" }
+        #expect(ready.monotonic > go, "no stranger's READY=1 counted")
+        try f.state("svc", "active")
+        let said = d.daemonLog.components(separatedBy: "not one of its processes, ignored").count - 1
+        #expect(said == 1, "\(said) log lines for one stranger")
         #expect(try d.stop() == 0)
+        #expect(!FileManager.default.fileExists(atPath: address), "the socket file goes with its run")
     }
 }

@@ -112,11 +112,17 @@ import Testing
     /// pages in per-CPU lists make up the difference.
     @Test func freedMemoryIsSeenAtOnceWithThePerCPULists() throws {
         let perCPU = try #require(PerCPUFreePages())
-        let (before, after) = try freeing(mb: 512, perCPU)
-        // 512 MiB freed; other tests running meanwhile may take up to 128.
-        #expect(
-            after.0 + after.1 >= before.0 + before.1 + (384 << 20),
-            "MemAvailable \(before.0 >> 20) -> \(after.0 >> 20) MiB, per-CPU \(before.1 >> 20) -> \(after.1 >> 20) MiB")
+        // 512 MiB freed; other tests running meanwhile may take up to 128,
+        // and a burst of theirs (a suite holding real memory) more: up to
+        // three tries, one must see it.
+        var seen: [String] = []
+        for _ in 0..<3 {
+            let (before, after) = try freeing(mb: 512, perCPU)
+            if after.0 + after.1 >= before.0 + before.1 + (384 << 20) { return }
+            seen.append(
+                "MemAvailable \(before.0 >> 20) -> \(after.0 >> 20) MiB, per-CPU \(before.1 >> 20) -> \(after.1 >> 20) MiB")
+        }
+        Issue.record("a free of 512 MiB not seen in three tries: \(seen.joined(separator: "; "))")
     }
 
     @Test func zoneinfoPerCPUCounts() {

@@ -92,9 +92,11 @@ int lc_become_subreaper(void);
 /// EINVAL when the process is not dying, ESRCH when it is gone).
 int lc_process_mrelease(int pidfd);
 
-/// A datagram socket bound to the abstract address `name` (without the
-/// leading '@' or NUL), with SO_PASSCRED on, non-blocking, close-on-exec:
-/// an app's NOTIFY_SOCKET (the sd_notify protocol). Returns the fd or -1.
+/// A datagram socket bound to `name`, with SO_PASSCRED on, non-blocking,
+/// close-on-exec: an app's NOTIFY_SOCKET (the sd_notify protocol). A path
+/// ("/...") becomes a socket file of mode 0600 (a file left there is
+/// replaced); anything else is an abstract address (without the leading
+/// '@' or NUL), as earlier daemons used. Returns the fd or -1.
 int lc_notify_socket(const char *name);
 
 /// Receives one notification datagram: its length (>= 0), with *pid set to

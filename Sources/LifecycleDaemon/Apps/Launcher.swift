@@ -10,17 +10,22 @@ import LifecycleWire
 // how; whether and when are the core's.
 
 extension Daemon {
-    /// The abstract name of a plain program's NOTIFY_SOCKET: readable in
-    /// /proc/net/unix, and within the 107 bytes an abstract address holds
-    /// whatever the app's name (a long one is shortened, with a hash of
-    /// the whole name so that two never meet).
-    static func notifyName(_ id: AppID, _ generation: UInt64) -> String {
-        let full = "lifecycled/\(getpid())/\(id).\(generation)"
+    /// A plain program's NOTIFY_SOCKET: a socket file of mode 0600 in the
+    /// runtime directory's `notify/` (mode 0711), so that only processes
+    /// with the daemon's uid can send to it (an abstract address, used
+    /// before, let anyone flood it); within the 107 bytes a socket path
+    /// holds whatever the app's name (a long one is shortened, with a hash
+    /// of the whole name so that two never meet).
+    func notifyPath(_ id: AppID, _ generation: UInt64) -> String {
+        let full = "\(notifyDirectory)/\(id).\(generation)"
         guard full.utf8.count > 107 else { return full }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
         for b in id.utf8 { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
-        return "lifecycled/\(getpid())/\(id.prefix(40))~\(String(hash, radix: 16)).\(generation)"
+        let tail = "~\(String(hash, radix: 16)).\(generation)"  // names are ASCII
+        return "\(notifyDirectory)/\(id.prefix(max(0, 106 - notifyDirectory.utf8.count - tail.utf8.count)))\(tail)"
     }
+
+    var notifyDirectory: String { config.runtimeDirectory + "/notify" }
 
     /// Starts one run of the app: a fresh group, its channel or notify
     /// socket, the process placed in its group before it runs. A failure is
@@ -54,12 +59,12 @@ extension Daemon {
             if let resumePath { env[Wire.resumeSocketEnvironmentKey] = resumePath }
         }
         var notify: Int32 = -1
-        let notifyName = Self.notifyName(id, generation)
+        let notifyName = notifyPath(id, generation)
         if m.policy.delivery == .signals {
             // The sd_notify protocol, as under systemd: READY=1, STATUS=, STOPPING=1.
             notify = lc_notify_socket(notifyName)
             if notify >= 0 {
-                env["NOTIFY_SOCKET"] = "@" + notifyName
+                env["NOTIFY_SOCKET"] = notifyName
             } else if m.policy.awaitsReadiness {
                 _ = group.remove()
                 return fail("cannot create its notification socket: \(String(cString: strerror(errno)))")

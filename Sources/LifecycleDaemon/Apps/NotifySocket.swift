@@ -9,6 +9,29 @@ import Logging
 // STOPPING=1, as under systemd.
 
 extension Daemon {
+    /// The directory of the socket files, made before the earlier daemon's
+    /// are bound again: mode 0711, so that no one else can list it, and
+    /// each socket 0600.
+    func makeNotifyDirectory() {
+        try? FileManager.default.createDirectory(atPath: notifyDirectory, withIntermediateDirectories: true)
+        chmod(notifyDirectory, 0o711)
+    }
+
+    /// After the adoption: socket files no run uses any more (their runs
+    /// ended while no daemon ran) go.
+    func removeStaleNotifySockets() {
+        let used = Set(runs.byApp.values.compactMap(\.notifyName))
+        for name in (try? FileManagerLite.list(notifyDirectory)) ?? []
+        where !used.contains(notifyDirectory + "/" + name) {
+            unlink(notifyDirectory + "/" + name)
+        }
+    }
+
+    /// A stranger's notification is dropped after one look at its sender;
+    /// its log line is said once per sender per interval, with how many
+    /// were dropped since, so that a flood cannot become a flood of logs.
+    static var strangerLogInterval: Int64 { 10_000_000_000 }
+
     /// sd_notify messages of a plain program. Accepted from any process of
     /// the app (systemd's NotifyAccess=all), checked by the sender's pid;
     /// passed fds (BARRIER=1) are closed by the shim at once.
@@ -29,10 +52,8 @@ extension Daemon {
                     "\(id): notification of \(n) bytes ignored (at most \(buffer.count))", metadata: ["app": "\(id)"])
                 continue
             }
-            guard pid > 0, run.group.contains(pid) else {
-                logger.warning(
-                    "\(id): notification from pid \(pid), not one of its processes, ignored", metadata: ["app": "\(id)"]
-                )
+            guard pid > 0, pid == run.pid || run.group.contains(pid) else {
+                strangerSent(id, run, pid)
                 continue
             }
             for line in String(decoding: buffer[0..<n], as: UTF8.self).split(separator: "\n") {
@@ -47,5 +68,21 @@ extension Daemon {
                 }
             }
         }
+    }
+
+    private func strangerSent(_ id: AppID, _ run: Run, _ pid: pid_t) {
+        let now = Posix.monotonicNanoseconds()
+        if run.strangers.count > 64 { run.strangers = [:] }  // many senders: forget, and say it again
+        var seen = run.strangers[pid] ?? (said: 0, dropped: 0)
+        if seen.said != 0, now - seen.said < Self.strangerLogInterval {
+            seen.dropped += 1
+        } else {
+            let more = seen.dropped > 0 ? " (and \(seen.dropped) more since the last line)" : ""
+            logger.warning(
+                "\(id): notification from pid \(pid), not one of its processes, ignored\(more)",
+                metadata: ["app": "\(id)"])
+            seen = (said: now, dropped: 0)
+        }
+        run.strangers[pid] = seen
     }
 }

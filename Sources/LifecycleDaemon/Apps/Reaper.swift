@@ -42,6 +42,7 @@ extension Daemon {
         run.notifySource?.cancel()
         run.exitSource?.cancel()
         if run.notify >= 0 { Posix.close(run.notify) }
+        if let path = run.notifyName, path.hasPrefix("/") { unlink(path) }
         run.freezeTimer?.cancel()
         if run.channel >= 0 { Posix.close(run.channel) }
         if run.pidfd >= 0 { Posix.close(run.pidfd) }

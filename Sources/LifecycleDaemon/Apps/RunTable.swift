@@ -24,8 +24,12 @@ final class Run {
     var windowCount = 0
     /// Identifies the process with its pid (saved for the next daemon).
     var startTime: UInt64 = 0
-    /// The abstract name of a plain program's NOTIFY_SOCKET.
+    /// A plain program's NOTIFY_SOCKET: its path (an abstract name if an
+    /// earlier daemon launched it).
     var notifyName: String?
+    /// Senders of notifications that are not the app's, by pid: when one
+    /// was last logged, and how many were dropped since.
+    var strangers: [Int32: (said: Int64, dropped: Int)] = [:]
     /// The last event sent, sent again when a resumed channel still owes it.
     var lastEvent: EventMessage?
     /// Taken back from an earlier daemon: not our child, so its end comes

@@ -221,7 +221,7 @@ extension Daemon {
                 }
             } else {
                 logger.warning(
-                    "\(id): cannot bind its NOTIFY_SOCKET @\(name) again: \(String(cString: strerror(errno)))",
+                    "\(id): cannot bind its NOTIFY_SOCKET \(name) again: \(String(cString: strerror(errno)))",
                     metadata: ["app": "\(id)"])
             }
         }
