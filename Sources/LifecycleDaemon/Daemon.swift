@@ -249,7 +249,10 @@ public final class Daemon {
         if let problem { logger.error("\(problem)") }
         // Our own earlier image's descriptors, kept open across execve.
         let handoff = loaded?.handoff.flatMap { $0.pid == getpid() ? $0 : nil }
-        let control = try ControlServer(loop: loop, listener: try controlListener(handoff), front: front)
+        let control = try ControlServer(
+            loop: loop, listener: try controlListener(handoff), front: front,
+            descriptorLimit: Posix.raiseDescriptorLimit())
+        control.logger = logger
         self.control = control
         records.sinks.append(control)
         saveTimer = try loop.timer { [unowned self] in self.saveState() }

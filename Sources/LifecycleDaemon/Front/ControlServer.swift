@@ -3,6 +3,7 @@ import Foundation
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
+import Logging
 
 /// The control socket, one transport over the command front: JSON lines in,
 /// JSON lines out, non-blocking both ways, so that a slow or stuck client can
@@ -12,6 +13,19 @@ final class ControlServer: RecordSink {
     static let maxLine = 64 * 1024
     /// A follower that falls this far behind is disconnected.
     static let maxBacklog = 4 * 1024 * 1024
+    /// Requests handled per connection per turn of the loop (as app
+    /// channels have theirs): the rest wait for the next turn, so that a
+    /// peer sending as fast as it can delays a timer by one turn at most.
+    static let linesPerTurn = 16
+    /// Connections accepted per turn.
+    static let acceptsPerTurn = 64
+    /// Open connections per peer uid other than root, and in all for them:
+    /// each is a descriptor. Beyond, a connection is answered with the
+    /// reason and closed.
+    static let connectionsPerUID = 32
+    /// Bad or refused requests a connection may send before it is closed:
+    /// an unauthorised peer costs no more than its refusals.
+    static let strikes = 32
 
     final class Connection {
         let fd: Int32
@@ -22,6 +36,8 @@ final class ControlServer: RecordSink {
         /// Set for `events --follow`: the apps it wants (empty: all).
         var following: Set<String>?
         var dropped = false
+        /// Bad or refused requests so far.
+        var strikes = 0
 
         init(fd: Int32, caller: Caller) {
             self.fd = fd
@@ -35,34 +51,133 @@ final class ControlServer: RecordSink {
     private var connections: [Int32: Connection] = [:]
     private var listenSource: EventLoop.Source?
     private let encoder = JSONEncoder()
+    /// Open connections by peer uid (root's are not bounded).
+    private var perUID: [UInt32: Int] = [:]
+    /// Connections of other users than root, at most this many in all.
+    let othersLimit: Int
+    /// Connections with requests left over from their turn, and the
+    /// timer that comes back to them at the next.
+    private var pending: Set<Int32> = []
+    private var pendingTimer: EventLoop.Source?
+    /// Kept open for the moment the daemon runs out of descriptors: closed,
+    /// it lets one waiting connection be accepted and told why it is refused
+    /// (rather than left in the backlog, where it would wake the loop again
+    /// and again), then taken again.
+    private var reserve: Int32
+    /// While out of descriptors: accepting is paused, and this resumes it.
+    private var resumeTimer: EventLoop.Source?
+    /// Connections refused for want of a descriptor since the last log line.
+    private var refusedForDescriptors = 0
+    var logger: Logger?
 
-    init(loop: EventLoop, listener: Int32, front: CommandFront) throws(SystemError) {
+    init(loop: EventLoop, listener: Int32, front: CommandFront, descriptorLimit: UInt64 = 1024) throws(SystemError) {
         self.loop = loop
         self.listener = listener
         self.front = front
+        othersLimit = max(Self.connectionsPerUID, min(1024, Int(clamping: descriptorLimit / 8)))
+        reserve = open("/dev/null", O_RDONLY | O_CLOEXEC)
         listenSource = try loop.watch(fd: listener) { [unowned self] _ in self.acceptAll() }
+        pendingTimer = try loop.timer { [unowned self] in self.continuePending() }
+        resumeTimer = try loop.timer { [unowned self] in self.listenSource?.setEvents(IOEvents.readable) }
     }
 
     func close() {
         listenSource?.cancel()
+        pendingTimer?.cancel()
+        resumeTimer?.cancel()
         for c in connections.values { drop(c) }
+        if reserve >= 0 { Posix.close(reserve) }
+        reserve = -1
     }
 
     private func acceptAll() {
-        // A failure to accept (out of descriptors) leaves the connection
-        // waiting in the backlog for the next turn.
-        while let fd = (try? UnixSocket.accept(listener)).flatMap({ $0 }) {
+        for _ in 0..<Self.acceptsPerTurn {
+            let fd: Int32
+            do {
+                guard let accepted = try UnixSocket.accept(listener) else { return }  // none waiting
+                fd = accepted
+            } catch  where error.errno == .tooManyOpenFiles || error.errno == .tooManyOpenFilesInSystem {
+                return outOfDescriptors()
+            } catch {
+                return  // the peer went first (ECONNABORTED): the next turn tries again
+            }
             let creds = UnixSocket.peerCredentials(fd)
             let c = Connection(fd: fd, caller: creds.map { Caller(pid: $0.pid, uid: $0.uid, gid: $0.gid) } ?? .unknown)
+            let uid = c.caller.uid ?? UInt32.max
+            if uid != 0 {
+                let others = perUID.filter { $0.key != 0 }.values.reduce(0, +)
+                let refusal =
+                    perUID[uid, default: 0] >= Self.connectionsPerUID
+                    ? "too many connections from uid \(uid) (at most \(Self.connectionsPerUID) at once)"
+                    : others >= othersLimit
+                        ? "too many connections (at most \(othersLimit) from users other than root)"
+                        : nil
+                if let refusal {
+                    refuse(fd, "too-many-connections", refusal)
+                    continue
+                }
+            }
+            perUID[uid, default: 0] += 1
             connections[fd] = c
             c.source = try? loop.watch(fd: fd) { [unowned self] events in self.ready(c, events) }
             if c.source == nil { drop(c) }
+        }
+        // More are waiting: the listener is still readable, so the next turn comes back.
+    }
+
+    /// Answers a connection it will not serve with the reason, and closes it.
+    private func refuse(_ fd: Int32, _ refusal: String, _ message: String) {
+        let response = ControlResponse(
+            ok: false, error: ControlError(code: .refused, message: message, refusal: refusal))
+        if var data = try? encoder.encode(response) {
+            data.append(0x0A)
+            _ = data.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            }
+        }
+        Posix.close(fd)
+    }
+
+    /// EMFILE or ENFILE: the waiting connection is taken with the reserve
+    /// descriptor and refused with the reason, so the backlog cannot keep
+    /// the loop awake; if even that fails, accepting pauses for 100 ms.
+    private func outOfDescriptors() {
+        if reserve >= 0 {
+            Posix.close(reserve)
+            reserve = -1
+        }
+        if let fd = try? UnixSocket.accept(listener) {
+            refuse(fd, "out-of-descriptors", "lifecycled is out of file descriptors; try again later")
+        }
+        reserve = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        refusedForDescriptors += 1
+        if refusedForDescriptors == 1 || reserve < 0 {
+            logger?.error(
+                "out of file descriptors: refusing control connections\(reserve < 0 ? " (accepting paused for 100 ms)" : "")",
+                metadata: ["refused": "\(refusedForDescriptors)"])
+        }
+        if reserve < 0 {
+            listenSource?.setEvents(0)
+            resumeTimer?.arm(at: Posix.monotonicNanoseconds() + 100_000_000)
+        }
+    }
+
+    /// The next turn: connections whose requests outran their budget.
+    private func continuePending() {
+        let now = pending
+        pending = []
+        for fd in now {
+            guard let c = connections[fd], !c.dropped else { continue }
+            _ = processLines(c)  // what the socket holds besides is read when the loop says so
         }
     }
 
     private func ready(_ c: Connection, _ events: UInt32) {
         if events & IOEvents.writable != 0 { flush(c) }
         guard events & IOEvents.readable | IOEvents.hangup | IOEvents.error != 0 else { return }
+        // Lines left from an earlier turn go first; until they are done,
+        // nothing more is read (the socket's buffer then slows the peer).
+        guard !pending.contains(c.fd) else { return }
         var chunk = [UInt8](repeating: 0, count: 16384)
         while true {
             let received: Int?
@@ -82,15 +197,24 @@ final class ControlServer: RecordSink {
         }
     }
 
-    /// Handles every complete line; false when the connection was dropped.
+    /// Handles complete lines, at most `linesPerTurn`; false when the
+    /// connection was dropped or its budget for this turn is spent (the
+    /// rest is handled at the next turn).
     private func processLines(_ c: Connection) -> Bool {
+        var handled = 0
         while let nl = c.input.firstIndex(of: 0x0A) {
             // The limit holds for a line that arrived whole in one read too.
             if nl - c.input.startIndex > Self.maxLine { break }
+            if handled == Self.linesPerTurn {
+                pending.insert(c.fd)
+                pendingTimer?.arm(at: Posix.monotonicNanoseconds())
+                return false
+            }
+            handled += 1
             let line = Array(c.input[..<nl])
             c.input.removeSubrange(...nl)
             let response: ControlResponse
-            if let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) {
+            if let request = line.isEmpty ? nil : try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) {
                 response = respond(to: request, from: c)
             } else {
                 response = .failure(
@@ -98,8 +222,16 @@ final class ControlServer: RecordSink {
                     "bad request: expected one JSON object per line with a known \"command\" (\(line.count) bytes received)"
                 )
             }
+            if let code = response.error?.code, code == .badRequest || code == .permissionDenied {
+                c.strikes += 1
+            }
             send(response, to: c)
             if c.dropped { return false }
+            if c.strikes >= Self.strikes {
+                send(.failure(.badRequest, "\(Self.strikes) bad or refused requests: closing the connection"), to: c)
+                drop(c)
+                return false
+            }
         }
         if (c.input.firstIndex(of: 0x0A) ?? c.input.endIndex) - c.input.startIndex > Self.maxLine {
             send(.failure(.badRequest, "bad request: line longer than \(Self.maxLine) bytes"), to: c)
@@ -221,5 +353,9 @@ final class ControlServer: RecordSink {
         c.source = nil
         Posix.close(c.fd)
         connections[c.fd] = nil
+        pending.remove(c.fd)
+        let uid = c.caller.uid ?? UInt32.max
+        perUID[uid, default: 1] -= 1
+        if perUID[uid] == 0 { perUID[uid] = nil }
     }
 }
