@@ -113,6 +113,9 @@ public struct DaemonStatus: Codable, Sendable {
     /// How it started: "fresh", "restored" (took over an earlier daemon's
     /// apps after a crash or restart) or "reexec".
     public var start: String?
+    /// Log lines dropped because the log output did not keep up (its
+    /// reader stopped reading): the daemon's loop never waits for it.
+    public var logLinesDropped: Int?
 
     public init(
         pid: Int32, foregroundSlots: Int, foreground: [String], locked: Bool,

@@ -133,6 +133,12 @@ public enum Posix {
         return UInt64(limit.rlim_cur)
     }
 
+    /// The soft limit on descriptors now (it can be changed from outside: prlimit).
+    public static func descriptorLimit() -> UInt64 {
+        var limit = rlimit()
+        return getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? UInt64(limit.rlim_cur) : 0
+    }
+
     /// Grows this process's descriptor table to hold `count` descriptors
     /// (at most the limit) now, rather than as they are opened. The kernel
     /// doubles the table when a descriptor needs it, and in a process with

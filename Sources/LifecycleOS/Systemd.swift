@@ -71,12 +71,32 @@ public struct DaemonLogHandler: LogHandler {
                 ("SYSLOG_IDENTIFIER", identifier),
             ]
             for (k, v) in all.sorted(by: { $0.key < $1.key }) { fields.append((Self.fieldName(k), "\(v)")) }
-            Systemd.journal(fields)
+            // journald's socket makes a sender wait when journald is slow: never the loop.
+            let sent = fields
+            output.enqueue(
+                .init(bytes: fields.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }) { Systemd.journal(sent) })
         } else {
             var text = "\(identifier): \(level): \(message)"
             for (k, v) in all.sorted(by: { $0.key < $1.key }) { text += " \(k)=\(v)" }
-            text += "\n"
-            _ = text.withCString { fputs($0, stderr) }
+            output.write(text + "\n")
+        }
+    }
+
+    /// Where the lines go: standard error, or the journal, never blocking.
+    var output: LogOutput { .standardError }
+
+    /// Has `output` say, when it can write again, how many lines it dropped.
+    public func sayDroppedLines() {
+        let identifier = identifier, journal = journal
+        LogOutput.standardError.droppedNotice = { count in
+            let message = "\(count) log line(s) dropped: the log output did not keep up"
+            guard journal else {
+                let text = Array("\(identifier): warning: \(message)\n".utf8)
+                return .init(bytes: text.count) { LogOutput.writeAll(2, text) }
+            }
+            return .init(bytes: message.utf8.count) {
+                Systemd.journal([("MESSAGE", message), ("PRIORITY", "4"), ("SYSLOG_IDENTIFIER", identifier)])
+            }
         }
     }
 

@@ -40,6 +40,9 @@ struct Lifecycled: ParsableCommand {
             h.logLevel = level
             return h
         }
+        DaemonLogHandler(identifier: "lifecycled").sayDroppedLines()
+        // Lines still queued (the log output is never written from the loop) go out before the exit.
+        defer { LogOutput.standardError.flush(seconds: 2) }
         let logger = Logger(label: "lifecycled")
         do {
             let daemon = try Daemon(

@@ -163,6 +163,112 @@ import Testing
         #expect(try d.command(ControlRequest(.status)).ok)
         #expect(try d.stop() == 0)
     }
+
+    /// Runs a Python script as user `nobody` with the control socket's
+    /// path as its argument; returns its output.
+    func asNobody(_ d: DaemonUnderTest, _ script: String) throws -> String {
+        let (code, out, err) = try run([
+            "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script,
+            d.socket,
+        ])
+        #expect(code == 0, "\(err)")
+        return out
+    }
+
+    /// A user other than root gets 32 connections at once; the 33rd is
+    /// answered with the reason and closed, and root is never turned away.
+    @Test func connectionsAreBoundedPerUser() throws {
+        let d = try DaemonUnderTest(apps: [:])
+        let out = try asNobody(
+            d,
+            """
+            import socket, sys
+            conns = []
+            for i in range(40):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(sys.argv[1]); conns.append(s)
+            conns[39].settimeout(20); print(conns[39].makefile().readline().strip())
+            conns[0].sendall(b'{"command":"status"}\\n'); conns[0].settimeout(20)
+            print('first:', '"ok":true' in conns[0].makefile().readline())
+            """)
+        #expect(out.contains("\"refusal\":\"too-many-connections\""), "\(out)")
+        #expect(out.contains("too many connections from uid 65534 (at most 32 at once)"), "\(out)")
+        #expect(out.contains("first: True"), "the first 32 are served: \(out)")
+        #expect(try d.command(ControlRequest(.status)).ok)
+        #expect(try d.stop() == 0)
+    }
+
+    /// A peer sending junk is told why 32 times, then closed: an
+    /// unauthorised peer costs no more than its refusals.
+    @Test func aPeerSendingJunkOrRefusedRequestsIsClosed() throws {
+        let d = try DaemonUnderTest(apps: [:])
+        let out = try asNobody(
+            d,
+            """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(sys.argv[1])
+            s.sendall(b'\\n' * 20 + b'{"command":"home"}\\n' * 20)
+            lines = s.makefile().read().splitlines()
+            print(len(lines)); print(lines[-1])
+            """)
+        let lines = out.split(separator: "\n")
+        #expect(lines.first == "33", "32 answers and the last word: \(out)")
+        #expect(out.contains("32 bad or refused requests: closing the connection"), "\(out)")
+        #expect(try d.command(ControlRequest(.status)).ok)
+        #expect(try d.stop() == 0)
+    }
+
+    /// Out of descriptors, the daemon refuses a connection with the reason
+    /// (taken with its reserve descriptor) instead of leaving it in the
+    /// backlog, where it would wake the loop again and again; once
+    /// descriptors are free it serves again.
+    @Test(.timeLimit(.minutes(1))) func outOfDescriptorsTheLoopDoesNotSpin() throws {
+        let d = try DaemonUnderTest(apps: [:])
+        let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(d.pid)/fd").count
+        let limit = open + 4
+        let (code, _, err) = try run(["/usr/bin/prlimit", "--pid", "\(d.pid)", "--nofile=\(limit):\(limit)"])
+        try #require(code == 0, "\(err)")
+        var held: [ControlClient] = []
+        for _ in 0..<12 { held.append(try d.client()) }  // root: bounded only by descriptors
+        let last = try #require(held.last)
+        let answer = try last.readResponse()
+        #expect(answer.error?.refusal == "out-of-descriptors", "\(answer)")
+        func cpuTicks() throws -> Int {
+            let stat = try String(contentsOfFile: "/proc/\(d.pid)/stat", encoding: .utf8)
+            let fields = stat[stat.range(of: ") ")!.upperBound...].split(separator: " ")
+            return Int(fields[11])! + Int(fields[12])!  // utime, stime (fields 14 and 15)
+        }
+        let before = try cpuTicks()
+        usleep(500_000)  // a measurement window, not a wait for anything
+        let spent = try cpuTicks() - before
+        #expect(spent < 10, "\(spent) ticks in half a second, out of descriptors")
+        held.removeAll()
+        #expect(try d.command(ControlRequest(.status)).ok, "served again")
+        #expect(try d.stop() == 0)
+    }
+}
+
+@Suite struct LaunchDescriptorTests {
+    /// A launch the daemon has no descriptors for fails with the reason,
+    /// before it half-starts anything; with descriptors back, it works.
+    @Test func aLaunchWithoutDescriptorsFailsSayingWhy() throws {
+        let d = try DaemonUnderTest(apps: ["plain": "command = [\"sleep\", \"1000\"]\ndelivery = \"signals\"\n"])
+        let f = try d.follow()
+        let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(d.pid)/fd").count
+        let low = open + 10
+        let limits = try String(contentsOfFile: "/proc/\(d.pid)/limits", encoding: .utf8)
+        let soft = try #require(
+            limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?.split(separator: " ").dropLast(1)
+                .last)
+        #expect(try run(["/usr/bin/prlimit", "--pid", "\(d.pid)", "--nofile=\(low):"]).0 == 0)  // the soft limit only
+        try d.command(ControlRequest(.activate, app: "plain"))
+        let end = try f.terminated("plain")
+        #expect(end.reason == "launch-failed")
+        #expect(end.detail?.contains("no file descriptors left for it") == true, "\(end.detail ?? "")")
+        #expect(try run(["/usr/bin/prlimit", "--pid", "\(d.pid)", "--nofile=\(soft):"]).0 == 0)
+        try d.command(ControlRequest(.activate, app: "plain"))
+        try f.state("plain", "active")
+        #expect(try d.stop() == 0)
+    }
 }
 
 @Suite struct DescriptorTests {
@@ -183,6 +289,52 @@ import Testing
             })
         let hard = Int(fields.dropFirst().first ?? "") ?? 0
         #expect(size >= min(4096, hard), "FDSize \(size)")
+        #expect(try d.stop() == 0)
+    }
+}
+
+@Suite struct LogOutputEndToEndTests {
+    /// The issue's case: the daemon's output on a pipe nobody reads, and an
+    /// app writing as fast as it can into the same pipe (it shares it). The
+    /// daemon's lines wait (or are dropped and counted); its loop does not:
+    /// another app is activated and sent home ten times, every step logged.
+    @Test(.timeLimit(.minutes(2))) func aFullLogPipeNeverStallsTheDaemon() throws {
+        let s = scratch()
+        let fifo = s + "/output"
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let d = try DaemonUnderTest(
+            apps: [
+                "loud": "command = [\"/usr/bin/yes\", \"\(String(repeating: "x", count: 200))\"]\n"
+                    + "delivery = \"signals\"\n[timeouts]\nbackground_grace = 600\n",
+                "good": recorder(s + "/good"),
+            ],
+            daemon: "foreground_slots = 1",
+            launcher: ["/bin/sh", "-c", "exec \"$@\" 1<>\(fifo) 2>&1", "sh"])
+        // Held open, never read: the pipe stays full.
+        let held = open(fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC)
+        try #require(held >= 0)
+        defer { close(held) }
+        let f = try d.follow(["good"])
+        try d.command(ControlRequest(.launch, app: "loud", background: true))
+        let loud = try #require(try d.status("loud").pid)
+        var blocked = ""
+        for _ in 0..<1000 where !blocked.hasSuffix("pipe_write") {
+            usleep(10_000)  // no event says "the pipe is full": the app waits in (anon_)pipe_write
+            blocked = (try? String(contentsOfFile: "/proc/\(loud)/wchan", encoding: .utf8)) ?? ""
+        }
+        var unread: Int32 = 0
+        _ = ioctl(held, UInt(FIONREAD), &unread)
+        #expect(blocked.hasSuffix("pipe_write"), "the app filled the pipe (\(unread) bytes) and waits")
+        try d.command(ControlRequest(.activate, app: "good"))
+        try f.acknowledged("good", "didBecomeActive")
+        for _ in 0..<10 {
+            try d.command(ControlRequest(.home))
+            try f.state("good", "background")
+            try d.command(ControlRequest(.activate, app: "good"))
+            try f.acknowledged("good", "didBecomeActive")
+        }
+        let status = try d.command(ControlRequest(.status)).status
+        #expect(status?.daemon.logLinesDropped != nil)
         #expect(try d.stop() == 0)
     }
 }

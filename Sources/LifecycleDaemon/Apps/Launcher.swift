@@ -27,6 +27,19 @@ extension Daemon {
 
     var notifyDirectory: String { config.runtimeDirectory + "/notify" }
 
+    /// Why a launch cannot have the descriptors it needs (its channel or
+    /// notify socket, its group, its pidfd, the spawn's own: at most 8 at
+    /// once, 3 kept while it runs), or nil. Counted only near the limit:
+    /// far from it, the number of running apps says enough.
+    func descriptorShortage() -> String? {
+        let limit = Posix.descriptorLimit()
+        guard UInt64(runs.byApp.count * 3 + 256) > limit / 2 else { return nil }
+        let open = UInt64((try? FileManagerLite.list("/proc/self/fd").count) ?? 0)
+        guard open + 8 + 16 > limit else { return nil }  // 16 left for the daemon's own work
+        return "no file descriptors left for it: \(open) of the limit of \(limit) in use "
+            + "(about 3 per running app; raise LimitNOFILE=)"
+    }
+
     /// Starts one run of the app: a fresh group, its channel or notify
     /// socket, the process placed in its group before it runs. A failure is
     /// reported to the core as `.launchFailed`, queued (never nested).
@@ -36,6 +49,7 @@ extension Daemon {
             self.logger.error("cannot launch \(id): \(message)", metadata: ["app": "\(id)"])
             self.queue.append(.launchFailed(id, generation: generation, message: message))
         }
+        if let shortage = descriptorShortage() { return fail(shortage) }
         guard let executable = settings.executable(for: m) else {
             return fail(
                 "command '\(m.command[0])' not found or not executable (searched \(settings.searchPath(for: m)))")

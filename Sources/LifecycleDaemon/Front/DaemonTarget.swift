@@ -49,6 +49,7 @@ extension Daemon: CommandTarget {
         var report = StatusReport(daemon: daemon, apps: apps)
         report.daemon.started = startedAt
         report.daemon.start = startKind
+        report.daemon.logLinesDropped = LogOutput.standardError.droppedTotal
         return report
     }
 }

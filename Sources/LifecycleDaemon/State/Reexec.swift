@@ -56,6 +56,7 @@ extension Daemon {
         let argv = CommandLine.arguments.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         store?.close()  // the new image takes the file
+        LogOutput.standardError.flush(seconds: 1)  // the new image cannot write what this one queued
         execv(executablePath, argv)
         // Still here: the old image carries on, as if nothing was asked.
         let why = String(cString: strerror(errno))

@@ -1,0 +1,58 @@
+import Foundation
+@preconcurrency import Glibc
+@testable import LifecycleOS
+import Testing
+
+/// The daemon's log output never blocks the caller: a pipe nobody reads
+/// fills, the rest is queued up to its limit, then dropped and counted,
+/// and the count is said once the reader is back.
+@Suite struct LogOutputTests {
+    @Test(.timeLimit(.minutes(1))) func aPipeNobodyReadsNeverBlocksTheWriter() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        defer { close(ends[0]) }
+        let out = LogOutput(fd: ends[1], limit: 64 << 10)
+        let writeEnd = ends[1]
+        out.droppedNotice = { count in
+            let text = Array("dropped \(count)\n".utf8)
+            return .init(bytes: text.count) { LogOutput.writeAll(writeEnd, text) }
+        }
+        // 20,000 lines of 100 bytes: 2 MB into a 64 KiB pipe nobody reads.
+        for i in 0..<20_000 {
+            out.write(String(format: "%06d", i) + String(repeating: ".", count: 93) + "\n")
+        }
+        // Returned, so never blocked. What did not fit was counted.
+        let dropped = out.droppedTotal
+        #expect(dropped > 0)
+        // The reader comes back: the lines come in order, then the count.
+        var text = ""
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while !text.contains("dropped ") {
+            let n = read(ends[0], &buffer, buffer.count)
+            try #require(n > 0)
+            text += String(decoding: buffer[0..<n], as: UTF8.self)
+        }
+        out.flush(seconds: 5)
+        close(writeEnd)
+        while true {
+            let n = read(ends[0], &buffer, buffer.count)
+            if n <= 0 { break }
+            text += String(decoding: buffer[0..<n], as: UTF8.self)
+        }
+        let numbers = text.split(separator: "\n").compactMap { Int($0.prefix(6)) }
+        #expect(numbers == numbers.sorted() && numbers.first == 0, "lines kept their order")
+        #expect(numbers.count + dropped == 20_000, "every line written or counted")
+        #expect(text.contains("dropped \(dropped)\n"))
+    }
+
+    /// A regular file never blocks: written at once, in the caller.
+    @Test func aFileIsWrittenAtOnce() throws {
+        let path = FileManager.default.temporaryDirectory.path + "/log-\(UUID().uuidString.prefix(8))"
+        let fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0o600)
+        try #require(fd >= 0)
+        defer { close(fd); unlink(path) }
+        let out = LogOutput(fd: fd)
+        out.write("one\n")
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "one\n")
+    }
+}
