@@ -261,6 +261,11 @@ public struct AppStatus: Codable, Sendable {
     /// Still launching: launch events not yet acknowledged, or a plain
     /// program not yet READY=1 (supervisorctl waits for the end of it).
     public var launching: Bool?
+    /// Whether the kernel confirmed its freeze (nil when it has no process):
+    /// the truth, where `state` is the intent.
+    public var frozen: Bool?
+    /// Why the last freeze or thaw was refused, while it is being retried.
+    public var freezeProblem: String?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,

@@ -27,6 +27,9 @@ public enum Input: Sendable, Equatable {
     case protocolViolation(AppID, generation: UInt64, message: String)
     /// A plain program said READY=1 on its notification socket.
     case ready(AppID, generation: UInt64)
+    /// The shell could not freeze a suspended app within its deadline:
+    /// like a missed deadline, it is killed.
+    case freezeFailed(AppID, generation: UInt64, why: String)
 
     /// What the shell measured of memory: the core turns it into a level
     /// (with hysteresis), warns, enforces per-app limits and, at critical,

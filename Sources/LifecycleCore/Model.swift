@@ -74,6 +74,9 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
     case exitUnknown(whileAway: Bool)
     /// lifecycled restarted and could not take it back: killed.
     case notAdopted(why: String)
+    /// It was to be suspended and the kernel did not freeze it in time
+    /// (a refused write, retried; or a freeze that never completed).
+    case freezeFailed(why: String)
 
     /// A short stable identifier, used in logs, journal fields and JSON.
     public var code: TerminationCode {
@@ -94,6 +97,7 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
         case .memoryLimit: .perAppLimit
         case .exitUnknown: .exitUnknown
         case .notAdopted: .notAdopted
+        case .freezeFailed: .freezeFailed
         }
     }
 
@@ -121,6 +125,7 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
                 ? "ended while lifecycled was not running (exit status unknown)"
                 : "ended (exit status unknown: not a child of this lifecycled, and the kernel did not say)"
         case .notAdopted(let why): "not re-adopted after lifecycled restarted: \(why)"
+        case .freezeFailed(let why): "could not be frozen: \(why)"
         }
     }
 }

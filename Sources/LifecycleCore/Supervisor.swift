@@ -115,6 +115,8 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { kill(id, .protocolViolation(message: message)) }
         case .ready(let id, let gen):
             if isCurrent(id, gen) { ready(id) }
+        case .freezeFailed(let id, let gen, let why):
+            if isCurrent(id, gen), apps[id]?.state == .suspended { kill(id, .freezeFailed(why: why)) }
         case .memory(let report): memory(report, simulated: nil)
         case .simulateMemoryLevel(let level, let report): memory(report, simulated: level)
         }

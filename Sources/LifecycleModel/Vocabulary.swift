@@ -122,6 +122,7 @@ public enum TerminationCode: String, Sendable, Codable, CaseIterable {
     case perAppLimit = "per-app-limit"
     case exitUnknown = "exit-unknown"
     case notAdopted = "not-adopted"
+    case freezeFailed = "freeze-failed"
 }
 
 /// How short memory is. Ordered: normal < warning < critical.

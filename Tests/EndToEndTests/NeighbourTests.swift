@@ -338,3 +338,56 @@ import Testing
         #expect(try d.stop() == 0)
     }
 }
+
+@Suite struct FreezeRetryTests {
+    /// Sets the daemon's soft descriptor limit so that its next descriptor
+    /// fails (EMFILE): the lowest free number.
+    func starve(_ d: DaemonUnderTest) throws {
+        let used = Set(try FileManager.default.contentsOfDirectory(atPath: "/proc/\(d.pid)/fd").compactMap { Int($0) })
+        let lowest = (0...).first { !used.contains($0) }!
+        #expect(try run(["/usr/bin/prlimit", "--pid", "\(d.pid)", "--nofile=\(lowest):"]).0 == 0)
+    }
+
+    func feed(_ d: DaemonUnderTest) throws {
+        let limits = try String(contentsOfFile: "/proc/\(d.pid)/limits", encoding: .utf8)
+        let hard = try #require(
+            limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?.split(separator: " ").dropLast(1)
+                .last)
+        #expect(try run(["/usr/bin/prlimit", "--pid", "\(d.pid)", "--nofile=\(hard):"]).0 == 0)
+    }
+
+    /// A freeze the kernel refuses (here: the daemon out of descriptors) is
+    /// retried, and `status` says so meanwhile (the state is the intent,
+    /// `frozen` the truth); once it can, the app is frozen. One that still
+    /// cannot be frozen after 5 s is killed, like any missed deadline.
+    @Test func aRefusedFreezeIsRetriedShownAndEscalated() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["rec": recorder(s + "/rec")])
+        let f = try d.follow(["rec"])
+        let control = try d.client()  // opened before the descriptors run out
+        try d.command(ControlRequest(.activate, app: "rec"))
+        try f.acknowledged("rec", "didBecomeActive")
+
+        try starve(d)
+        #expect(try control.send(ControlRequest(.home)).ok)
+        try f.state("rec", "suspended")
+        let during = try #require(try control.send(ControlRequest(.status, apps: ["rec"])).status?.apps.first)
+        #expect(during.state == .suspended && during.frozen == false)
+        #expect(during.freezeProblem?.contains("Too many open files") == true, "\(during.freezeProblem ?? "")")
+        try feed(d)
+        _ = try f.wait("frozen") { $0.kind == .frozen }
+        let after = try d.status("rec")
+        #expect(after.frozen == true && after.freezeProblem == nil)
+
+        // Again, and this time the descriptors do not come back in time.
+        try d.command(ControlRequest(.activate, app: "rec"))
+        try f.acknowledged("rec", "didBecomeActive")
+        try starve(d)
+        #expect(try control.send(ControlRequest(.home)).ok)
+        let end = try f.terminated("rec")
+        #expect(end.reason == "freeze-failed", "\(end)")
+        #expect(end.detail?.contains("Too many open files") == true, "\(end.detail ?? "")")
+        try feed(d)
+        #expect(try d.stop() == 0)
+    }
+}

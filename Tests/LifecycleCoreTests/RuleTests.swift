@@ -490,3 +490,25 @@ import Testing
         }
     }
 }
+
+@Suite struct FreezeFailureTests {
+    /// A suspended app the shell could not freeze in time is killed, like
+    /// one that missed a deadline; a report that comes late (the app has
+    /// been activated since, or it is another run) changes nothing.
+    @Test func aSuspendedAppThatCannotBeFrozenIsKilled() {
+        var h = Harness(apps: ["a"])
+        h.launchActive("a")
+        h.eventsUntilQuiet("a", after: h.send(.home))
+        #expect(h.state("a") == .suspended)
+        _ = h.send(.freezeFailed("a", generation: h.generation("a") + 1, why: "x"))
+        #expect(h.killReason("a") == nil, "another run's report")
+        _ = h.send(.freezeFailed("a", generation: h.generation("a"), why: "the kernel refused: EMFILE"))
+        #expect(h.killReason("a") == .freezeFailed(why: "the kernel refused: EMFILE"))
+        #expect(h.killReason("a")?.code.rawValue == "freeze-failed")
+
+        var active = Harness(apps: ["b"])
+        active.launchActive("b")
+        _ = active.send(.freezeFailed("b", generation: active.generation("b"), why: "late"))
+        #expect(active.killReason("b") == nil && active.state("b") == .active, "not suspended: nothing to freeze")
+    }
+}

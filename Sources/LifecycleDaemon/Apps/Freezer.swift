@@ -2,45 +2,75 @@
 import LifecycleCore
 import LifecycleOS
 
-// Freezing and thawing, with the kernel's confirmation: a busy process
-// freezes at its next tick or two, so the freeze is looked at again on a
-// short back-off until cgroup.events says so (its notifications are
-// rate-limited), and the latency is recorded.
+// Freezing and thawing, with the kernel's confirmation and never a lie.
+// A busy process freezes at its next tick or two, so the freeze is looked
+// at again on a short back-off until cgroup.events says so (its
+// notifications are rate-limited). A write the kernel refuses (out of
+// descriptors, say) is retried on a longer back-off and reported once,
+// with its recovery. A suspended app not frozen after `freezeDeadline` is
+// handed to the core like any missed deadline (killed, `freeze-failed`);
+// a thaw is retried until it takes, and an app it cannot reach misses the
+// deadline of the event it was sent. `status` shows what the kernel
+// confirmed (`frozen`) and what went wrong (`freezeProblem`).
 
 extension Daemon {
+    /// How long a freeze may take, retries included, before the app is
+    /// treated as one that missed its deadline.
+    static var freezeDeadline: Int64 { 5_000_000_000 }
+
     func freeze(_ id: AppID) {
         guard let run = runs[id] else { return }
-        let started = Posix.monotonicNanoseconds()
-        do {
-            if try run.group.freeze() {
-                return record(id, .frozen, latency: Double(Posix.monotonicNanoseconds() - started) / 1000)
+        run.freezeTimer?.cancel()
+        run.freezeStarted = Posix.monotonicNanoseconds()
+        run.freezeAsked = false
+        run.freezeDelay = 250_000
+        run.freezeTimer = try? loop.timer { [unowned self, unowned run] in self.freezeStep(id, run) }
+        freezeStep(id, run)
+    }
+
+    /// Asks the kernel (again, if it refused), or looks whether it is done.
+    private func freezeStep(_ id: AppID, _ run: Run) {
+        guard runs[id] === run, let started = run.freezeStarted else { return }
+        let now = Posix.monotonicNanoseconds()
+        if !run.freezeAsked {
+            do {
+                run.freezeAsked = true
+                if try run.group.freeze() { return frozen(id, run, at: now) }
+            } catch {
+                run.freezeAsked = false
+                if run.freezeProblem == nil {
+                    logger.error("\(id): cannot freeze it: \(error); retrying", metadata: ["app": "\(id)"])
+                }
+                run.freezeProblem = "\(error)"
+                run.freezeDelay = max(run.freezeDelay, 50_000_000)  // a refusal is not over in a tick
             }
-        } catch {
-            logger.error("freeze failed: \(error)", metadata: ["app": "\(id)"])
+        } else if run.group.isFrozen() {
+            return frozen(id, run, at: now)
+        }
+        if now - started >= Self.freezeDeadline {
+            run.freezeTimer?.cancel()
+            run.freezeTimer = nil
+            run.freezeStarted = nil
+            let why = run.freezeProblem.map { "the kernel refused: \($0)" } ?? "not frozen after 5 s"
+            logger.warning("\(id) could not be frozen: \(why)", metadata: ["app": "\(id)"])
+            submit(.freezeFailed(id, generation: run.generation, why: why))
             return
         }
-        // A busy process freezes at its next tick or two: look again, with
-        // a short back-off (cgroup.events notifications are rate-limited).
-        run.freezeStarted = started
-        var delay: Int64 = 250_000
-        run.freezeTimer = try? loop.timer { [unowned self, unowned run] in
-            guard self.runs[id] === run, let started = run.freezeStarted else { return }
-            let now = Posix.monotonicNanoseconds()
-            if run.group.isFrozen() {
-                run.freezeStarted = nil
-                run.freezeTimer?.cancel(); run.freezeTimer = nil
-                self.record(id, .frozen, latency: Double(now - started) / 1000)
-                return
-            }
-            if now - started > 5_000_000_000 {
-                self.logger.warning("\(id) has not frozen after 5 s; still trying", metadata: ["app": "\(id)"])
-                delay = 1_000_000_000
-            } else {
-                delay = min(delay * 2, 16_000_000)
-            }
-            run.freezeTimer?.arm(at: now + delay)
+        run.freezeDelay = min(run.freezeDelay * 2, run.freezeAsked ? 16_000_000 : 1_000_000_000)
+        run.freezeTimer?.arm(at: min(now + run.freezeDelay, started + Self.freezeDeadline))
+    }
+
+    private func frozen(_ id: AppID, _ run: Run, at now: Int64) {
+        let started = run.freezeStarted ?? now
+        run.freezeTimer?.cancel()
+        run.freezeTimer = nil
+        run.freezeStarted = nil
+        run.frozen = true
+        if let problem = run.freezeProblem {
+            logger.notice("\(id) frozen after all (it had failed: \(problem))", metadata: ["app": "\(id)"])
+            run.freezeProblem = nil
         }
-        run.freezeTimer?.arm(at: started + delay)
+        record(id, .frozen, latency: Double(now - started) / 1000)
     }
 
     func thaw(_ id: AppID) {
@@ -48,7 +78,33 @@ extension Daemon {
         run.freezeTimer?.cancel()
         run.freezeTimer = nil
         run.freezeStarted = nil
-        do { try run.group.thaw() } catch { logger.error("thaw failed: \(error)", metadata: ["app": "\(id)"]) }
+        run.freezeDelay = 50_000_000
+        thawStep(id, run)
+    }
+
+    /// Thaws, or retries until the kernel takes it (the app's event
+    /// watchdog meanwhile runs as for any app that does not answer).
+    private func thawStep(_ id: AppID, _ run: Run) {
+        guard runs[id] === run else { return }
+        do {
+            try run.group.thaw()
+        } catch {
+            if run.freezeProblem == nil {
+                logger.error("\(id): cannot thaw it: \(error); retrying", metadata: ["app": "\(id)"])
+            }
+            run.freezeProblem = "thaw: \(error)"
+            run.freezeTimer = try? loop.timer { [unowned self, unowned run] in self.thawStep(id, run) }
+            run.freezeTimer?.arm(at: Posix.monotonicNanoseconds() + run.freezeDelay)
+            run.freezeDelay = min(run.freezeDelay * 2, 1_000_000_000)
+            return
+        }
+        run.freezeTimer?.cancel()
+        run.freezeTimer = nil
+        run.frozen = false
+        if let problem = run.freezeProblem {
+            logger.notice("\(id) thawed after all (it had failed: \(problem))", metadata: ["app": "\(id)"])
+            run.freezeProblem = nil
+        }
         record(id, .thawed)
     }
 }

@@ -13,8 +13,15 @@ final class Run {
     var channelSource: EventLoop.Source?
     /// Sent events by sequence number, with when they were sent (for ack latency).
     var sent: [UInt32: (event: LifecycleEvent, at: Int64)] = [:]
+    /// The freezer: when the freeze began (nil once done), whether the
+    /// kernel took the write, the back-off, what the kernel confirmed, and
+    /// the last refusal while it is not over (shown by status).
     var freezeStarted: Int64?
     var freezeTimer: EventLoop.Source?
+    var freezeAsked = false
+    var freezeDelay: Int64 = 250_000
+    var frozen = false
+    var freezeProblem: String?
     /// Plain programs: their NOTIFY_SOCKET, and what they last said with STATUS=.
     var notify: Int32 = -1
     var notifySource: EventLoop.Source?

@@ -34,6 +34,8 @@ extension Daemon: CommandTarget {
                 footprint: runs[id]?.group.memoryFootprint(), band: s.band, memoryLimit: settings.limits[id],
                 statusLine: runs[id]?.statusLine)
             status.launching = s.launching
+            status.frozen = runs[id]?.frozen
+            status.freezeProblem = runs[id]?.freezeProblem
             return status
         }
         let watch = memoryWatch?.state

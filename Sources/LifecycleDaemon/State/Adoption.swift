@@ -231,6 +231,7 @@ extension Daemon {
         // a frozen app the state calls running could not resume its
         // channel, so its event watchdog would kill it.
         let suspended = supervisor.snapshot(id)?.state == .suspended
+        run.frozen = probe.frozen
         if probe.frozen != suspended {
             logger.notice(
                 "\(id) was found \(suspended ? "running" : "frozen") though the saved state says \(suspended ? "suspended" : "not suspended"): \(suspended ? "freezing" : "thawing") it",
