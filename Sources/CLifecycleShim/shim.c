@@ -3,6 +3,7 @@
 #include "CLifecycleShim.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <execinfo.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,21 @@ __attribute__((noreturn)) static void child(const struct lc_spawn_request *req, 
 
     // Its own session and process group: the fallback signals the group.
     if (setsid() < 0) child_fail(pipe_fd, LC_STEP_SESSION);
+    const struct lc_spawn_credentials *c = req->credentials;
+    if (c) {
+        if (c->umask >= 0) umask((mode_t)c->umask);
+        // The bounding set first: dropping needs CAP_SETPCAP, which setuid takes away.
+        for (int cap = 0; cap < 64; cap++) {
+            if (c->keep_caps & (1ULL << cap)) continue;
+            if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) child_fail(pipe_fd, LC_STEP_CAPABILITIES);
+        }
+        if (c->set_ids) {
+            if (setgroups((size_t)c->group_count, c->groups) != 0 || setresgid(c->gid, c->gid, c->gid) != 0 ||
+                setresuid(c->uid, c->uid, c->uid) != 0)
+                child_fail(pipe_fd, LC_STEP_IDS);
+        }
+        if (c->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(pipe_fd, LC_STEP_NO_NEW_PRIVS);
+    }
     if (req->cwd && chdir(req->cwd) != 0) child_fail(pipe_fd, LC_STEP_CWD);
     execve(req->path, req->argv, req->envp);
     child_fail(pipe_fd, LC_STEP_EXEC);

@@ -38,10 +38,11 @@ struct Settings {
 
     /// The program a launch of `manifest` runs: a name with a slash
     /// relative to the manifest's directory, any other through the search
-    /// path; nil when it is not an executable regular file.
+    /// path; nil when it is not a regular file its user may execute.
     func executable(for manifest: AppManifest) -> String? {
         Spawner.resolve(
-            manifest.command[0], searchPath: searchPath(for: manifest), base: ConfigLoader.directory(of: manifest.file))
+            manifest.command[0], searchPath: searchPath(for: manifest), base: ConfigLoader.directory(of: manifest.file),
+            credentials: manifest.credentials)
     }
 
     /// Each valid manifest whose command would not start (what a launch
@@ -52,7 +53,9 @@ struct Settings {
             let looked = m.command[0].contains("/") ? "" : " (looked in \(searchPath(for: m)))"
             return ConfigError(
                 file: m.file, line: nil, key: "command",
-                message: "'\(m.command[0])' is not an executable regular file\(looked)")
+                message:
+                    "'\(m.command[0])' is not an executable regular file\(m.account.map { " for user \($0.name)" } ?? "")\(looked)"
+            )
         }
     }
 }

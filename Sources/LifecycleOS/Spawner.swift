@@ -2,6 +2,58 @@
 import CLifecycleShim
 import SystemPackage
 
+/// Who a process runs as, and with what power: the manifest's `user`,
+/// `group`, `supplementary_groups`, `no_new_privileges`, `capabilities`
+/// and `umask` (docs/configuration.md).
+public struct SpawnCredentials: Sendable, Equatable {
+    /// The user and group to switch to, with its supplementary groups;
+    /// nil: the daemon's own.
+    public var uid: UInt32?
+    public var gid: UInt32?
+    public var groups: [UInt32] = []
+    public var noNewPrivileges = true
+    /// Bit N set: capability N stays in the bounding set.
+    public var keepCapabilities: UInt64 = .max
+    public var umask: UInt32? = 0o022
+
+    public init() {}
+
+    /// The capabilities by number (linux/capability.h), for the manifest's names.
+    public static let capabilityNames = [
+        "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+        "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE",
+        "CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_MODULE",
+        "CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE", "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT",
+        "CAP_SYS_NICE", "CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE",
+        "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL", "CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG",
+        "CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF",
+        "CAP_CHECKPOINT_RESTORE",
+    ]
+
+    /// Whether a process with these ids may execute `path`: a regular file
+    /// with the execute bit that applies to it, in directories it may
+    /// search (a command in root's home, found through root's PATH, is
+    /// not one that `nobody` can run). Root may if any execute bit is set.
+    public func mayExecute(_ path: String) -> Bool {
+        guard let uid, uid != 0 else { return Spawner.isExecutableFile(path) }
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG, allowed(st, uid) else { return false }
+        var directory = path
+        while let slash = directory.lastIndex(of: "/"), slash != directory.startIndex {
+            directory = String(directory[..<slash])
+            guard stat(directory, &st) == 0, allowed(st, uid) else { return false }
+        }
+        return true
+    }
+
+    /// The execute (search) bit of the owner, group or others, whichever applies.
+    private func allowed(_ st: stat, _ uid: UInt32) -> Bool {
+        if st.st_uid == uid { return st.st_mode & 0o100 != 0 }
+        if st.st_gid == gid || groups.contains(st.st_gid) { return st.st_mode & 0o010 != 0 }
+        return st.st_mode & 0o001 != 0
+    }
+}
+
 /// What to start: the app's command line, environment and working
 /// directory, its group, and the fds it inherits (source in the daemon,
 /// number in the child).
@@ -15,11 +67,14 @@ public struct SpawnRequest {
     public var workingDirectory: String?
     public var group: any AppGroup
     public var inherit: [(source: Int32, target: Int32)]
+    public var credentials: SpawnCredentials?
 
     public init(
         executable: String, argv0: String? = nil, arguments: [String], environment: [String: String],
-        workingDirectory: String?, group: any AppGroup, inherit: [(source: Int32, target: Int32)] = []
+        workingDirectory: String?, group: any AppGroup, inherit: [(source: Int32, target: Int32)] = [],
+        credentials: SpawnCredentials? = nil
     ) {
+        self.credentials = credentials
         self.executable = executable
         self.argv0 = argv0
         self.arguments = arguments
@@ -68,7 +123,7 @@ public enum Spawner {
         let spawned = try start(
             request.executable, argv: [request.argv0 ?? request.executable] + request.arguments,
             environment: request.environment, workingDirectory: request.workingDirectory, cgroupFD: cgroupFD,
-            v1ProcsFD: v1ProcsFD, inherit: request.inherit)
+            v1ProcsFD: v1ProcsFD, inherit: request.inherit, credentials: request.credentials)
         request.group.pid = spawned.pid
         return spawned
     }
@@ -78,7 +133,8 @@ public enum Spawner {
     /// joining the v1 memory cgroup `v1ProcsFD` when it is not -1.
     public static func start(
         _ executable: String, argv: [String], environment: [String: String], workingDirectory: String?,
-        cgroupFD: Int32, v1ProcsFD: Int32, inherit: [(source: Int32, target: Int32)]
+        cgroupFD: Int32, v1ProcsFD: Int32, inherit: [(source: Int32, target: Int32)],
+        credentials: SpawnCredentials? = nil
     ) throws(SpawnError) -> SpawnedProcess {
         let argvCopies = argv.map { strdup($0) }
         let envp = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") }
@@ -89,18 +145,30 @@ public enum Spawner {
         var argvC: [UnsafeMutablePointer<CChar>?] = argvCopies + [nil]
         var envpC: [UnsafeMutablePointer<CChar>?] = envp + [nil]
         var map: [Int32] = inherit.flatMap { [$0.source, $0.target] }
+        var groups: [gid_t] = credentials?.groups ?? []
         var pidfd: Int32 = -1, step: Int32 = 0, atomic: Int32 = 0
         let pid: pid_t = executable.withCString { path in
             (workingDirectory ?? "").withCString { cwd in
                 argvC.withUnsafeMutableBufferPointer { a in
                     envpC.withUnsafeMutableBufferPointer { e in
                         map.withUnsafeMutableBufferPointer { m in
-                            var req = lc_spawn_request(
-                                path: path, argv: a.baseAddress, envp: e.baseAddress,
-                                cwd: workingDirectory == nil ? nil : cwd,
-                                cgroup_fd: cgroupFD, v1_procs_fd: v1ProcsFD,
-                                fd_map: m.baseAddress, fd_map_count: Int32(inherit.count))
-                            return lc_spawn(&req, &pidfd, &step, &atomic)
+                            groups.withUnsafeMutableBufferPointer { g in
+                                let given = credentials ?? SpawnCredentials()
+                                var creds = lc_spawn_credentials(
+                                    set_ids: given.uid == nil ? 0 : 1, uid: given.uid ?? 0, gid: given.gid ?? 0,
+                                    groups: g.baseAddress, group_count: Int32(g.count),
+                                    no_new_privs: given.noNewPrivileges ? 1 : 0, keep_caps: given.keepCapabilities,
+                                    umask: given.umask.map { Int32($0) } ?? -1)
+                                return withUnsafePointer(to: &creds) { c in
+                                    var req = lc_spawn_request(
+                                        path: path, argv: a.baseAddress, envp: e.baseAddress,
+                                        cwd: workingDirectory == nil ? nil : cwd,
+                                        cgroup_fd: cgroupFD, v1_procs_fd: v1ProcsFD,
+                                        fd_map: m.baseAddress, fd_map_count: Int32(inherit.count),
+                                        credentials: credentials == nil ? nil : c)
+                                    return lc_spawn(&req, &pidfd, &step, &atomic)
+                                }
+                            }
                         }
                     }
                 }
@@ -110,6 +178,7 @@ public enum Spawner {
             let names = [
                 1: "clone3", 2: "join memory cgroup", 3: "set up file descriptors",
                 4: "reset signals", 5: "setsid", 6: "chdir", 7: "execve",
+                8: "drop capabilities", 9: "set user and groups", 10: "no_new_privileges",
             ]
             throw SpawnError(step: names[Int(step)] ?? "spawn", errno: Errno(rawValue: Glibc.errno))
         }
@@ -118,14 +187,17 @@ public enum Spawner {
 
     /// Resolves a command the way a shell would: a name with a slash as is
     /// (relative to `base`), anything else through `searchPath`.
-    public static func resolve(_ command: String, searchPath: String, base: String) -> String? {
+    /// `credentials`: for the user the process will run as.
+    public static func resolve(
+        _ command: String, searchPath: String, base: String, credentials: SpawnCredentials = SpawnCredentials()
+    ) -> String? {
         if command.contains("/") {
             let path = command.hasPrefix("/") ? command : base + "/" + command
-            return isExecutableFile(path) ? path : nil
+            return credentials.mayExecute(path) ? path : nil
         }
         for dir in searchPath.split(separator: ":") where !dir.isEmpty {
             let path = "\(dir)/\(command)"
-            if isExecutableFile(path) { return path }
+            if credentials.mayExecute(path) { return path }
         }
         return nil
     }

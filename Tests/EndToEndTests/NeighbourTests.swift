@@ -391,3 +391,62 @@ import Testing
         #expect(try d.stop() == 0)
     }
 }
+
+@Suite struct UnprivilegedAppTests {
+    /// An app that runs as `nobody`, and a child of it, try to leave their
+    /// cgroup (v2 and v1), to signal another app and to read its
+    /// descriptors: the kernel refuses each. It runs with the umask, the
+    /// bounding set and no_new_privileges its manifest says; a library app
+    /// and a plain program with READY=1 work as `nobody` as they do as root.
+    @Test func anAppAsAnotherUserCannotEscapeOrReachOthers() throws {
+        let s = scratch()
+        chmod(s, 0o777)
+        let v2 = "/sys/fs/cgroup/unified"
+        let script = """
+            V=$(pgrep -x -f '/bin/sleep 1001'); echo $V > \(s)/victim; id -u > \(s)/uid; umask > \(s)/umask; \
+            grep -E 'NoNewPrivs|CapBnd' /proc/self/status > \(s)/status; \
+            (echo $$ > \(v2)/cgroup.procs) 2> \(s)/escape; \
+            sh -c 'echo $$ > \(v2)/cgroup.procs' 2> \(s)/escape-child; \
+            if [ -d /sys/fs/cgroup/memory ]; then (echo $$ > /sys/fs/cgroup/memory/cgroup.procs) 2> \(s)/escape-v1; fi; \
+            kill -0 $V 2> \(s)/kill; ls /proc/$V/fd 2> \(s)/fd > /dev/null; \
+            echo done > \(s)/done; exec sleep 1000
+            """
+        let d = try DaemonUnderTest(
+            apps: [
+                "victim": "command = [\"/bin/sleep\", \"1001\"]\ndelivery = \"signals\"\n",
+                "escaper":
+                    "command = [\"/bin/sh\", \"-c\", \"\(script.replacingOccurrences(of: "\"", with: "\\\""))\"]\n"
+                    + "delivery = \"signals\"\nuser = \"nobody\"\numask = \"0027\"\ncapabilities = [\"CAP_NET_BIND_SERVICE\"]\n",
+                "rec": recorder(s + "/rec", "user = \"nobody\""),
+                "svc": "user = \"nobody\"\n"
+                    + notifying(["/bin/sh", "-c", "systemd-notify --ready; exec sleep 1000"], launch: 10),
+            ], daemon: "foreground_slots = 4")
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "victim", background: true))
+        try f.state("victim", "background")
+        try d.command(ControlRequest(.launch, app: "escaper", background: true))
+        try waitForLine(s + "/done", "done", seconds: 10)
+        #expect(lines(s + "/uid") == ["65534"])
+        #expect(lines(s + "/umask") == ["0027"])
+        let status = lines(s + "/status")
+        #expect(status.contains("NoNewPrivs:\t1") && status.contains("CapBnd:\t0000000000000400"), "\(status)")
+        for file in ["escape", "escape-child"]
+            + (FileManager.default.fileExists(atPath: s + "/escape-v1") ? ["escape-v1"] : [])
+        {
+            #expect(
+                try String(contentsOfFile: s + "/" + file, encoding: .utf8).contains("Permission denied"), "\(file)")
+        }
+        #expect(try String(contentsOfFile: s + "/kill", encoding: .utf8).contains("not permitted"))
+        #expect(try String(contentsOfFile: s + "/fd", encoding: .utf8).contains("Permission denied"))
+        let pid = try #require(try d.status("escaper").pid)
+        let cgroup = try String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8)
+        #expect(cgroup.contains("/apps/escaper.1"), "still in its group: \(cgroup)")
+
+        try d.command(ControlRequest(.activate, app: "rec"))
+        try f.acknowledged("rec", "didBecomeActive")
+        try d.command(ControlRequest(.activate, app: "svc"))
+        try f.state("svc", "active")
+        #expect(try d.stop() == 0)
+    }
+}
+

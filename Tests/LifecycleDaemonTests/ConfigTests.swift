@@ -370,3 +370,42 @@ func daemonError(_ text: String) -> ConfigError? {
             ])
     }
 }
+
+@Suite struct CredentialKeysTests {
+    @Test func userGroupCapabilitiesAndUmask() throws {
+        let m = try ConfigLoader.loadApp(
+            path: write(
+                """
+                command = ["x"]
+                user = "nobody"
+                supplementary_groups = ["nogroup", 4]
+                capabilities = ["CAP_NET_BIND_SERVICE", "kill"]
+                umask = "0027"
+                no_new_privileges = false
+                """))
+        #expect(m.credentials.uid == 65534 && m.credentials.gid == 65534)
+        #expect(m.credentials.groups == [65534, 4])
+        #expect(m.credentials.keepCapabilities == (1 << 10) | (1 << 5))
+        #expect(m.credentials.umask == 0o027 && !m.credentials.noNewPrivileges)
+        #expect(m.account?.name == "nobody")
+        // An id without an entry, as systemd takes it; the group of the same number.
+        let n = try ConfigLoader.loadApp(path: write("command = [\"x\"]\nuser = 4242\ngroup = \"nogroup\"\n"))
+        #expect(n.credentials.uid == 4242 && n.credentials.gid == 65534 && n.account?.name == "4242")
+        // Defaults: the daemon's user, no new privileges, umask 0022, every capability.
+        let d = try ConfigLoader.loadApp(path: write("command = [\"x\"]\n"))
+        #expect(d.credentials.uid == nil && d.credentials.noNewPrivileges && d.credentials.umask == 0o022)
+        #expect(d.credentials.keepCapabilities == .max)
+    }
+
+    @Test func badCredentialsNameTheKey() {
+        #expect(
+            appError("command = [\"x\"]\nuser = \"no-such-user-here\"\n")?.message
+                == "no such user \"no-such-user-here\"")
+        #expect(appError("command = [\"x\"]\ngroup = \"no-such-group-here\"\n")?.key == "group")
+        #expect(appError("command = [\"x\"]\nuser = -1\n")?.line == 2)
+        #expect(appError("command = [\"x\"]\numask = \"0999\"\n")?.message.contains("octal mask") == true)
+        #expect(
+            appError("command = [\"x\"]\ncapabilities = [\"CAP_FLY\"]\n")?.message.contains("unknown capability")
+                == true)
+    }
+}

@@ -37,7 +37,7 @@ static struct lc_child_status wait_exit(pid_t pid, int pidfd) {
 
 static pid_t spawn(char *const argv[], const char *cwd, int cgroup_fd, int v1_fd, const int *map, int n,
                    int *pidfd, int *step) {
-    struct lc_spawn_request r = {argv[0], argv, environ, cwd, cgroup_fd, v1_fd, map, n};
+    struct lc_spawn_request r = {argv[0], argv, environ, cwd, cgroup_fd, v1_fd, map, n, NULL};
     int atomic = 0;
     return lc_spawn(&r, pidfd, step, &atomic);
 }

@@ -19,6 +19,22 @@
 extern "C" {
 #endif
 
+/// Who the child runs as, and with what power (NULL in the request: as
+/// the daemon). Applied after the descriptors and signals, before chdir
+/// and exec, in this order: umask; drop every capability not in
+/// `keep_caps` from the bounding set; setgroups, setgid, setuid (when
+/// `set_ids`); PR_SET_NO_NEW_PRIVS (when `no_new_privs`).
+struct lc_spawn_credentials {
+    int set_ids;                 ///< change uid, gid and groups
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;         ///< supplementary groups
+    int group_count;
+    int no_new_privs;
+    unsigned long long keep_caps; ///< bit N set: keep capability N in the bounding set
+    int umask;                   ///< or -1 to inherit
+};
+
 /// What to start and where.
 struct lc_spawn_request {
     const char *path;            ///< executable; must contain a '/', no PATH search
@@ -29,6 +45,7 @@ struct lc_spawn_request {
     int v1_procs_fd;             ///< fd of a v1 "cgroup.procs" file the child writes "0" to first, or -1
     const int *fd_map;           ///< pairs (source fd in parent, target fd in child)
     int fd_map_count;            ///< number of pairs
+    const struct lc_spawn_credentials *credentials;  ///< or NULL
 };
 
 /// Steps of the child's set-up, for error reports.
@@ -40,6 +57,9 @@ enum lc_spawn_step {
     LC_STEP_SESSION = 5,
     LC_STEP_CWD = 6,
     LC_STEP_EXEC = 7,
+    LC_STEP_CAPABILITIES = 8,
+    LC_STEP_IDS = 9,
+    LC_STEP_NO_NEW_PRIVS = 10,
 };
 
 /// Starts a child: clone3(CLONE_PIDFD | CLONE_INTO_CGROUP when cgroup_fd >= 0),

@@ -62,6 +62,12 @@ extension Daemon {
         var env = appEnvironment()
         for (k, v) in m.environment { env[k] = v }
         env[Wire.appNameEnvironmentKey] = id
+        if let account = m.account {  // as systemd's User= does, unless the manifest says otherwise
+            for (k, v) in ["USER": account.name, "LOGNAME": account.name, "HOME": account.home]
+            where m.environment[k] == nil {
+                env[k] = v
+            }
+        }
         var channel: (daemon: Int32, app: Int32)? = nil
         if m.policy.delivery == .library {
             do { channel = try UnixSocket.channelPair() } catch {
@@ -77,6 +83,10 @@ extension Daemon {
         if m.policy.delivery == .signals {
             // The sd_notify protocol, as under systemd: READY=1, STATUS=, STOPPING=1.
             notify = lc_notify_socket(notifyName)
+            if notify >= 0, let uid = m.credentials.uid {
+                // Its own user may send to it; nobody else (mode 0600).
+                chown(notifyName, uid, m.credentials.gid ?? gid_t.max)
+            }
             if notify >= 0 {
                 env["NOTIFY_SOCKET"] = notifyName
             } else if m.policy.awaitsReadiness {
@@ -87,7 +97,7 @@ extension Daemon {
         let request = SpawnRequest(
             executable: executable, argv0: m.command[0], arguments: Array(m.command.dropFirst()),
             environment: env, workingDirectory: m.workingDirectory, group: group,
-            inherit: channel.map { [(source: $0.app, target: Int32(3))] } ?? [])
+            inherit: channel.map { [(source: $0.app, target: Int32(3))] } ?? [], credentials: m.credentials)
         let process: SpawnedProcess
         do { process = try starter.spawn(request) } catch {
             if let channel { Posix.close(channel.daemon); Posix.close(channel.app) }

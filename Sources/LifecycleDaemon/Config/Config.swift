@@ -117,6 +117,10 @@ public struct AppManifest: Sendable {
     /// Signals for plain programs, by event; absent = none.
     public var signals: [LifecycleEvent: Int32] = [.willTerminate: SIGTERM]
     public var autostart: LaunchMode? = nil
+    /// Who it runs as, and with what power (`user`, `group`, ...).
+    public var credentials = SpawnCredentials()
+    /// With `user`: its name and home, for USER, LOGNAME and HOME.
+    public var account: (name: String, home: String)? = nil
 }
 
 public enum ConfigLoader {
@@ -251,6 +255,29 @@ public enum ConfigLoader {
         return m
     }
 
+    /// A user by name or id (an id without an entry in the user database
+    /// is taken as is, with the group of the same number, as systemd does).
+    static func account(_ v: any TOMLValueConvertible, _ key: String, _ doc: Document) throws(ConfigError)
+        -> (uid: UInt32, gid: UInt32, name: String, home: String)
+    {
+        if let name = v.string {
+            guard let pw = getpwnam(name) else { throw doc.error(key, "no such user \"\(name)\"") }
+            return (pw.pointee.pw_uid, pw.pointee.pw_gid, name, String(cString: pw.pointee.pw_dir))
+        }
+        let id = UInt32(try doc.int(v, key, 0...Int(UInt32.max - 1)))
+        guard let pw = getpwuid(id) else { return (id, id, String(id), "/") }
+        return (id, pw.pointee.pw_gid, String(cString: pw.pointee.pw_name), String(cString: pw.pointee.pw_dir))
+    }
+
+    /// A group by name or id.
+    static func groupID(_ v: any TOMLValueConvertible, _ key: String, _ doc: Document) throws(ConfigError) -> UInt32 {
+        if let name = v.string {
+            guard let gr = getgrnam(name) else { throw doc.error(key, "no such group \"\(name)\"") }
+            return gr.pointee.gr_gid
+        }
+        return UInt32(try doc.int(v, key, 0...Int(UInt32.max - 1)))
+    }
+
     public static func loadApp(path: String) throws(ConfigError) -> AppManifest {
         let fileName = path.split(separator: "/").last.map(String.init) ?? path
         let name = String(fileName.dropLast(".toml".count))
@@ -264,6 +291,8 @@ public enum ConfigLoader {
         let base = directory(of: path)
         var sawCommand = false
         var sawBand = false
+        var sawGroup = false
+        var sawGroups = false
         try doc.each(doc.root, table: "") { (key: String, value: any TOMLValueConvertible) throws(ConfigError) in
             switch key {
             case "command":
@@ -276,6 +305,42 @@ public enum ConfigLoader {
                     m.environment[k] = try doc.string(v, k, table: "environment")
                 }
             case "working_directory": m.workingDirectory = resolve(try doc.string(value, key), base: base)
+            case "user":
+                let user = try Self.account(value, key, doc)
+                m.credentials.uid = user.uid
+                if !sawGroup { m.credentials.gid = user.gid }
+                m.account = (user.name, user.home)
+            case "group":
+                m.credentials.gid = try Self.groupID(value, key, doc)
+                sawGroup = true
+            case "supplementary_groups":
+                guard let list = value.array else { throw doc.error(key, "expected a list of group names or ids") }
+                var groups: [UInt32] = []
+                for item in list { groups.append(try Self.groupID(item, key, doc)) }
+                m.credentials.groups = groups
+                sawGroups = true
+            case "no_new_privileges": m.credentials.noNewPrivileges = try doc.bool(value, key)
+            case "capabilities":
+                var keep: UInt64 = 0
+                for name in try doc.strings(value, key) {
+                    let upper = name.uppercased()
+                    guard
+                        let n = SpawnCredentials.capabilityNames.firstIndex(
+                            of: upper.hasPrefix("CAP_") ? upper : "CAP_" + upper)
+                    else {
+                        throw doc.error(
+                            key,
+                            "unknown capability \"\(name)\" (names as in capabilities(7), like CAP_NET_BIND_SERVICE)")
+                    }
+                    keep |= 1 << UInt64(n)
+                }
+                m.credentials.keepCapabilities = keep
+            case "umask":
+                let text = try doc.string(value, key)
+                guard let mask = UInt32(text, radix: 8), mask <= 0o777 else {
+                    throw doc.error(key, "expected an octal mask like \"0022\", got \"\(text)\"")
+                }
+                m.credentials.umask = mask
             case "delivery":
                 let d = try doc.string(value, key)
                 guard let delivery = Delivery(rawValue: d) else {
@@ -366,6 +431,19 @@ public enum ConfigLoader {
                 }
             default: throw doc.error(key, "unknown key")
             }
+        }
+        if m.credentials.uid != nil, !sawGroups, let name = m.account?.name {
+            // As systemd's User=: the user's own supplementary groups.
+            var count: Int32 = 64
+            var list = [gid_t](repeating: 0, count: 64)
+            if getgrouplist(name, m.credentials.gid ?? 0, &list, &count) < 0, count > 64 {
+                list = [gid_t](repeating: 0, count: Int(count))
+                _ = getgrouplist(name, m.credentials.gid ?? 0, &list, &count)
+            }
+            m.credentials.groups = Array(list.prefix(Int(max(0, count))))
+        }
+        if m.credentials.uid == nil, sawGroup || sawGroups {
+            m.credentials.uid = getuid()  // a group alone: the ids are switched, the user stays
         }
         guard sawCommand else {
             throw ConfigError(file: path, line: nil, key: "command", message: "missing: every app needs a command")
