@@ -116,6 +116,10 @@ public struct DaemonStatus: Codable, Sendable {
     /// Log lines dropped because the log output did not keep up (its
     /// reader stopped reading): the daemon's loop never waits for it.
     public var logLinesDropped: Int?
+    /// Kill records the disk did not take yet (kept in memory, retried),
+    /// and whether the last save of the state failed (it is retried too).
+    public var killRecordsUnsaved: Int?
+    public var stateUnsaved: Bool?
 
     public init(
         pid: Int32, foregroundSlots: Int, foreground: [String], locked: Bool,

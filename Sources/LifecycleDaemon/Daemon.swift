@@ -92,6 +92,8 @@ public final class Daemon {
         return exe.hasSuffix(" (deleted)") ? String(exe.dropLast(" (deleted)".count)) : exe
     }()
     var reexecTimer: EventLoop.Source?
+    /// Retries kill records and the state while the disk refuses them.
+    var killLogRetry: EventLoop.Source?
 
     // The loop's sources, registered in `start()`.
     var coreTimer: EventLoop.Source?

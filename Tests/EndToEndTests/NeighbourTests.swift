@@ -450,3 +450,50 @@ import Testing
     }
 }
 
+@Suite struct FullDiskTests {
+    /// The state directory on a tmpfs that is full but for the end of one
+    /// page: a kill record does not fit. It is not torn into the file (cut
+    /// back whole), it is said (log, status, the event), kept in memory, and
+    /// written whole once there is room.
+    @Test(.enabled(if: getuid() == 0, "mounts a tmpfs"))
+    func aKillRecordTheDiskRefusesIsKeptSaidAndWrittenWholeLater() throws {
+        let s = scratch()
+        let state = s + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try #require(mount("tmpfs", state, "tmpfs", 0, "size=64k") == 0)
+        defer { umount2(state, Int32(MNT_DETACH)) }
+        // A line that is no record (skipped when read), and the rest of the space taken.
+        try (String(repeating: "x", count: 3999) + "\n").write(toFile: state + "/jetsam.log", atomically: false, encoding: .utf8)
+        let filler = state + "/filler"
+        let fd = open(filler, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
+        let block = [UInt8](repeating: 0, count: 4096)
+        while write(fd, block, block.count) > 0 {}
+        close(fd)
+
+        let d = try DaemonUnderTest(
+            apps: ["victim": recorder(s + "/victim")], daemon: "state_directory = \"\(state)\"")
+        let f = try d.follow(["victim"])
+        try d.command(ControlRequest(.launch, app: "victim", background: true))
+        try f.state("victim", "suspended")
+        try d.command(ControlRequest(.pressure, level: "critical"))
+        let jetsam = try f.wait("jetsam") { $0.kind == .jetsam }
+        #expect(jetsam.detail?.contains("not yet saved") == true, "\(jetsam.detail ?? "")")
+        #expect(try d.command(ControlRequest(.status)).status?.daemon.killRecordsUnsaved == 1)
+        #expect(d.daemonLog.contains("cannot write kill records"))
+        let torn = try String(contentsOfFile: state + "/jetsam.log", encoding: .utf8)
+        #expect(torn.utf8.count == 4000, "nothing torn into the file: \(torn.utf8.count) bytes")
+
+        unlink(filler)
+        var unsaved = 1
+        for _ in 0..<100 where unsaved != 0 {
+            usleep(100_000)  // the retry comes after a second
+            unsaved = try d.command(ControlRequest(.status)).status?.daemon.killRecordsUnsaved ?? -1
+        }
+        #expect(unsaved == 0)
+        let lines = try String(contentsOfFile: state + "/jetsam.log", encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2)
+        let record = try JSONDecoder().decode(KillRecord.self, from: Data(lines[1].utf8))
+        #expect(record.app == "victim")
+        #expect(try d.stop() == 0)
+    }
+}

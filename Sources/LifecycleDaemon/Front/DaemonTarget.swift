@@ -52,6 +52,8 @@ extension Daemon: CommandTarget {
         report.daemon.started = startedAt
         report.daemon.start = startKind
         report.daemon.logLinesDropped = LogOutput.standardError.droppedTotal
+        report.daemon.killRecordsUnsaved = killLog.unsaved.count
+        report.daemon.stateUnsaved = store?.failing ?? false
         return report
     }
 }

@@ -1,12 +1,14 @@
 import Foundation
 import LifecycleControl
 import LifecycleOS
+import SystemPackage
 import Logging
 
 /// Every kill for memory, kept: JSON lines appended to `jetsam.log` under
 /// the state directory (rotated to `jetsam.log.1` past 1 MiB), and the most
 /// recent records in memory for `supervisorctl jetsam`, loaded back at start
-/// so that a restart loses none.
+/// so that a restart loses none. A record the disk cannot take stays in
+/// memory, is said (log, `status`, `events`) and is written whole later.
 final class KillLog {
     static let rotateAt = 1 << 20
     let path: String?
@@ -40,11 +42,32 @@ final class KillLog {
         recent = Array(recent.suffix(keep))
     }
 
-    func append(_ record: KillRecord, logger: Logger) {
+    /// Records not yet in the file (it could not be written: a full disk),
+    /// oldest first, as the lines to write; kept until they can be.
+    private(set) var unsaved: [Data] = []
+    /// Why the last write failed, while records wait.
+    private(set) var problem: String?
+
+    /// Keeps the record, and writes it (with any still waiting) whole or
+    /// not at all. False when something is left unsaved: the caller
+    /// reports it and calls `flush` again later.
+    @discardableResult
+    func append(_ record: KillRecord, logger: Logger) -> Bool {
         recent.append(record)
         if recent.count > keep + keep / 4 { recent.removeFirst(recent.count - keep) }
-        guard let path, var line = try? encoder.encode(record) else { return }
+        guard path != nil, var line = try? encoder.encode(record) else { return true }
         line.append(0x0A)
+        unsaved.append(line)
+        return flush(logger: logger)
+    }
+
+    /// Writes what waits, each record whole or not at all: a short write
+    /// (a full disk) is cut back to where the record began, so the file
+    /// never holds a torn line for the next record to glue onto. True when
+    /// nothing waits any more.
+    @discardableResult
+    func flush(logger: Logger) -> Bool {
+        guard let path, !unsaved.isEmpty else { return true }
         if let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int, size > Self.rotateAt {
             _ = try? FileManager.default.removeItem(atPath: path + ".1")
             _ = try? FileManager.default.moveItem(atPath: path, toPath: path + ".1")
@@ -52,14 +75,29 @@ final class KillLog {
         do {
             let fd = try Posix.call("open", path) { open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644) }
             defer { Posix.close(fd) }
-            // One write(2) with O_APPEND: a record is never interleaved or torn by a crash of ours.
-            let written = try Posix.call("write", path) { line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
-            if written != line.count {
-                logger.warning(
-                    "kill record cut short in \(path) (\(written) of \(line.count) bytes): is the disk full?")
+            while let line = unsaved.first {
+                let before = lseek(fd, 0, SEEK_END)
+                let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                guard written == line.count else {
+                    let e = written < 0 ? errno : ENOSPC
+                    if before >= 0, written > 0 { _ = ftruncate(fd, before) }  // whole or nothing
+                    throw SystemError("write", path, errno: Errno(rawValue: e))
+                }
+                unsaved.removeFirst()
             }
+            if let problem {
+                logger.notice("kill records written to \(path) after all (they had failed: \(problem))")
+                self.problem = nil
+            }
+            return true
         } catch {
-            logger.warning("cannot write the kill record to \(path): \(error)")
+            if problem == nil {
+                logger.error(
+                    "cannot write kill records to \(path): \(error); \(unsaved.count) kept in memory, retried until they can be"
+                )
+            }
+            problem = "\(error)"
+            return false
         }
     }
 

@@ -1,3 +1,4 @@
+import LifecycleOS
 import LifecycleControl
 import LifecycleCore
 import Logging
@@ -15,7 +16,7 @@ extension Daemon {
                 KillRecord.Candidate(app: $0.app, state: $0.state, band: $0.band, footprint: $0.footprint)
             },
             lastNotice: k.lastNotice)
-        killLog.append(r, logger: logger)
+        let saved = killLog.append(r, logger: logger)
         let footprint = k.footprint.map(formatBytes) ?? "unknown"
         var detail = "\(k.cause.rawValue): footprint \(footprint), \(k.state.rawValue), band \(k.band.rawValue)"
         if let limit = k.limit { detail += ", limit \(formatBytes(limit))" }
@@ -32,6 +33,29 @@ extension Daemon {
         if let f = k.footprint { meta["footprint-bytes"] = "\(f)" }
         if let a = k.measurements.available { meta["mem-available-bytes"] = "\(a)" }
         logger.notice("jetsam: \(k.app): \(detail)", metadata: meta)
-        record(k.app, .jetsam, reason: k.cause.rawValue, detail: detail, kill: r)
+        record(
+            k.app, .jetsam, reason: k.cause.rawValue,
+            detail: detail + (saved ? "" : "; not yet saved (\(killLog.problem ?? "?")): kept in memory, retried"),
+            kill: r)
+        if !saved { retryUnsavedRecords() }
+    }
+
+    /// While kill records or the state cannot be written: again every
+    /// second, then less often (up to 30 s), until they are.
+    func retryUnsavedRecords() {
+        guard killLogRetry == nil else { return }
+        var delay: Int64 = 1_000_000_000
+        killLogRetry = try? loop.timer { [unowned self] in
+            let killsDone = self.killLog.flush(logger: self.logger)
+            let stateDone = self.store?.failing != true || self.saveState()
+            if killsDone && stateDone {
+                self.killLogRetry?.cancel()
+                self.killLogRetry = nil
+                return
+            }
+            delay = min(delay * 2, 30_000_000_000)
+            self.killLogRetry?.arm(at: Posix.monotonicNanoseconds() + delay)
+        }
+        killLogRetry?.arm(at: Posix.monotonicNanoseconds() + delay)
     }
 }

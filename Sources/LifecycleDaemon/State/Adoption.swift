@@ -33,6 +33,7 @@ extension Daemon {
             bootID: store.bootID, core: supervisor.saved, runs: saved, terminations: terminations,
             handoff: handoff)
         if let problem = store.save(state, changed: supervisor.takeChanged()) { logger.error("\(problem)") }
+        if store.failing { retryUnsavedRecords() }  // nothing else may change to save it again
         return !store.failing
     }
 
