@@ -92,6 +92,8 @@ public final class Daemon {
         return exe.hasSuffix(" (deleted)") ? String(exe.dropLast(" (deleted)".count)) : exe
     }()
     var reexecTimer: EventLoop.Source?
+    /// Kept for the moment the daemon runs out of descriptors (ControlServer, Freezer).
+    let reserve = DescriptorReserve()
     /// Retries kill records and the state while the disk refuses them.
     var killLogRetry: EventLoop.Source?
 
@@ -253,7 +255,7 @@ public final class Daemon {
         let handoff = loaded?.handoff.flatMap { $0.pid == getpid() ? $0 : nil }
         let control = try ControlServer(
             loop: loop, listener: try controlListener(handoff), front: front,
-            descriptorLimit: Posix.raiseDescriptorLimit())
+            descriptorLimit: Posix.raiseDescriptorLimit(), reserve: reserve)
         control.logger = logger
         self.control = control
         records.sinks.append(control)

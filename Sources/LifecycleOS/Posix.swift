@@ -236,3 +236,32 @@ public enum Posix {
         return String(cString: p)
     }
 }
+
+/// One descriptor kept open for the moment the process runs out of them
+/// (EMFILE, ENFILE): released, it lets the daemon do one thing it must
+/// (refuse a waiting connection with the reason, freeze an app on time),
+/// then it is taken again.
+public final class DescriptorReserve {
+    private var fd: Int32
+
+    public init() { fd = open("/dev/null", O_RDONLY | O_CLOEXEC) }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    /// Whether it is held (false: it could not be taken back, the system is out too).
+    public var held: Bool { fd >= 0 }
+
+    /// Runs `body` with the reserve's descriptor free, then takes it again
+    /// (if another thread took the slot meanwhile, the next call tries again).
+    public func spending<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        if fd >= 0 {
+            close(fd)
+            fd = -1
+        }
+        defer { fd = open("/dev/null", O_RDONLY | O_CLOEXEC) }
+        return try body()
+    }
+
+    /// True for the errors it is for.
+    public static func outOfDescriptors(_ e: Errno) -> Bool { e == .tooManyOpenFiles || e == .tooManyOpenFilesInSystem }
+}

@@ -132,6 +132,33 @@ import Testing
     }
 }
 
+extension ConfigCheckTests {
+    /// A manifest its reader may not read is named with the reason, and
+    /// nothing of its content is shown (root reads anything: the check runs
+    /// as `nobody`).
+    @Test func anUnreadableManifestIsNamedWithoutItsContent() throws {
+        let dir = scratch()
+        chmod(dir, 0o755)
+        try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
+        chmod(dir + "/apps", 0o755)
+        try "command = [\"/bin/true\"]\n".write(toFile: dir + "/apps/open.toml", atomically: true, encoding: .utf8)
+        try "command = [\"secret-token-42\"]\n".write(
+            toFile: dir + "/apps/closed.toml", atomically: true, encoding: .utf8)
+        chmod(dir + "/apps/open.toml", 0o644)
+        chmod(dir + "/apps/closed.toml", 0o600)
+        try "apps_dir = \"apps\"\n".write(toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)
+        chmod(dir + "/lifecycled.toml", 0o644)
+        let (code, out, err) = try run([
+            "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", binary("lifecycled"),
+            "--config", dir + "/lifecycled.toml", "--check-config",
+        ])
+        #expect(code == 78, "\(out)\(err)")
+        #expect(out.contains("error: \(dir)/apps/closed.toml: cannot be read (permission denied)"), "\(out)")
+        #expect(out.contains("1 app(s) valid, 1 invalid"), "\(out)")
+        #expect(!(out + err).contains("secret-token-42"))
+    }
+}
+
 @Suite struct LongNameTests {
     /// Any valid app name gets a NOTIFY_SOCKET: a 200-character name does
     /// not fit an abstract address as is, and is shortened with a hash.
@@ -214,6 +241,28 @@ import Testing
         #expect(lines.first == "33", "32 answers and the last word: \(out)")
         #expect(out.contains("32 bad or refused requests: closing the connection"), "\(out)")
         #expect(try d.command(ControlRequest(.status)).ok)
+        #expect(try d.stop() == 0)
+    }
+
+    /// A user other than root gets 32 requests a second (64 at once), over
+    /// all its connections: `status` of many apps without pause cannot
+    /// hold the loop. Beyond, each is refused, and the refusals count.
+    @Test func requestsOfAUserAreRated() throws {
+        let d = try DaemonUnderTest(apps: [:])
+        let out = try asNobody(
+            d,
+            """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(sys.argv[1])
+            s.sendall(b'{"command":"status"}\\n' * 200)
+            lines = s.makefile().read().splitlines()
+            print(sum('"ok":true' in l for l in lines), sum('too-many-requests' in l for l in lines), len(lines))
+            """)
+        let counts = out.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
+        try #require(counts.count == 3, "\(out)")
+        #expect((64...70).contains(counts[0]), "answered: \(counts[0])")
+        #expect(counts[1] == 32 && counts[2] == counts[0] + 33, "\(out)")
+        #expect(try d.command(ControlRequest(.status)).ok, "root is never rated")
         #expect(try d.stop() == 0)
     }
 
@@ -341,11 +390,13 @@ import Testing
 
 @Suite struct FreezeRetryTests {
     /// Sets the daemon's soft descriptor limit so that its next descriptor
-    /// fails (EMFILE): the lowest free number.
-    func starve(_ d: DaemonUnderTest) throws {
+    /// fails (EMFILE): the lowest free number. `reserveToo`: 3, below every
+    /// descriptor the daemon opened (they stay open), so that releasing its
+    /// reserve does not help either.
+    func starve(_ d: DaemonUnderTest, reserveToo: Bool = false) throws {
         let used = Set(try FileManager.default.contentsOfDirectory(atPath: "/proc/\(d.pid)/fd").compactMap { Int($0) })
-        let lowest = (0...).first { !used.contains($0) }!
-        #expect(try run(["/usr/bin/prlimit", "--pid", "\(d.pid)", "--nofile=\(lowest):"]).0 == 0)
+        let limit = reserveToo ? 3 : (0...).first { !used.contains($0) }!
+        #expect(try run(["/usr/bin/prlimit", "--pid", "\(d.pid)", "--nofile=\(limit):"]).0 == 0)
     }
 
     func feed(_ d: DaemonUnderTest) throws {
@@ -356,10 +407,11 @@ import Testing
         #expect(try run(["/usr/bin/prlimit", "--pid", "\(d.pid)", "--nofile=\(hard):"]).0 == 0)
     }
 
-    /// A freeze the kernel refuses (here: the daemon out of descriptors) is
-    /// retried, and `status` says so meanwhile (the state is the intent,
-    /// `frozen` the truth); once it can, the app is frozen. One that still
-    /// cannot be frozen after 5 s is killed, like any missed deadline.
+    /// Out of descriptors, the daemon still freezes on time (its reserve
+    /// descriptor). A freeze refused all the same (here: the reserve out of
+    /// reach too) is retried, and `status` says so meanwhile (the state is
+    /// the intent, `frozen` the truth); once it can, the app is frozen. One
+    /// that still cannot be frozen after 5 s is killed, like any missed deadline.
     @Test func aRefusedFreezeIsRetriedShownAndEscalated() throws {
         let s = scratch()
         let d = try DaemonUnderTest(apps: ["rec": recorder(s + "/rec")])
@@ -369,6 +421,15 @@ import Testing
         try f.acknowledged("rec", "didBecomeActive")
 
         try starve(d)
+        #expect(try control.send(ControlRequest(.home)).ok)
+        let onTime = try f.wait("frozen") { $0.kind == .frozen }
+        #expect((onTime.latencyMicroseconds ?? .infinity) < 1_000_000, "frozen on time, with the reserve")
+        #expect(try control.send(ControlRequest(.status, apps: ["rec"])).status?.apps.first?.frozen == true)
+        try feed(d)
+        try d.command(ControlRequest(.activate, app: "rec"))
+        try f.acknowledged("rec", "didBecomeActive")
+
+        try starve(d, reserveToo: true)
         #expect(try control.send(ControlRequest(.home)).ok)
         try f.state("rec", "suspended")
         let during = try #require(try control.send(ControlRequest(.status, apps: ["rec"])).status?.apps.first)
@@ -382,7 +443,7 @@ import Testing
         // Again, and this time the descriptors do not come back in time.
         try d.command(ControlRequest(.activate, app: "rec"))
         try f.acknowledged("rec", "didBecomeActive")
-        try starve(d)
+        try starve(d, reserveToo: true)
         #expect(try control.send(ControlRequest(.home)).ok)
         let end = try f.terminated("rec")
         #expect(end.reason == "freeze-failed", "\(end)")
@@ -463,7 +524,8 @@ import Testing
         try #require(mount("tmpfs", state, "tmpfs", 0, "size=64k") == 0)
         defer { umount2(state, Int32(MNT_DETACH)) }
         // A line that is no record (skipped when read), and the rest of the space taken.
-        try (String(repeating: "x", count: 3999) + "\n").write(toFile: state + "/jetsam.log", atomically: false, encoding: .utf8)
+        try (String(repeating: "x", count: 3999) + "\n").write(
+            toFile: state + "/jetsam.log", atomically: false, encoding: .utf8)
         let filler = state + "/filler"
         let fd = open(filler, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
         let block = [UInt8](repeating: 0, count: 4096)

@@ -35,7 +35,11 @@ extension Daemon {
         if !run.freezeAsked {
             do {
                 run.freezeAsked = true
-                if try run.group.freeze() { return frozen(id, run, at: now) }
+                let done: Bool
+                do { done = try run.group.freeze() } catch  where DescriptorReserve.outOfDescriptors(error.errno) {
+                    done = try reserve.spending { () throws(SystemError) in try run.group.freeze() }  // on time all the same
+                }
+                if done { return frozen(id, run, at: now) }
             } catch {
                 run.freezeAsked = false
                 if run.freezeProblem == nil {
@@ -44,7 +48,7 @@ extension Daemon {
                 run.freezeProblem = "\(error)"
                 run.freezeDelay = max(run.freezeDelay, 50_000_000)  // a refusal is not over in a tick
             }
-        } else if run.group.isFrozen() {
+        } else if reserve.spending({ run.group.isFrozen() }) {  // a read that must not fail for want of a descriptor
             return frozen(id, run, at: now)
         }
         if now - started >= Self.freezeDeadline {
@@ -87,7 +91,9 @@ extension Daemon {
     private func thawStep(_ id: AppID, _ run: Run) {
         guard runs[id] === run else { return }
         do {
-            try run.group.thaw()
+            do { try run.group.thaw() } catch  where DescriptorReserve.outOfDescriptors(error.errno) {
+                try reserve.spending { () throws(SystemError) in try run.group.thaw() }
+            }
         } catch {
             if run.freezeProblem == nil {
                 logger.error("\(id): cannot thaw it: \(error); retrying", metadata: ["app": "\(id)"])

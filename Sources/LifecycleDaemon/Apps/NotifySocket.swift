@@ -52,10 +52,18 @@ extension Daemon {
                     "\(id): notification of \(n) bytes ignored (at most \(buffer.count))", metadata: ["app": "\(id)"])
                 continue
             }
-            guard pid > 0, pid == run.pid || run.group.contains(pid) else {
+            // A sender found a stranger within the interval is dropped at
+            // once: reading its group's member list for each of its
+            // messages was most of what a flood cost.
+            let knownStranger =
+                run.strangers[pid].map {
+                    Posix.monotonicNanoseconds() - $0.said < Self.strangerLogInterval
+                } ?? false
+            guard pid > 0, pid == run.pid || (!knownStranger && run.group.contains(pid)) else {
                 strangerSent(id, run, pid)
                 continue
             }
+            run.strangers[pid] = nil  // a pid reused by the app since
             for line in String(decoding: buffer[0..<n], as: UTF8.self).split(separator: "\n") {
                 if line == "READY=1" {
                     record(id, .notified, detail: "READY=1")

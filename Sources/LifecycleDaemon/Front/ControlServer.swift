@@ -26,6 +26,11 @@ final class ControlServer: RecordSink {
     /// Bad or refused requests a connection may send before it is closed:
     /// an unauthorised peer costs no more than its refusals.
     static let strikes = 32
+    /// Requests a user other than root may send, over all its connections:
+    /// this many a second, in bursts of up to twice as many. A `status` of
+    /// 1,000 apps costs milliseconds; without a rate, 32 connections of one
+    /// user asking for it without pause would hold the loop for seconds.
+    static let requestsPerSecond = 32.0
 
     final class Connection {
         let fd: Int32
@@ -53,29 +58,38 @@ final class ControlServer: RecordSink {
     private let encoder = JSONEncoder()
     /// Open connections by peer uid (root's are not bounded).
     private var perUID: [UInt32: Int] = [:]
+    /// Each user's allowance of requests (root has none: never limited).
+    private var allowance: [UInt32: (tokens: Double, at: Int64)] = [:]
+    /// Users whose connection was closed for its strikes, until when their
+    /// new connections are closed unanswered (a flooder that reconnects
+    /// costs an accept and a close, nothing more).
+    private var penalized: [UInt32: Int64] = [:]
+    static let penalty: Int64 = 1_000_000_000
     /// Connections of other users than root, at most this many in all.
     let othersLimit: Int
     /// Connections with requests left over from their turn, and the
     /// timer that comes back to them at the next.
     private var pending: Set<Int32> = []
     private var pendingTimer: EventLoop.Source?
-    /// Kept open for the moment the daemon runs out of descriptors: closed,
-    /// it lets one waiting connection be accepted and told why it is refused
-    /// (rather than left in the backlog, where it would wake the loop again
-    /// and again), then taken again.
-    private var reserve: Int32
+    /// The daemon's reserve descriptor: out of descriptors, it lets one
+    /// waiting connection be accepted and told why it is refused (rather
+    /// than left in the backlog, where it would wake the loop again and again).
+    private let reserve: DescriptorReserve
     /// While out of descriptors: accepting is paused, and this resumes it.
     private var resumeTimer: EventLoop.Source?
     /// Connections refused for want of a descriptor since the last log line.
     private var refusedForDescriptors = 0
     var logger: Logger?
 
-    init(loop: EventLoop, listener: Int32, front: CommandFront, descriptorLimit: UInt64 = 1024) throws(SystemError) {
+    init(
+        loop: EventLoop, listener: Int32, front: CommandFront, descriptorLimit: UInt64 = 1024,
+        reserve: DescriptorReserve = DescriptorReserve()
+    ) throws(SystemError) {
+        self.reserve = reserve
         self.loop = loop
         self.listener = listener
         self.front = front
         othersLimit = max(Self.connectionsPerUID, min(1024, Int(clamping: descriptorLimit / 8)))
-        reserve = open("/dev/null", O_RDONLY | O_CLOEXEC)
         listenSource = try loop.watch(fd: listener) { [unowned self] _ in self.acceptAll() }
         pendingTimer = try loop.timer { [unowned self] in self.continuePending() }
         resumeTimer = try loop.timer { [unowned self] in self.listenSource?.setEvents(IOEvents.readable) }
@@ -86,8 +100,6 @@ final class ControlServer: RecordSink {
         pendingTimer?.cancel()
         resumeTimer?.cancel()
         for c in connections.values { drop(c) }
-        if reserve >= 0 { Posix.close(reserve) }
-        reserve = -1
     }
 
     private func acceptAll() {
@@ -104,6 +116,13 @@ final class ControlServer: RecordSink {
             let creds = UnixSocket.peerCredentials(fd)
             let c = Connection(fd: fd, caller: creds.map { Caller(pid: $0.pid, uid: $0.uid, gid: $0.gid) } ?? .unknown)
             let uid = c.caller.uid ?? UInt32.max
+            if uid != 0, let until = penalized[uid] {
+                if Posix.monotonicNanoseconds() < until {
+                    Posix.close(fd)
+                    continue
+                }
+                penalized[uid] = nil
+            }
             if uid != 0 {
                 let others = perUID.filter { $0.key != 0 }.values.reduce(0, +)
                 let refusal =
@@ -142,24 +161,34 @@ final class ControlServer: RecordSink {
     /// descriptor and refused with the reason, so the backlog cannot keep
     /// the loop awake; if even that fails, accepting pauses for 100 ms.
     private func outOfDescriptors() {
-        if reserve >= 0 {
-            Posix.close(reserve)
-            reserve = -1
+        reserve.spending {
+            if let fd = try? UnixSocket.accept(listener) {
+                refuse(fd, "out-of-descriptors", "lifecycled is out of file descriptors; try again later")
+            }
         }
-        if let fd = try? UnixSocket.accept(listener) {
-            refuse(fd, "out-of-descriptors", "lifecycled is out of file descriptors; try again later")
-        }
-        reserve = open("/dev/null", O_RDONLY | O_CLOEXEC)
         refusedForDescriptors += 1
-        if refusedForDescriptors == 1 || reserve < 0 {
+        if refusedForDescriptors == 1 || !reserve.held {
             logger?.error(
-                "out of file descriptors: refusing control connections\(reserve < 0 ? " (accepting paused for 100 ms)" : "")",
+                "out of file descriptors: refusing control connections\(reserve.held ? "" : " (accepting paused for 100 ms)")",
                 metadata: ["refused": "\(refusedForDescriptors)"])
         }
-        if reserve < 0 {
+        if !reserve.held {
             listenSource?.setEvents(0)
             resumeTimer?.arm(at: Posix.monotonicNanoseconds() + 100_000_000)
         }
+    }
+
+    /// Takes one request from the user's allowance; false when it is spent.
+    private func allowed(_ uid: UInt32) -> Bool {
+        let now = Posix.monotonicNanoseconds()
+        if allowance.count > 1024 { allowance = [:] }  // many users: start them all afresh
+        var a = allowance[uid] ?? (tokens: 2 * Self.requestsPerSecond, at: now)
+        a.tokens = min(2 * Self.requestsPerSecond, a.tokens + Double(now - a.at) / 1e9 * Self.requestsPerSecond)
+        a.at = now
+        let ok = a.tokens >= 1
+        if ok { a.tokens -= 1 }
+        allowance[uid] = a
+        return ok
     }
 
     /// The next turn: connections whose requests outran their budget.
@@ -214,7 +243,16 @@ final class ControlServer: RecordSink {
             let line = Array(c.input[..<nl])
             c.input.removeSubrange(...nl)
             let response: ControlResponse
-            if let request = line.isEmpty ? nil : try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) {
+            if let uid = c.caller.uid, uid != 0, !allowed(uid) {
+                response = ControlResponse(
+                    ok: false,
+                    error: ControlError(
+                        code: .refused,
+                        message: "too many requests from uid \(uid) (at most \(Int(Self.requestsPerSecond)) a second)",
+                        refusal: "too-many-requests"))
+            } else if let request = line.isEmpty
+                ? nil : try? JSONDecoder().decode(ControlRequest.self, from: Data(line))
+            {
                 response = respond(to: request, from: c)
             } else {
                 response = .failure(
@@ -222,13 +260,23 @@ final class ControlServer: RecordSink {
                     "bad request: expected one JSON object per line with a known \"command\" (\(line.count) bytes received)"
                 )
             }
-            if let code = response.error?.code, code == .badRequest || code == .permissionDenied {
+            if let code = response.error?.code,
+                code == .badRequest || code == .permissionDenied || response.error?.refusal == "too-many-requests"
+            {
                 c.strikes += 1
             }
             send(response, to: c)
             if c.dropped { return false }
             if c.strikes >= Self.strikes {
-                send(.failure(.badRequest, "\(Self.strikes) bad or refused requests: closing the connection"), to: c)
+                send(
+                    .failure(
+                        .badRequest,
+                        "\(Self.strikes) bad or refused requests: closing the connection (and any new one for 1 s)"),
+                    to: c)
+                if let uid = c.caller.uid, uid != 0 {
+                    if penalized.count > 1024 { penalized = [:] }
+                    penalized[uid] = Posix.monotonicNanoseconds() + Self.penalty
+                }
                 drop(c)
                 return false
             }
