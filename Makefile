@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench install clean clib test-clib install-clib fuzz bench-memory bench-restarts format
+.PHONY: deps build release run test test-shim bench install clean clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -75,6 +75,11 @@ bench-restarts: release clib
 # The kill -9 blackout under a real systemd (systemd-nspawn, both layouts).
 bench-systemd: release clib
 	BIN=.build/release INSIDE=Benchmarks/systemd/blackout.sh Tests/systemd/nspawn.sh
+
+# Hostile neighbours (issue 12): a root command under a flood from nobody,
+# 1,000 connections, a freeze, 10,000 stranger notifications.
+bench-hostile: release clib
+	/usr/bin/python3 Benchmarks/hostile/load.py
 
 bench-memory: release
 	python3 Benchmarks/memory/reaction.py --out bench-results/memory.md

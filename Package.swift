@@ -127,7 +127,7 @@ let package = Package(
             ], path: "Benchmarks",
             // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), Benchmarks/systemd a
             // script run inside systemd-nspawn (make bench-systemd): not part of this target.
-            exclude: ["memory", "systemd"], swiftSettings: strict),
+            exclude: ["memory", "systemd", "hostile"], swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [

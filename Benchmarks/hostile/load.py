@@ -1,0 +1,256 @@
+#!/usr/bin/python3
+"""Hostile neighbours, measured (issue 12, docs/security.md).
+
+Runs the release daemon with two apps and, side by side in one run:
+  1. a root command's round trip (activate an app, then home) while idle,
+     and while user `nobody` floods the control socket from FLOODERS
+     processes (1 by default; newlines and refused commands, reconnecting
+     when closed);
+  2. the daemon's CPU while `nobody` opens 1,000 connections at once;
+  3. a freeze (home -> frozen) while `nobody` holds every connection it may,
+     and one with the daemon's descriptor table full (prlimit);
+  4. 10,000 notifications from a stranger (same user, not the app's) and
+     from `nobody` (refused by the kernel), the daemon's CPU and log lines.
+Prints a Markdown table. Run as root: make bench-hostile.
+"""
+import json, os, pwd, signal, socket, statistics, subprocess, sys, tempfile, time, uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, ".build", "release")
+NOBODY = pwd.getpwnam("nobody")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+class Daemon:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="lifecycled-hostile-")
+        os.chmod(self.dir, 0o755)
+        apps = os.path.join(self.dir, "apps")
+        os.mkdir(apps)
+        with open(os.path.join(apps, "rec.toml"), "w") as f:
+            f.write(f'command = ["{os.path.join(ROOT, ".build", "clib", "c-recorder")}", "--log", "/dev/null"]\n')
+        with open(os.path.join(apps, "svc.toml"), "w") as f:
+            f.write('command = ["/bin/sh", "-c", "echo $NOTIFY_SOCKET > %s/notify; exec sleep 100000"]\n'
+                    'delivery = "signals"\n[timeouts]\nbackground_grace = 3600\n' % self.dir)
+        with open(os.path.join(self.dir, "lifecycled.toml"), "w") as f:
+            f.write('apps_dir = "apps"\nruntime_directory = "run"\nstate_directory = "state"\n'
+                    'event_history = 0\n[memory]\nmonitor = false\n')
+        self.socket = os.path.join(self.dir, "control.sock")
+        self.log = open(os.path.join(self.dir, "daemon.log"), "w")
+        self.cgroup = "/lifecycled-hostile-" + uuid.uuid4().hex[:8]
+        self.proc = subprocess.Popen(
+            [os.path.join(BIN, "lifecycled"), "--config", os.path.join(self.dir, "lifecycled.toml"),
+             "--control-socket", self.socket, "--cgroup-root", self.cgroup],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(200):
+            try:
+                self.request({"command": "status"})
+                break
+            except OSError:
+                time.sleep(0.05)
+        self.events = self.connect()
+        self.events.sendall(b'{"command":"events","follow":true}\n')
+        self.events_file = self.events.makefile("rb")
+        self.events_file.readline()
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.socket)
+        return s
+
+    def request(self, r):
+        s = self.connect()
+        try:
+            s.sendall(json.dumps(r).encode() + b"\n")
+            return json.loads(s.makefile("rb").readline())
+        finally:
+            s.close()
+
+    def wait_event(self, match):
+        while True:
+            e = json.loads(self.events_file.readline()).get("event", {})
+            if match(e):
+                return e
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        subprocess.run(["rmdir", f"/sys/fs/cgroup/unified{self.cgroup}"], stderr=subprocess.DEVNULL)
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY.pw_gid)
+    os.setuid(NOBODY.pw_uid)
+
+
+def flooder(path):
+    """A child as nobody: newlines and refused commands, as fast as it can."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            as_nobody()
+            junk = b"\n" * 4096 + b'{"command":"home"}\n' * 64
+            while True:
+                try:
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    s.connect(path)
+                    s.setblocking(False)
+                    while True:
+                        try:
+                            s.send(junk)
+                        except BlockingIOError:
+                            pass
+                        try:
+                            if s.recv(65536) == b"":
+                                break
+                        except BlockingIOError:
+                            pass
+                except OSError:
+                    pass
+                finally:
+                    s.close()
+        finally:
+            os._exit(0)
+    return pid
+
+
+def round_trips(d, n):
+    """activate rec (waits for didBecomeActive), then home: one sample each."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        d.request({"command": "activate", "app": "rec"})
+        d.wait_event(lambda e: e.get("app") == "rec" and e.get("kind") == "acknowledged"
+                     and e.get("event") == "didBecomeActive")
+        out.append((time.perf_counter() - t) * 1e3)
+        d.request({"command": "home"})
+        d.wait_event(lambda e: e.get("app") == "rec" and e.get("kind") == "frozen")
+    return out
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p / 100))]
+
+
+def main():
+    if os.getuid() != 0:
+        sys.exit("load.py: run as root (it switches to nobody for the attacks)")
+    d = Daemon()
+    rows = []
+    n = int(os.environ.get("SAMPLES", "100"))
+    d.request({"command": "launch", "app": "svc", "background": True})
+    idle = round_trips(d, n)
+    count = int(os.environ.get("FLOODERS", "1"))
+    flooders = [flooder(d.socket) for _ in range(count)]
+    time.sleep(1)  # the flood under way
+    cpu0, t0 = cpu_seconds(d.proc.pid), time.perf_counter()
+    flooded = round_trips(d, n)
+    flood_cpu = (cpu_seconds(d.proc.pid) - cpu0) / (time.perf_counter() - t0) * 100
+    for p in flooders:
+        os.kill(p, signal.SIGKILL)
+        os.waitpid(p, 0)
+    time.sleep(1.5)  # the flooder's penalty (1 s without answers) runs out
+    rows.append(("root: activate to didBecomeActive, idle", f"p50 {pct(idle, 50):.2f} ms, p99 {pct(idle, 99):.2f} ms"))
+    rows.append((f"the same while nobody floods ({count} process{'es' if count > 1 else ''})",
+                 f"p50 {pct(flooded, 50):.2f} ms, p99 {pct(flooded, 99):.2f} ms; "
+                 f"**p50 {pct(flooded, 50) / pct(idle, 50):.1f}x idle** (target within 2x); daemon CPU {flood_cpu:.0f} %"))
+
+    # 1,000 connections from nobody at once.
+    r, w = os.pipe()  # the child's answer
+    go_r, go_w = os.pipe()  # the parent's word that it may end
+    cpu0 = cpu_seconds(d.proc.pid)
+    pid = os.fork()
+    if pid == 0:
+        as_nobody()
+        conns, refused = [], 0
+        for _ in range(1000):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(d.socket)
+            conns.append(s)
+        for s in conns[32:]:
+            s.settimeout(10)
+            try:
+                if b"too-many-connections" in s.makefile("rb").readline():
+                    refused += 1
+            except OSError:
+                pass
+        os.write(w, str(refused).encode())
+        os.read(go_r, 1)  # held until told
+        os._exit(0)
+    refused = int(os.read(r, 16))
+    spent = (cpu_seconds(d.proc.pid) - cpu0) * 1e3
+    rows.append(("1,000 connections from nobody at once",
+                 f"{refused} refused with the reason, 32 kept; daemon CPU {spent:.0f} ms in all"))
+    # A freeze while nobody holds its connections.
+    d.request({"command": "activate", "app": "rec"})
+    d.wait_event(lambda e: e.get("app") == "rec" and e.get("event") == "didBecomeActive"
+                 and e.get("kind") == "acknowledged")
+    t = time.perf_counter()
+    d.request({"command": "home"})
+    e = d.wait_event(lambda e: e.get("app") == "rec" and e.get("kind") == "frozen")
+    rows.append(("home to frozen while nobody holds its connections",
+                 f"{(time.perf_counter() - t) * 1e3:.1f} ms (decision to frozen {e.get('latencyMicroseconds', 0):.0f} µs)"))
+    os.write(go_w, b"x")
+    os.waitpid(pid, 0)
+
+    # A freeze with the descriptor table full (its soft limit lowered to the lowest free number).
+    d.request({"command": "activate", "app": "rec"})
+    d.wait_event(lambda e: e.get("app") == "rec" and e.get("event") == "didBecomeActive"
+                 and e.get("kind") == "acknowledged")
+    control = d.connect()  # opened before the table is full
+    fds = {int(n) for n in os.listdir(f"/proc/{d.proc.pid}/fd")}
+    lowest = next(n for n in range(len(fds) + 1) if n not in fds)
+    limit = open(f"/proc/{d.proc.pid}/limits").read().split("Max open files")[1].split()[0]
+    subprocess.run(["prlimit", "--pid", str(d.proc.pid), f"--nofile={lowest}:"], check=True)
+    t = time.perf_counter()
+    control.sendall(b'{"command":"home"}\n')
+    e = d.wait_event(lambda e: e.get("app") == "rec" and e.get("kind") in ("frozen", "killed"))
+    full = (time.perf_counter() - t) * 1e3
+    subprocess.run(["prlimit", "--pid", str(d.proc.pid), f"--nofile={limit}:"], check=True)
+    control.close()
+    rows.append(("home to frozen with the descriptor table full",
+                 f"{full:.1f} ms ({e.get('kind')}; decision to frozen {e.get('latencyMicroseconds', 0):.0f} µs)"))
+
+    # 10,000 stranger notifications.
+    notify = open(os.path.join(d.dir, "notify")).read().strip()
+    lines_before = open(os.path.join(d.dir, "daemon.log")).read().count("not one of its processes")
+    cpu0, t0 = cpu_seconds(d.proc.pid), time.perf_counter()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    for _ in range(10000):
+        s.sendto(b"STATUS=spam", notify)
+    d.request({"command": "status"})  # after the last one is read (one loop)
+    wall = time.perf_counter() - t0
+    spent = cpu_seconds(d.proc.pid) - cpu0
+    time.sleep(0.2)
+    said = open(os.path.join(d.dir, "daemon.log")).read().count("not one of its processes") - lines_before
+    rows.append(("10,000 notifications from a stranger of the same user",
+                 f"daemon CPU {spent * 1e3:.0f} ms over {wall * 1e3:.0f} ms of sending; "
+                 f"over the 10 s interval of its log line: {spent / 10 * 100:.2f} % of a core; {said} log line(s)"))
+    pid = os.fork()
+    if pid == 0:
+        as_nobody()
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            s.sendto(b"READY=1", notify)
+            os._exit(1)
+        except PermissionError:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    rows.append(("a notification from nobody", "refused by the kernel (EACCES)" if status == 0 else "**accepted**"))
+    d.stop()
+
+    print("| attack | result |\n|---|---|")
+    for a, b in rows:
+        print(f"| {a} | {b} |")
+
+
+if __name__ == "__main__":
+    main()
