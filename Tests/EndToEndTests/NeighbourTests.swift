@@ -422,6 +422,7 @@ extension ConfigCheckTests {
 
         try starve(d)
         #expect(try control.send(ControlRequest(.home)).ok)
+        try f.state("rec", "suspended")  // taken here, or the next wait for it would find this one
         let onTime = try f.wait("frozen") { $0.kind == .frozen }
         #expect((onTime.latencyMicroseconds ?? .infinity) < 1_000_000, "frozen on time, with the reserve")
         #expect(try control.send(ControlRequest(.status, apps: ["rec"])).status?.apps.first?.frozen == true)
@@ -433,7 +434,7 @@ extension ConfigCheckTests {
         #expect(try control.send(ControlRequest(.home)).ok)
         try f.state("rec", "suspended")
         let during = try #require(try control.send(ControlRequest(.status, apps: ["rec"])).status?.apps.first)
-        #expect(during.state == .suspended && during.frozen == false)
+        #expect(during.state == .suspended && during.frozen == false, "\(during.state)")
         #expect(during.freezeProblem?.contains("Too many open files") == true, "\(during.freezeProblem ?? "")")
         try feed(d)
         _ = try f.wait("frozen") { $0.kind == .frozen }
