@@ -24,21 +24,24 @@ import Testing
         // Returned, so never blocked. What did not fit was counted.
         let dropped = out.droppedTotal
         #expect(dropped > 0)
-        // The reader comes back: the lines come in order, then the count.
-        var text = ""
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while !text.contains("dropped ") {
-            let n = read(ends[0], &buffer, buffer.count)
-            try #require(n > 0)
-            text += String(decoding: buffer[0..<n], as: UTF8.self)
+        // The reader comes back (on a thread of its own, reading to the
+        // end while the writer drains its queue): the lines come in order,
+        // and the count where they went missing.
+        let readEnd = ends[0]
+        let reader = Thread {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            var bytes: [UInt8] = []
+            while true {
+                let n = read(readEnd, &buffer, buffer.count)
+                if n <= 0 { break }
+                bytes += buffer[0..<n]
+            }
+            Received.shared.set(String(decoding: bytes, as: UTF8.self))
         }
-        out.flush(seconds: 5)
+        reader.start()
+        out.flush(seconds: 30)
         close(writeEnd)
-        while true {
-            let n = read(ends[0], &buffer, buffer.count)
-            if n <= 0 { break }
-            text += String(decoding: buffer[0..<n], as: UTF8.self)
-        }
+        let text = Received.shared.wait()
         let numbers = text.split(separator: "\n").compactMap { Int($0.prefix(6)) }
         #expect(numbers == numbers.sorted() && numbers.first == 0, "lines kept their order")
         #expect(numbers.count + dropped == 20_000, "every line written or counted")
@@ -57,5 +60,29 @@ import Testing
         let out = LogOutput(fd: fd)
         out.write("one\n")
         #expect(try String(contentsOfFile: path, encoding: .utf8) == "one\n")
+    }
+}
+
+/// What the reader thread read, handed to the test once it has all of it.
+final class Received: @unchecked Sendable {
+    static let shared = Received()
+    private let condition = NSCondition()
+    private var text: String?
+
+    func set(_ t: String) {
+        condition.lock()
+        text = t
+        condition.signal()
+        condition.unlock()
+    }
+
+    func wait() -> String {
+        condition.lock()
+        defer {
+            text = nil
+            condition.unlock()
+        }
+        while text == nil { condition.wait() }
+        return text!
     }
 }
