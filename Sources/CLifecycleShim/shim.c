@@ -3,6 +3,8 @@
 #include "CLifecycleShim.h"
 
 #include <errno.h>
+#include <sys/resource.h>
+#include <limits.h>
 #include <grp.h>
 #include <execinfo.h>
 #include <stdio.h>
@@ -130,6 +132,7 @@ __attribute__((noreturn)) static void child(const struct lc_spawn_request *req, 
     if (setsid() < 0) child_fail(pipe_fd, LC_STEP_SESSION);
     const struct lc_spawn_credentials *c = req->credentials;
     if (c) {
+        if (c->nice != INT_MIN) setpriority(PRIO_PROCESS, 0, c->nice);  // best effort: raising it always works
         if (c->umask >= 0) umask((mode_t)c->umask);
         // The bounding set first: dropping needs CAP_SETPCAP, which setuid takes away.
         for (int cap = 0; cap < 64; cap++) {

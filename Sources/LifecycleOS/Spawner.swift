@@ -15,6 +15,9 @@ public struct SpawnCredentials: Sendable, Equatable {
     /// Bit N set: capability N stays in the bounding set.
     public var keepCapabilities: UInt64 = .max
     public var umask: UInt32? = 0o022
+    /// The app's nice value: 0, whatever the daemon's own (it runs above
+    /// its apps, so that a busy app or a flooding user cannot starve it).
+    public var nice: Int32? = 0
 
     public init() {}
 
@@ -158,7 +161,7 @@ public enum Spawner {
                                     set_ids: given.uid == nil ? 0 : 1, uid: given.uid ?? 0, gid: given.gid ?? 0,
                                     groups: g.baseAddress, group_count: Int32(g.count),
                                     no_new_privs: given.noNewPrivileges ? 1 : 0, keep_caps: given.keepCapabilities,
-                                    umask: given.umask.map { Int32($0) } ?? -1)
+                                    umask: given.umask.map { Int32($0) } ?? -1, nice: given.nice ?? Int32.min)
                                 return withUnsafePointer(to: &creds) { c in
                                     var req = lc_spawn_request(
                                         path: path, argv: a.baseAddress, envp: e.baseAddress,

@@ -466,7 +466,7 @@ extension ConfigCheckTests {
         let v2 = "/sys/fs/cgroup/unified"
         let script = """
             V=$(pgrep -x -f '/bin/sleep 1001'); echo $V > \(s)/victim; id -u > \(s)/uid; umask > \(s)/umask; \
-            grep -E 'NoNewPrivs|CapBnd' /proc/self/status > \(s)/status; \
+            grep -E 'NoNewPrivs|CapBnd' /proc/self/status > \(s)/status; awk '{print $19}' /proc/self/stat > \(s)/nice; \
             (echo $$ > \(v2)/cgroup.procs) 2> \(s)/escape; \
             sh -c 'echo $$ > \(v2)/cgroup.procs' 2> \(s)/escape-child; \
             if [ -d /sys/fs/cgroup/memory ]; then (echo $$ > /sys/fs/cgroup/memory/cgroup.procs) 2> \(s)/escape-v1; fi; \
@@ -490,6 +490,10 @@ extension ConfigCheckTests {
         try waitForLine(s + "/done", "done", seconds: 10)
         #expect(lines(s + "/uid") == ["65534"])
         #expect(lines(s + "/umask") == ["0027"])
+        // The daemon runs above its apps: -5 for it, 0 for them.
+        #expect(lines(s + "/nice") == ["0"])
+        let daemonStat = try String(contentsOfFile: "/proc/\(d.pid)/stat", encoding: .utf8)
+        #expect(daemonStat.split(separator: ")").last?.split(separator: " ")[16] == "-5", "\(daemonStat)")
         let status = lines(s + "/status")
         #expect(status.contains("NoNewPrivs:\t1") && status.contains("CapBnd:\t0000000000000400"), "\(status)")
         for file in ["escape", "escape-child"]
