@@ -95,7 +95,7 @@ public final class Daemon {
     /// Kept for the moment the daemon runs out of descriptors (ControlServer, Freezer).
     let reserve = DescriptorReserve()
     /// Retries kill records and the state while the disk refuses them.
-    var killLogRetry: EventLoop.Source?
+    var unsavedRetry: EventLoop.Source?
 
     // The loop's sources, registered in `start()`.
     var coreTimer: EventLoop.Source?
@@ -263,7 +263,7 @@ public final class Daemon {
         let handoff = loaded?.handoff.flatMap { $0.pid == getpid() ? $0 : nil }
         let control = try ControlServer(
             loop: loop, listener: try controlListener(handoff), front: front,
-            descriptorLimit: Posix.raiseDescriptorLimit(), reserve: reserve)
+            descriptorLimit: Posix.descriptorLimit(), reserve: reserve)
         control.logger = logger
         self.control = control
         records.sinks.append(control)

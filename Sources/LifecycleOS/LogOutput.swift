@@ -39,14 +39,15 @@ public final class LogOutput: @unchecked Sendable {
     private var queuedBytes = 0
     /// Taken by the writer and not yet written.
     private var inFlight = false
-    private var dropped = 0
+    /// Lines dropped since the last count was said, and in all.
+    private var unsaid = 0
+    private var droppedInAll = 0
     /// Lines dropped in all (shown by `status`).
     public var droppedTotal: Int {
         condition.lock()
         defer { condition.unlock() }
-        return dropped_
+        return droppedInAll
     }
-    private var dropped_ = 0
     private var started = false
 
     /// The kind of file `fd` is (S_IFREG, S_IFIFO, S_IFSOCK...), read once.
@@ -65,7 +66,7 @@ public final class LogOutput: @unchecked Sendable {
         let fd = self.fd
         var bytes = Array(text.utf8)
         condition.lock()
-        let idle = queue.isEmpty && !inFlight && dropped == 0
+        let idle = queue.isEmpty && !inFlight && unsaid == 0
         condition.unlock()
         if idle, kind == S_IFSOCK {
             let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
@@ -84,13 +85,13 @@ public final class LogOutput: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         guard queuedBytes + item.bytes <= limit else {
-            dropped += 1
-            dropped_ += 1
+            unsaid += 1
+            droppedInAll += 1
             return
         }
-        if dropped > 0, let notice = droppedNotice {  // said where the lines went missing
-            queue.append(notice(dropped))
-            dropped = 0
+        if unsaid > 0, let notice = droppedNotice {  // said where the lines went missing
+            queue.append(notice(unsaid))
+            unsaid = 0
         }
         if !started {
             started = true
@@ -118,13 +119,13 @@ public final class LogOutput: @unchecked Sendable {
         while true {
             condition.lock()
             // A count of dropped lines is said as soon as writing works again, line or not.
-            while queue.isEmpty && (dropped == 0 || droppedNotice == nil) { condition.wait() }
+            while queue.isEmpty && (unsaid == 0 || droppedNotice == nil) { condition.wait() }
             var batch = queue
             queue = []
             queuedBytes = 0
-            if dropped > 0, let notice = droppedNotice {
-                batch.append(notice(dropped))
-                dropped = 0
+            if unsaid > 0, let notice = droppedNotice {
+                batch.append(notice(unsaid))
+                unsaid = 0
             }
             inFlight = true
             condition.unlock()

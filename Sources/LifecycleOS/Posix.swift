@@ -149,7 +149,7 @@ public enum Posix {
     public static func reserveDescriptorTable(_ count: UInt64) {
         let fd = open("/dev/null", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return }
-        let top = Int32(clamping: min(count, raiseDescriptorLimit())) - 1
+        let top = Int32(clamping: min(count, descriptorLimit())) - 1
         if top > fd {
             let high = fcntl(fd, F_DUPFD_CLOEXEC, top)
             if high >= 0 { close(high) }
@@ -260,6 +260,12 @@ public final class DescriptorReserve {
         }
         defer { fd = open("/dev/null", O_RDONLY | O_CLOEXEC) }
         return try body()
+    }
+
+    /// Runs `body`; when it fails for want of a descriptor, once more with
+    /// the reserve's descriptor free.
+    public func retrying<T>(_ body: () throws(SystemError) -> T) throws(SystemError) -> T {
+        do { return try body() } catch  where Self.outOfDescriptors(error.errno) { return try spending(body) }
     }
 
     /// True for the errors it is for.

@@ -41,7 +41,7 @@ struct Lifecycled: ParsableCommand {
             return h
         }
         DaemonLogHandler(identifier: "lifecycled").sayDroppedLines()
-        // Lines still queued (the log output is never written from the loop) go out before the exit.
+        // Lines still queued (the log output would have waited for them) go out before the exit, for at most 2 s.
         defer { LogOutput.standardError.flush(seconds: 2) }
         let logger = Logger(label: "lifecycled")
         do {

@@ -35,11 +35,10 @@ extension Daemon {
         if !run.freezeAsked {
             do {
                 run.freezeAsked = true
-                let done: Bool
-                do { done = try run.group.freeze() } catch  where DescriptorReserve.outOfDescriptors(error.errno) {
-                    done = try reserve.spending { () throws(SystemError) in try run.group.freeze() }  // on time all the same
+                // Out of descriptors, on time all the same: the reserve.
+                if try reserve.retrying({ () throws(SystemError) in try run.group.freeze() }) {
+                    return frozen(id, run, at: now)
                 }
-                if done { return frozen(id, run, at: now) }
             } catch {
                 run.freezeAsked = false
                 if run.freezeProblem == nil {
@@ -91,9 +90,7 @@ extension Daemon {
     private func thawStep(_ id: AppID, _ run: Run) {
         guard runs[id] === run else { return }
         do {
-            do { try run.group.thaw() } catch  where DescriptorReserve.outOfDescriptors(error.errno) {
-                try reserve.spending { () throws(SystemError) in try run.group.thaw() }
-            }
+            try reserve.retrying { () throws(SystemError) in try run.group.thaw() }
         } catch {
             if run.freezeProblem == nil {
                 logger.error("\(id): cannot thaw it: \(error); retrying", metadata: ["app": "\(id)"])

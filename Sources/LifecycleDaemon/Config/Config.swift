@@ -269,6 +269,17 @@ public enum ConfigLoader {
         return (id, pw.pointee.pw_gid, String(cString: pw.pointee.pw_name), String(cString: pw.pointee.pw_dir))
     }
 
+    /// A user's groups, its primary one among them (getgrouplist).
+    static func groups(of user: String, primary: UInt32) -> [UInt32] {
+        var count: Int32 = 64
+        var list = [gid_t](repeating: 0, count: 64)
+        if getgrouplist(user, primary, &list, &count) < 0, count > 64 {
+            list = [gid_t](repeating: 0, count: Int(count))
+            _ = getgrouplist(user, primary, &list, &count)
+        }
+        return Array(list.prefix(Int(max(0, count))))
+    }
+
     /// A group by name or id.
     static func groupID(_ v: any TOMLValueConvertible, _ key: String, _ doc: Document) throws(ConfigError) -> UInt32 {
         if let name = v.string {
@@ -433,14 +444,7 @@ public enum ConfigLoader {
             }
         }
         if m.credentials.uid != nil, !sawGroups, let name = m.account?.name {
-            // As systemd's User=: the user's own supplementary groups.
-            var count: Int32 = 64
-            var list = [gid_t](repeating: 0, count: 64)
-            if getgrouplist(name, m.credentials.gid ?? 0, &list, &count) < 0, count > 64 {
-                list = [gid_t](repeating: 0, count: Int(count))
-                _ = getgrouplist(name, m.credentials.gid ?? 0, &list, &count)
-            }
-            m.credentials.groups = Array(list.prefix(Int(max(0, count))))
+            m.credentials.groups = Self.groups(of: name, primary: m.credentials.gid ?? 0)  // as systemd's User=
         }
         if m.credentials.uid == nil, sawGroup || sawGroups {
             m.credentials.uid = getuid()  // a group alone: the ids are switched, the user stays

@@ -146,16 +146,14 @@ struct Document {
         return i
     }
 
+    /// An integer or a float, as a Double.
+    static func number(_ v: any TOMLValueConvertible) -> Double? { v.int.map(Double.init) ?? v.double }
+
     /// A percentage: a number from 0 to `max`.
     func percent(_ v: any TOMLValueConvertible, _ key: String, table: String, max: Double = 100) throws(ConfigError)
         -> Double
     {
-        let p: Double
-        if let i = v.int {
-            p = Double(i)
-        } else if let d = v.double {
-            p = d
-        } else {
+        guard let p = Self.number(v) else {
             throw error(key, "expected a percentage (a number), got \(v.type)", table: table)
         }
         guard p >= 0, p <= max else { throw error(key, "\(p) % is out of range 0...\(Int(max))", table: table) }
@@ -190,12 +188,7 @@ struct Document {
     /// Seconds, integer or float, positive and at most a day.
     /// (`table` names the table for error messages.)
     func seconds(_ v: any TOMLValueConvertible, _ key: String, table: String) throws(ConfigError) -> Duration {
-        let s: Double
-        if let i = v.int {
-            s = Double(i)
-        } else if let d = v.double {
-            s = d
-        } else {
+        guard let s = Self.number(v) else {
             throw error(key, "expected seconds as a number, got \(v.type)", table: table)
         }
         guard s > 0, s <= 86_400 else { throw error(key, "\(s) s is out of range (0, 86400]", table: table) }

@@ -108,7 +108,7 @@ final class ControlServer: RecordSink {
             do {
                 guard let accepted = try UnixSocket.accept(listener) else { return }  // none waiting
                 fd = accepted
-            } catch  where error.errno == .tooManyOpenFiles || error.errno == .tooManyOpenFilesInSystem {
+            } catch  where DescriptorReserve.outOfDescriptors(error.errno) {
                 return outOfDescriptors()
             } catch {
                 return  // the peer went first (ECONNABORTED): the next turn tries again
@@ -243,12 +243,13 @@ final class ControlServer: RecordSink {
             let line = Array(c.input[..<nl])
             c.input.removeSubrange(...nl)
             let response: ControlResponse
-            if let uid = c.caller.uid, uid != 0, !allowed(uid) {
+            let rated = c.caller.uid.map { $0 != 0 && !allowed($0) } ?? false
+            if rated {
                 response = ControlResponse(
                     ok: false,
                     error: ControlError(
                         code: .refused,
-                        message: "too many requests from uid \(uid) (at most \(Int(Self.requestsPerSecond)) a second)",
+                        message: "too many requests from uid \(c.caller.uid ?? 0) (at most \(Int(Self.requestsPerSecond)) a second)",
                         refusal: "too-many-requests"))
             } else if let request = line.isEmpty
                 ? nil : try? JSONDecoder().decode(ControlRequest.self, from: Data(line))
@@ -260,9 +261,7 @@ final class ControlServer: RecordSink {
                     "bad request: expected one JSON object per line with a known \"command\" (\(line.count) bytes received)"
                 )
             }
-            if let code = response.error?.code,
-                code == .badRequest || code == .permissionDenied || response.error?.refusal == "too-many-requests"
-            {
+            if rated || response.error?.code == .badRequest || response.error?.code == .permissionDenied {
                 c.strikes += 1
             }
             send(response, to: c)

@@ -43,19 +43,19 @@ extension Daemon {
     /// While kill records or the state cannot be written: again every
     /// second, then less often (up to 30 s), until they are.
     func retryUnsavedRecords() {
-        guard killLogRetry == nil else { return }
+        guard unsavedRetry == nil else { return }
         var delay: Int64 = 1_000_000_000
-        killLogRetry = try? loop.timer { [unowned self] in
+        unsavedRetry = try? loop.timer { [unowned self] in
             let killsDone = self.killLog.flush(logger: self.logger)
             let stateDone = self.store?.failing != true || self.saveState()
             if killsDone && stateDone {
-                self.killLogRetry?.cancel()
-                self.killLogRetry = nil
+                self.unsavedRetry?.cancel()
+                self.unsavedRetry = nil
                 return
             }
             delay = min(delay * 2, 30_000_000_000)
-            self.killLogRetry?.arm(at: Posix.monotonicNanoseconds() + delay)
+            self.unsavedRetry?.arm(at: Posix.monotonicNanoseconds() + delay)
         }
-        killLogRetry?.arm(at: Posix.monotonicNanoseconds() + delay)
+        unsavedRetry?.arm(at: Posix.monotonicNanoseconds() + delay)
     }
 }
