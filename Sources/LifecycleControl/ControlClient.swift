@@ -43,6 +43,21 @@ public final class ControlClient {
         self.fd = fd
     }
 
+    /// Connects to the daemon at `path`, through its private socket
+    /// (`ControlDefaults.privatePath`) when that file belongs to this user:
+    /// root's commands then never queue behind other users' connections.
+    /// Any failure there falls back to `path` itself.
+    public static func preferringPrivate(path: String) throws(Failure) -> ControlClient {
+        let privatePath = ControlDefaults.privatePath(for: path)
+        var st = stat()
+        if lstat(privatePath, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK, st.st_uid == geteuid(),
+            let client = try? ControlClient(path: privatePath)
+        {
+            return client
+        }
+        return try ControlClient(path: path)
+    }
+
     deinit { close(fd) }
 
     /// Makes every read give up after `seconds` (SO_RCVTIMEO); the read

@@ -379,4 +379,9 @@ public struct EventRecord: Codable, Sendable, Equatable {
 public enum ControlDefaults {
     public static let socketPath = "/run/lifecycled/control.sock"
     public static let socketEnvironmentKey = "LIFECYCLED_SOCKET"
+    /// Beside the control socket, one only the daemon's own user (root)
+    /// may open (mode 0600), as systemd keeps /run/systemd/private: its
+    /// connections wait in a backlog of their own, never behind another
+    /// user's flood of connections to the shared one.
+    public static func privatePath(for controlSocket: String) -> String { controlSocket + ".private" }
 }

@@ -105,6 +105,8 @@ public final class Daemon {
     var signalSources: [EventLoop.Source] = []
     var control: ControlServer?
     var controlPath: String?
+    /// The private socket beside it, as bound (removed at exit only if still it).
+    var privateControl: (path: String, identity: [UInt64]?)?
     var front: CommandFront?
     /// Set when this daemon exits leaving its apps to the next one.
     var leavingApps = false
@@ -136,6 +138,7 @@ public final class Daemon {
         for p in settings.problems {
             logger.error("skipping app manifest: \(p)", metadata: ["file": "\(p.file)"])
         }
+        if let note = settings.implicitlyRootNote { logger.warning("\(note)") }
         // Signals come through the loop (signalfd); children are reaped by us,
         // including orphaned grandchildren (child subreaper). A disposition
         // inherited as ignored (a script's `trap '' INT`, nohup) would
@@ -261,8 +264,9 @@ public final class Daemon {
         if let problem { logger.error("\(problem)") }
         // Our own earlier image's descriptors, kept open across execve.
         let handoff = loaded?.handoff.flatMap { $0.pid == getpid() ? $0 : nil }
+        let listener = try controlListener(handoff)
         let control = try ControlServer(
-            loop: loop, listener: try controlListener(handoff), front: front,
+            loop: loop, listener: listener, privateListener: privateListener(handoff, beside: listener), front: front,
             descriptorLimit: Posix.descriptorLimit(), reserve: reserve)
         control.logger = logger
         self.control = control
@@ -317,6 +321,26 @@ public final class Daemon {
         return fd
     }
 
+    /// The private control socket: the earlier image's, or bound afresh
+    /// beside the control socket (mode 0600). Without it the daemon still
+    /// runs: root's commands share the one backlog, and the log says why.
+    private func privateListener(_ handoff: Handoff?, beside listener: Int32) -> Int32? {
+        guard let shared = controlPath ?? UnixSocket.boundPath(listener) else { return nil }
+        let path = ControlDefaults.privatePath(for: shared)
+        if let fd = handoff?.privateControl, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 {
+            privateControl = (path, UnixSocket.identity(path))
+            return fd
+        }
+        do {
+            let fd = try UnixSocket.listen(path: path, mode: 0o600)
+            privateControl = (path, UnixSocket.identity(path))
+            return fd
+        } catch {
+            logger.warning("no private control socket: \(error); root's commands share the control socket's backlog")
+            return nil
+        }
+    }
+
     /// Runs until SIGTERM and every app has stopped.
     public func run() throws {
         // Since exec: the process's start time (clock ticks since boot) against CLOCK_BOOTTIME.
@@ -355,6 +379,7 @@ public final class Daemon {
         closeResumeSocket()
         control?.close()
         if let controlPath { UnixSocket.unlink(controlPath, ifStill: controlIdentity) }
+        if let privateControl { UnixSocket.unlink(privateControl.path, ifStill: privateControl.identity) }
         confinement.leave()
         logger.info("lifecycled stopped")
     }

@@ -31,6 +31,23 @@ struct Settings {
 
     var policies: [AppID: AppPolicy] { manifests.mapValues(\.policy) }
 
+    /// Apps that would run as root without their manifest saying so (no
+    /// `user`, and the daemon is root): root can write itself into any
+    /// cgroup and signal any app, so no confinement holds for them
+    /// (docs/security.md). `user = "root"` says it is meant.
+    var implicitlyRoot: [AppID] {
+        guard geteuid() == 0 else { return [] }
+        return manifests.values.filter { $0.credentials.uid == nil }.map(\.name).sorted()
+    }
+
+    /// What `--check-config` and the start say about `implicitlyRoot`.
+    var implicitlyRootNote: String? {
+        let apps = implicitlyRoot
+        guard !apps.isEmpty else { return nil }
+        return "\(apps.count == 1 ? "app" : "apps") \(apps.joined(separator: ", ")) run as root without a `user`: "
+            + "root can leave its cgroup and signal other apps; give each a `user` (or `user = \"root\"` if it is meant)"
+    }
+
     /// Where `manifest`'s command is looked for.
     func searchPath(for manifest: AppManifest) -> String {
         manifest.environment["PATH"].map { selfDirectory + ":" + $0 } ?? searchPath
@@ -63,9 +80,15 @@ struct Settings {
 extension ConfigLoader {
     /// `--check-config`: the daemon file, every manifest, and every app's
     /// command as a launch would find it. Throws for a bad daemon file.
-    public static func check(path: String) throws(ConfigError) -> (valid: Int, problems: [ConfigError]) {
+    /// Notes are not errors: apps that run as root without saying so.
+    public static func check(path: String) throws(ConfigError) -> (
+        valid: Int, problems: [ConfigError], notes: [String]
+    ) {
         let settings = try Settings(configPath: path)
         let commands = settings.commandProblems
-        return (settings.manifests.count - commands.count, settings.problems + commands)
+        return (
+            settings.manifests.count - commands.count, settings.problems + commands,
+            settings.implicitlyRootNote.map { [$0] } ?? []
+        )
     }
 }

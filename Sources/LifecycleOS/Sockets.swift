@@ -163,6 +163,20 @@ public enum UnixSocket {
         return Credentials(pid: pid, uid: uid, gid: gid)
     }
 
+    /// The path a Unix socket is bound to (getsockname): nil for an
+    /// unbound or abstract one. A socket-activated listener names its file.
+    public static func boundPath(_ fd: Int32) -> String? {
+        var addr = sockaddr_un()
+        var len = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let r = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        guard r == 0, addr.sun_family == sa_family_t(AF_UNIX) else { return nil }
+        let bytes = withUnsafeBytes(of: addr.sun_path) { Array($0.prefix(while: { $0 != 0 })) }
+        guard !bytes.isEmpty else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// True when `fd` is a listening Unix stream socket (socket activation check).
     public static func isListeningUnixStream(_ fd: Int32) -> Bool {
         var type: Int32 = 0, listening: Int32 = 0, domain: Int32 = 0

@@ -60,8 +60,9 @@ struct Lifecycled: ParsableCommand {
 
     func check() throws {
         do {
-            let (valid, problems) = try ConfigLoader.check(path: config)
+            let (valid, problems, notes) = try ConfigLoader.check(path: config)
             for p in problems { print("error: \(p)") }
+            for n in notes { print("note: \(n)") }
             print("\(config): \(valid) app(s) valid, \(problems.count) invalid")
             if !problems.isEmpty { throw ExitCode(78) }
         } catch let e as ConfigError {

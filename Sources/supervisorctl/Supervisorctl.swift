@@ -18,7 +18,9 @@ enum Exit {
 
 struct Connection: ParsableArguments {
     @Option(
-        name: .long, help: "Control socket of lifecycled (default: $LIFECYCLED_SOCKET or /run/lifecycled/control.sock)."
+        name: .long,
+        help:
+            "Control socket of lifecycled (default: $LIFECYCLED_SOCKET or /run/lifecycled/control.sock); its owner (root) goes through PATH.private beside it when it can."
     )
     var socket: String?
 
@@ -28,7 +30,7 @@ struct Connection: ParsableArguments {
     }
 
     func client() throws -> ControlClient {
-        do { return try ControlClient(path: path) } catch {
+        do { return try ControlClient.preferringPrivate(path: path) } catch {
             printError("\(error)")
             throw ExitCode(Exit.noDaemon)
         }
@@ -99,7 +101,7 @@ struct DaemonReexec: ParsableCommand {
         // The control socket stays open across the exec: the new daemon answers once it runs.
         let giveUp = Date().addingTimeInterval(30)
         while Date() < giveUp {
-            if let client = try? ControlClient(path: connection.path) {
+            if let client = try? ControlClient.preferringPrivate(path: connection.path) {
                 client.setReadTimeout(seconds: 30)
                 // The old image may still answer once before it execs: wait for the new one.
                 if let r = try? client.send(ControlRequest(.status)), let now = r.status?.daemon,

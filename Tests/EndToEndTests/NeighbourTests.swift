@@ -159,6 +159,25 @@ extension ConfigCheckTests {
     }
 }
 
+extension ConfigCheckTests {
+    /// An app without `user` runs as root, which no cgroup holds: the check
+    /// and the start say so, naming it; `user = "root"` says it is meant.
+    @Test func appsRunningAsRootWithoutSayingSoAreNamed() throws {
+        let plain = "command = [\"sleep\", \"1000\"]\ndelivery = \"signals\"\n"
+        let d = try DaemonUnderTest(apps: [
+            "implicit": plain, "meant": plain + "user = \"root\"\n", "confined": plain + "user = \"nobody\"\n",
+        ])
+        let (code, out, _) = try run([binary("lifecycled"), "--config", d.path("lifecycled.toml"), "--check-config"])
+        #expect(code == 0, "a note, not an error")
+        let note =
+            "app implicit run as root without a `user`: root can leave its cgroup and signal other apps; "
+            + "give each a `user` (or `user = \"root\"` if it is meant)"
+        #expect(out.contains("note: " + note + "\n"), "\(out)")
+        #expect(d.daemonLog.contains(note), "said at start")
+        #expect(try d.stop() == 0)
+    }
+}
+
 @Suite struct LongNameTests {
     /// Any valid app name gets a NOTIFY_SOCKET: a 200-character name does
     /// not fit an abstract address as is, and is shortened with a hash.
@@ -293,6 +312,56 @@ extension ConfigCheckTests {
         held.removeAll()
         #expect(try d.command(ControlRequest(.status)).ok, "served again")
         #expect(try d.stop() == 0)
+    }
+}
+
+extension ControlLimitTests {
+    /// Root's commands have a backlog of their own: a socket beside the
+    /// control socket, mode 0600, that another user cannot open (the
+    /// kernel says EACCES before the daemon spends anything). supervisorctl
+    /// run as its owner goes through it, other users through the shared
+    /// one; it is kept across daemon-reexec, bound again after a crash,
+    /// and removed at a clean stop.
+    @Test func rootHasAPrivateSocketNobodyCanOpen() throws {
+        let d = try DaemonUnderTest(apps: [:])
+        let privatePath = ControlDefaults.privatePath(for: d.socket)
+        var st = stat()
+        #expect(lstat(privatePath, &st) == 0 && st.st_mode & S_IFMT == S_IFSOCK)
+        #expect(st.st_mode & 0o777 == 0o600 && st.st_uid == 0)
+        let out = try asNobody(
+            d,
+            """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(sys.argv[1] + '.private'); print('connected')
+            except PermissionError:
+                print('EACCES')
+            """)
+        #expect(out == "EACCES\n")
+        #expect(try d.ctl(["status"], user: "nobody").0 == 0, "other users use the shared socket")
+
+        // With the shared socket's file moved away, root's supervisorctl still reaches the daemon.
+        let moved = d.path("moved.sock")
+        #expect(rename(d.socket, moved) == 0)
+        let (code, _, err) = try d.ctl(["status"])
+        #expect(code == 0, "through the private socket: \(err)")
+        #expect(rename(moved, d.socket) == 0)
+
+        let identity = UnixSocket.identity(privatePath)
+        #expect(try d.ctl(["daemon-reexec"]).0 == 0)
+        #expect(UnixSocket.identity(privatePath) == identity, "the same socket, kept open across the exec")
+        #expect(rename(d.socket, moved) == 0)
+        #expect(try d.ctl(["status"]).0 == 0, "served by the new image")
+        #expect(rename(moved, d.socket) == 0)
+
+        #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
+        let d2 = try DaemonUnderTest(after: d)
+        #expect(rename(d2.socket, moved) == 0)
+        #expect(try d2.ctl(["status"]).0 == 0, "bound afresh over the stale file")
+        #expect(rename(moved, d2.socket) == 0)
+        #expect(try d2.stop() == 0)
+        #expect(!FileManager.default.fileExists(atPath: privatePath), "removed at a clean stop")
     }
 }
 

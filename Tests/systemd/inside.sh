@@ -36,6 +36,10 @@ SCOPE=$(systemctl show -p ControlGroup --value lifecycled-apps.scope)
 [ "$(systemctl is-active lifecycled-apps.scope)" = active ] && pass "lifecycled-apps.scope active at $SCOPE" \
     || fail "no active lifecycled-apps.scope"
 SVC=$(systemctl show -p ControlGroup --value lifecycled.service)
+# Beside the socket-activated control socket: root's own, mode 0600.
+[ "$(stat -c %a:%U /run/lifecycled/control.sock.private 2>&1)" = 600:root ] \
+    && pass "root's private control socket beside the activated one" \
+    || fail "private socket: $(stat -c %a:%U /run/lifecycled/control.sock.private 2>&1)"
 
 $CTL activate recorder >/dev/null || fail "activate recorder"
 $CTL launch --background worker >/dev/null || fail "launch --background worker"

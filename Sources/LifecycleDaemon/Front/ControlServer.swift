@@ -52,9 +52,13 @@ final class ControlServer: RecordSink {
 
     let loop: EventLoop
     let listener: Int32
+    /// The private socket beside it (`ControlDefaults.privatePath`), mode
+    /// 0600: the daemon's own user's backlog, which no flood of other
+    /// users' connections reaches. Served as the shared one is.
+    let privateListener: Int32?
     let front: CommandFront
     private var connections: [Int32: Connection] = [:]
-    private var listenSource: EventLoop.Source?
+    private var listenSources: [Int32: EventLoop.Source] = [:]
     private let encoder = JSONEncoder()
     /// Open connections by peer uid (root's are not bounded).
     private var perUID: [UInt32: Int] = [:]
@@ -82,34 +86,47 @@ final class ControlServer: RecordSink {
     var logger: Logger?
 
     init(
-        loop: EventLoop, listener: Int32, front: CommandFront, descriptorLimit: UInt64 = 1024,
-        reserve: DescriptorReserve = DescriptorReserve()
+        loop: EventLoop, listener: Int32, privateListener: Int32? = nil, front: CommandFront,
+        descriptorLimit: UInt64 = 1024, reserve: DescriptorReserve = DescriptorReserve()
     ) throws(SystemError) {
         self.reserve = reserve
         self.loop = loop
         self.listener = listener
+        self.privateListener = privateListener
         self.front = front
         othersLimit = max(Self.connectionsPerUID, min(1024, Int(clamping: descriptorLimit / 8)))
-        listenSource = try loop.watch(fd: listener) { [unowned self] _ in self.acceptAll() }
+        for fd in [listener] + (privateListener.map { [$0] } ?? []) {
+            listenSources[fd] = try loop.watch(fd: fd) { [unowned self] _ in self.acceptAll(fd) }
+        }
         pendingTimer = try loop.timer { [unowned self] in self.continuePending() }
-        resumeTimer = try loop.timer { [unowned self] in self.listenSource?.setEvents(IOEvents.readable) }
+        resumeTimer = try loop.timer { [unowned self] in
+            for source in self.listenSources.values { source.setEvents(IOEvents.readable) }
+        }
     }
 
     func close() {
-        listenSource?.cancel()
+        for source in listenSources.values { source.cancel() }
         pendingTimer?.cancel()
         resumeTimer?.cancel()
         for c in connections.values { drop(c) }
     }
 
-    private func acceptAll() {
-        for _ in 0..<Self.acceptsPerTurn {
+    private func acceptAll(_ listener: Int32) {
+        var turnedAway = 0
+        let shared = listener == self.listener
+        defer {
+            if shared {
+                rationing = turnedAway > 0
+                if rationing { rationShared() }
+            }
+        }
+        for _ in 0..<(shared && rationing ? Self.rationedAccepts : Self.acceptsPerTurn) {
             let fd: Int32
             do {
                 guard let accepted = try UnixSocket.accept(listener) else { return }  // none waiting
                 fd = accepted
             } catch  where DescriptorReserve.outOfDescriptors(error.errno) {
-                return outOfDescriptors()
+                return outOfDescriptors(listener)
             } catch {
                 return  // the peer went first (ECONNABORTED): the next turn tries again
             }
@@ -119,6 +136,7 @@ final class ControlServer: RecordSink {
             if uid != 0, let until = penalized[uid] {
                 if Posix.monotonicNanoseconds() < until {
                     Posix.close(fd)
+                    turnedAway += 1
                     continue
                 }
                 penalized[uid] = nil
@@ -144,6 +162,22 @@ final class ControlServer: RecordSink {
         // More are waiting: the listener is still readable, so the next turn comes back.
     }
 
+    /// A penalised user is reconnecting: the shared socket is served once
+    /// per `rationInterval`, `rationedAccepts` at a time, until a turn finds
+    /// no such connection. Each connection costs the kernel an accept and a
+    /// close whatever the daemon does with it, and a flooder reconnecting
+    /// without pause kept the daemon at 80 % of a core; now it waits in the
+    /// backlog (or in connect), other users' connections wait with it, and
+    /// root's commands go through the private socket, never rationed.
+    private func rationShared() {
+        listenSources[listener]?.setEvents(0)
+        resumeTimer?.arm(at: Posix.monotonicNanoseconds() + Self.rationInterval)
+    }
+    static let rationInterval: Int64 = 10_000_000
+    static let rationedAccepts = 8
+    /// The last turn of the shared socket closed a penalised user's connection.
+    private var rationing = false
+
     /// Answers a connection it will not serve with the reason, and closes it.
     private func refuse(_ fd: Int32, _ refusal: String, _ message: String) {
         let response = ControlResponse(
@@ -160,7 +194,7 @@ final class ControlServer: RecordSink {
     /// EMFILE or ENFILE: the waiting connection is taken with the reserve
     /// descriptor and refused with the reason, so the backlog cannot keep
     /// the loop awake; if even that fails, accepting pauses for 100 ms.
-    private func outOfDescriptors() {
+    private func outOfDescriptors(_ listener: Int32) {
         reserve.spending {
             if let fd = try? UnixSocket.accept(listener) {
                 refuse(fd, "out-of-descriptors", "lifecycled is out of file descriptors; try again later")
@@ -173,7 +207,7 @@ final class ControlServer: RecordSink {
                 metadata: ["refused": "\(refusedForDescriptors)"])
         }
         if !reserve.held {
-            listenSource?.setEvents(0)
+            for source in listenSources.values { source.setEvents(0) }
             resumeTimer?.arm(at: Posix.monotonicNanoseconds() + 100_000_000)
         }
     }
@@ -249,7 +283,8 @@ final class ControlServer: RecordSink {
                     ok: false,
                     error: ControlError(
                         code: .refused,
-                        message: "too many requests from uid \(c.caller.uid ?? 0) (at most \(Int(Self.requestsPerSecond)) a second)",
+                        message:
+                            "too many requests from uid \(c.caller.uid ?? 0) (at most \(Int(Self.requestsPerSecond)) a second)",
                         refusal: "too-many-requests"))
             } else if let request = line.isEmpty
                 ? nil : try? JSONDecoder().decode(ControlRequest.self, from: Data(line))

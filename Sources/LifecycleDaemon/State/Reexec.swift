@@ -33,9 +33,11 @@ extension Daemon {
             kept += [run.channel, run.pidfd, run.notify].filter { $0 >= 0 }
         }
         let control = self.control?.listener ?? -1
-        kept += [control, resumeListener].filter { $0 >= 0 }
+        let privateControl = self.control?.privateListener
+        kept += [control, resumeListener, privateControl ?? -1].filter { $0 >= 0 }
         var handoff = Handoff(
-            pid: getpid(), control: control, controlPath: controlPath, resume: resumeListener, runs: handed)
+            pid: getpid(), control: control, controlPath: controlPath, resume: resumeListener,
+            privateControl: privateControl, runs: handed)
         handoff.decidedAt = decidedAt
         guard saveState(handoff: handoff) else {
             logger.error("daemon-reexec abandoned: the state could not be saved for the new image")

@@ -67,6 +67,8 @@ struct Handoff: Codable {
     var control: Int32
     var controlPath: String?
     var resume: Int32
+    /// The private control socket (absent from images before it existed).
+    var privateControl: Int32?
     var runs: [AppID: HandedRun]
     /// CLOCK_MONOTONIC when the earlier image decided to exec (the new
     /// image logs how long the hand-over took).
