@@ -21,6 +21,11 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     public var level: String?
     /// `jetsam`: at most this many records, the most recent.
     public var limit: Int?
+    /// `reload`: say what would change without applying it.
+    public var dryRun: Bool?
+    /// `reload`: relaunch the running apps whose manifest changed, into the
+    /// state they were in.
+    public var restartChanged: Bool?
 
     public init(
         _ command: Command, app: String? = nil, apps: [String]? = nil,
@@ -40,6 +45,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case interruptionBegin = "interruption-begin"
         case interruptionEnd = "interruption-end"
         case daemonReexec = "daemon-reexec"
+        case reload
     }
 }
 
@@ -51,6 +57,8 @@ public struct ControlResponse: Codable, Sendable {
     public var event: EventRecord?
     /// `jetsam`: kill records, oldest first.
     public var kills: [KillRecord]?
+    /// `reload`: what was (or, with dryRun, would be) added, removed, changed.
+    public var reload: ReloadReport?
 
     public init(
         ok: Bool, error: ControlError? = nil, status: StatusReport? = nil,
@@ -270,6 +278,11 @@ public struct AppStatus: Codable, Sendable {
     public var frozen: Bool?
     /// Why the last freeze or thaw was refused, while it is being retried.
     public var freezeProblem: String?
+    /// A reload changed its manifest while it ran: the new one applies at
+    /// its next launch (`reload --restart-changed` relaunches it now).
+    public var changePending: Bool?
+    /// A reload removed its manifest: it is stopping, then goes.
+    public var removing: Bool?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,
@@ -290,6 +303,42 @@ public struct AppStatus: Codable, Sendable {
         self.backgroundTimeRemaining = backgroundTimeRemaining
         self.awaiting = awaiting
         self.lastTermination = lastTermination
+    }
+}
+
+/// What a reload did, app by app (docs/configuration.md, "Reload").
+public struct ReloadReport: Codable, Sendable, Equatable {
+    public var dryRun: Bool
+    public var added: [String] = []
+    /// Stopped as if the user quit them, then gone.
+    public var removed: [String] = []
+    /// Not running: in force now; running: at their next launch.
+    public var changed: [String] = []
+    public var unchanged: [String] = []
+    /// Manifests that could not be read: each app keeps its previous one.
+    public var failed: [ReloadProblem] = []
+    /// Daemon settings that changed but take effect only at the next start.
+    public var needRestart: [String] = []
+    /// With restartChanged: running apps stopped to be launched again.
+    public var restarting: [String] = []
+
+    public init(dryRun: Bool) { self.dryRun = dryRun }
+}
+
+public struct ReloadProblem: Codable, Sendable, Equatable {
+    public var file: String
+    public var line: Int?
+    public var key: String?
+    public var message: String
+    /// The whole error as a sentence (file, line, key, message).
+    public var description: String
+
+    public init(file: String, line: Int?, key: String?, message: String, description: String) {
+        self.file = file
+        self.line = line
+        self.key = key
+        self.message = message
+        self.description = description
     }
 }
 

@@ -63,6 +63,13 @@ struct AppRecord: Sendable, Equatable, Codable {
     var lastUsed: Instant = .zero
     /// Told willBeKilledForMemory; killed with this reason at ack or deadline.
     var lastNotice: TerminationReason?
+    /// A reload changed the app's policy while it ran: in force at its
+    /// next launch. Not saved, like the policy (a restored core takes
+    /// today's configuration).
+    var pending: AppPolicy?
+    /// A reload removed the app while it ran: it is stopping, and goes when
+    /// it has ended. Not saved: a restarted daemon does not configure it.
+    var removing = false
 
     private enum CodingKeys: String, CodingKey {
         case phase, state, since, generation, launchMode, sequence, awaiting, tasks, nextTask, expired, budgetEnd

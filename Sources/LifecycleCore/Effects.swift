@@ -19,6 +19,9 @@ public enum Effect: Sendable, Equatable {
     case transition(AppID, from: LifecycleState, to: LifecycleState)
     /// A run ended; the record says why.
     case terminated(AppID, TerminationRecord)
+    /// An app no longer configured has no process left and is gone from
+    /// the core: the shell forgets it too.
+    case forgotten(AppID)
     /// A command was refused; nothing else happened.
     case refused(Refusal)
     /// The app is killed for memory: the record of why, emitted right after its

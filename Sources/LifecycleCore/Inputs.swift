@@ -14,6 +14,9 @@ public enum Input: Sendable, Equatable {
     case stop(AppID)
     case kill(AppID)
     case shutdown
+    /// The configuration read again: every app it declares, with its
+    /// policy (Configuration.swift).
+    case reconfigure([AppID: AppPolicy])
 
     // Reports about processes and channels.
     case launchFailed(AppID, generation: UInt64, message: String)

@@ -43,6 +43,8 @@ extension CoreState {
         init(_ record: AppRecord, footprint: UInt64?) {
             var saved = record
             saved.policy = AppPolicy()
+            saved.pending = nil
+            saved.removing = false
             self.record = saved
             self.footprint = footprint
         }

@@ -109,6 +109,8 @@ extension Supervisor {
         if footprints.removeValue(forKey: id) != nil { apps.markChanged(id) }
         update(id) {
             var fresh = AppRecord(policy: $0.policy)
+            fresh.pending = $0.pending
+            fresh.removing = $0.removing
             fresh.generation = $0.generation
             fresh.state = $0.state  // so that sync() publishes the change
             fresh.since = $0.since
@@ -120,6 +122,7 @@ extension Supervisor {
             pressureVictim = nil
             effects.append(.remeasure)
         }
+        afterEnd(id)
     }
 
     /// SIGKILL the app; the process exit report completes the termination.

@@ -9,7 +9,8 @@ extension Supervisor {
             budgetEnd: app.phase == .running(.background) ? app.budgetEnd : nil,
             awaiting: app.awaiting?.event, stopping: app.stop != nil || app.killing != nil || app.lastNotice != nil,
             last: app.last, footprint: footprints[id], band: app.policy.memory.band,
-            launching: app.phase == .awaitingReady || { if case .launching = app.phase { true } else { false } }())
+            launching: app.phase == .awaitingReady || { if case .launching = app.phase { true } else { false } }(),
+            changePending: app.pending != nil, removing: app.removing)
     }
 
     /// What a resumed app channel must be told again: the sequence number
@@ -39,6 +40,10 @@ public struct AppSnapshot: Sendable, Equatable {
     public var band: MemoryBand
     /// Launch events not yet all acknowledged, or not yet READY=1.
     public var launching = false
+    /// A reload changed its policy; in force at its next launch.
+    public var changePending = false
+    /// A reload removed it: stopping, then gone.
+    public var removing = false
 }
 
 public struct BackgroundTask: Sendable, Equatable, Codable {

@@ -8,6 +8,7 @@
 // The rules, and the file each lives in:
 //
 //   Commands.swift       what users ask: launch, activate, home, lock, interruptions, stop, kill
+//   Configuration.swift  a reload: apps appear, change (at their next launch) and go
 //   Reports.swift        what the world reports: acknowledgements, tasks, readiness, exits
 //   Planner.swift        each app's target, and the next step towards it
 //   Delivery.swift       one event at a time, with its deadline
@@ -51,8 +52,8 @@ public struct Supervisor: Sendable {
     public internal(set) var pressureVictim: AppID?
     /// The last measurement (kill records made between samples cite it).
     var lastSample = MemorySample(level: .normal)
-    /// Apps whose policy sets a memory limit, in name order.
-    let limited: [AppID]
+    /// Apps whose policy in force sets a memory limit, in name order.
+    var limited: [AppID]
 
     /// The effects of the step in progress, and the apps it touched.
     var effects: [Effect] = []
@@ -101,6 +102,7 @@ public struct Supervisor: Sendable {
         case .stop(let id): command(id) { $0.stop(id, cause: .user) }
         case .kill(let id): command(id) { $0.userKill(id) }
         case .shutdown: shutdown()
+        case .reconfigure(let policies): reconfigure(policies)
         case .launchFailed(let id, let gen, let message):
             if isCurrent(id, gen) { ended(id, reason: .launchFailed(message: message)) }
         case .exited(let id, let gen, let status):

@@ -35,9 +35,20 @@ public final class Daemon {
     }
 
     let options: Options
-    let settings: Settings
+    /// The configuration as last read (at start, or by a reload).
+    var settings: Settings
     var config: DaemonConfig { settings.config }
-    var manifests: [AppID: AppManifest] { settings.manifests }
+    /// Each app's manifest in force: the one its run was launched with,
+    /// else the configured one. A reload's change to a running app waits
+    /// here for its next launch; a removed app stays until it has ended.
+    var manifests: [AppID: AppManifest] {
+        didSet { limits = manifests.compactMapValues(\.policy.memory.limit) }
+    }
+    /// Apps whose manifest in force sets memory.limit.
+    var limits: [AppID: UInt64] = [:]
+    /// Apps a `reload --restart-changed` stopped, launched again into
+    /// their place once they have ended.
+    var relaunch: [AppID: LaunchMode] = [:]
     var supervisor: Supervisor
     let loop: EventLoop
     var logger: Logger
@@ -207,6 +218,8 @@ public final class Daemon {
         self.options = options
         self.logger = logger
         self.settings = settings
+        manifests = settings.manifests
+        limits = settings.limits
         self.confinement = confinement
         self.starter = starter
         supervisor = Supervisor(
@@ -247,8 +260,8 @@ public final class Daemon {
         }
         signalSources.append(
             try loop.onSignal(SIGHUP) { [unowned self] _ in
-                self.logger.notice(
-                    "SIGHUP: configuration reload is not supported yet; restart the daemon to apply changes")
+                self.logger.notice("SIGHUP: reloading the configuration")
+                _ = self.reload(dryRun: false, restartChanged: false)
             })
 
         let store = StateStore(directory: config.runtimeDirectory)

@@ -36,7 +36,7 @@ extension Daemon {
                     ]))
             record(id, .transition, from: from.rawValue, to: to.rawValue)
             // Written only when the value changes (not between inactive and active).
-            if let run = runs[id], let band = settings.manifests[id]?.policy.memory.band,
+            if let run = runs[id], let band = manifests[id]?.policy.memory.band,
                 let value = OOMScoreAdjust.value(to, band: band), value != OOMScoreAdjust.value(from, band: band)
             {
                 run.group.setOOMScoreAdjust(value)
@@ -48,6 +48,10 @@ extension Daemon {
             terminations[id] = TerminationInfo(
                 reason: rec.reason.code, description: rec.reason.description,
                 time: Records.wallTime(rec.at), pid: runs.pid(id))
+            runEnded(id)
+        case .forgotten(let id):
+            logger.notice("\(id) removed: its manifest is gone and it has ended", metadata: metadata(id, [:]))
+            forget(id)
         case .refused: break  // the front answers the caller
         case .memoryKill(let k): recordKill(k)
         case .remeasure:

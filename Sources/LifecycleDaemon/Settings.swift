@@ -6,8 +6,8 @@ import LifecycleOS
 /// daemon file, the valid manifests, and what the shell needs from them.
 /// A reload will build a new one and replace it whole.
 struct Settings {
-    let config: DaemonConfig
-    let manifests: [AppID: AppManifest]
+    var config: DaemonConfig
+    var manifests: [AppID: AppManifest]
     /// Manifests that could not be loaded, each naming file, line and key.
     let problems: [ConfigError]
     /// Apps whose manifest sets memory.limit.

@@ -350,6 +350,17 @@ public final class NotifySocket: @unchecked Sendable {
         try waitFor(prefix: line, seconds: seconds) { $0 == line } != nil
     }
 
+    /// Waits until the line `line` has come `count` times in all.
+    public func waitFor(_ line: String, count: Int, seconds: Double) -> Bool {
+        let end = Date().addingTimeInterval(seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while lines.filter({ $0 == line }).count < count {
+            if !condition.wait(until: end) { return false }
+        }
+        return true
+    }
+
     /// Waits for a line starting with `prefix` that satisfies `match`.
     public func waitFor(prefix: String, seconds: Double, _ match: (String) -> Bool) throws -> String? {
         let end = Date().addingTimeInterval(seconds)

@@ -81,8 +81,56 @@ struct Supervisorctl: ParsableCommand {
         subcommands: [
             Status.self, Launch.self, Activate.self, Home.self, Interruption.self,
             Lock.self, Unlock.self, Stop.self, Kill.self, Events.self, Jetsam.self, Pressure.self,
-            DaemonReexec.self,
+            DaemonReexec.self, Reload.self,
         ])
+}
+
+struct Reload: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Read the daemon file and every manifest again, and apply them app by app.",
+        discussion: """
+            A new manifest's app appears (and autostarts if it says so); a removed one is stopped             as if the user quit it, then goes; a changed one applies at the app's next launch             while it keeps running; a broken one keeps the app's previous manifest. A broken             daemon file changes nothing (exit 1). Daemon settings that cannot change live are             named. Prints what was added, removed, changed, unchanged and failed.
+            """)
+    @Flag(help: "Print what would change without applying it.")
+    var dryRun = false
+    @Flag(help: "Relaunch the running apps whose manifest changed, into the state they were in.")
+    var restartChanged = false
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+    @OptionGroup var connection: Connection
+
+    func run() throws {
+        var request = ControlRequest(.reload)
+        request.dryRun = dryRun
+        request.restartChanged = restartChanged
+        guard let report = try connection.request(request).reload else {
+            printError("the daemon answered without a report")
+            throw ExitCode(Exit.badResponse)
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            return
+        }
+        print(Self.describe(report), terminator: "")
+    }
+
+    static func describe(_ r: ReloadReport) -> String {
+        var out = r.dryRun ? "dry run: nothing applied\n" : ""
+        func line(_ label: String, _ apps: [String], _ note: String = "") {
+            guard !apps.isEmpty else { return }
+            out += "\(label): \(apps.joined(separator: " "))\(note)\n"
+        }
+        line("added", r.added)
+        line("removed", r.removed, " (stopped as if quit, then gone)")
+        line("changed", r.changed, " (at each running app's next launch)")
+        line("restarting", r.restarting)
+        out += "unchanged: \(r.unchanged.count)\n"
+        for f in r.failed { out += "failed: \(f.description) (the app keeps its previous manifest)\n" }
+        line("needs a daemon restart", r.needRestart)
+        return out
+    }
 }
 
 struct DaemonReexec: ParsableCommand {
@@ -147,8 +195,14 @@ enum StatusTable {
             if let left = a.backgroundTimeRemaining, !a.backgroundTasks.isEmpty { tasks += " (\(duration(left)) left)" }
             var memory = a.footprint.map(bytes) ?? "-"
             if let limit = a.memoryLimit { memory += " / \(bytes(limit))" }
+            var state = a.state.rawValue
+            if a.removing == true {
+                state += " (removed)"
+            } else if a.changePending == true {
+                state += " (changed)"
+            }
             rows.append([
-                a.name, a.state.rawValue, a.pid.map(String.init) ?? "-",
+                a.name, state, a.pid.map(String.init) ?? "-",
                 a.state == .notRunning && a.lastTermination == nil ? "-" : duration(a.secondsInState),
                 tasks, memory, a.band?.rawValue ?? "-", a.statusLine.map { "\"\($0)\"" } ?? "-",
                 a.lastTermination?.description ?? "-",

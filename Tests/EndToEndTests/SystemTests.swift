@@ -218,6 +218,7 @@ func zombies(of parent: Int32) -> [Int32] {
         for unit in ["lifecycled.service", "lifecycled.socket"] {
             var text = try String(contentsOfFile: root + "/systemd/" + unit, encoding: .utf8)
             text = text.replacingOccurrences(of: "/usr/local/bin/lifecycled", with: binary("lifecycled"))
+            text = text.replacingOccurrences(of: "/usr/local/bin/supervisorctl", with: binary("supervisorctl"))
             try text.write(toFile: dir + "/" + unit, atomically: true, encoding: .utf8)
         }
         let (code, out, err) = try run([

@@ -38,6 +38,9 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
             reexecs += 1
             return reexecProblem
         }
+        func reload(dryRun: Bool, restartChanged: Bool) -> Result<ReloadReport, ConfigError> {
+            .success(ReloadReport(dryRun: dryRun))
+        }
     }
 
     @Test func changesNeedPermissionReadingDoesNot() {

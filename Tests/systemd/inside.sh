@@ -89,6 +89,16 @@ journalctl -u lifecycled -o cat --no-pager | grep -q "Watchdog timeout" \
 m0=$(mainpid)
 $CTL daemon-reexec >/dev/null && [ "$(mainpid)" = "$m0" ] && [ "$(pids)" = "$BEFORE" ] \
     && pass "supervisorctl daemon-reexec: same main pid, same apps" || fail "daemon-reexec: $(pids | tr '\n' ' ')"
+# systemctl reload: a manifest added appears; every app runs on untouched.
+printf 'command = ["sleep", "100000"]\ndelivery = "signals"\nuser = "nobody"\n' > /etc/lifecycled/apps/extra.toml
+m0=$(mainpid)
+systemctl reload lifecycled && $CTL status extra >/dev/null && [ "$(mainpid)" = "$m0" ] \
+    && [ "$(pids | grep -v '^extra ')" = "$BEFORE" ] \
+    && pass "systemctl reload: the new app appears, every app runs on" \
+    || fail "systemctl reload: $(systemctl status lifecycled --no-pager 2>&1 | tail -5)"
+rm -f /etc/lifecycled/apps/extra.toml
+systemctl reload lifecycled && ! $CTL status extra >/dev/null 2>&1 && [ "$(pids)" = "$BEFORE" ] \
+    && pass "systemctl reload: a manifest removed, its app is gone" || fail "reload after removal: $(pids | tr '\n' ' ')"
 n=$(journalctl -u lifecycled -o cat --no-pager | grep -c "lifecycled ready")
 [ "$n" -ge 5 ] && pass "the daemon's log lines stay credited to lifecycled.service ($n \"ready\" lines)" \
     || fail "only $n \"lifecycled ready\" lines under -u lifecycled"

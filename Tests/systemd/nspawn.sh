@@ -58,6 +58,8 @@ cat > "$LAB/dropin/test.conf" <<'UNIT'
 [Service]
 ExecStart=
 ExecStart=/opt/lifecycled/bin/lifecycled --config /etc/lifecycled/lifecycled.toml
+ExecReload=
+ExecReload=/opt/lifecycled/bin/supervisorctl reload
 UNIT
 
 V2=$(awk '$9=="cgroup2"{print $5; exit}' /proc/self/mountinfo)
@@ -84,7 +86,7 @@ run() {
         [ -d /sys/fs/cgroup/systemd ] && echo \$\$ > /sys/fs/cgroup/systemd$cg/cgroup.procs
         exec systemd-nspawn --quiet --volatile=yes -D / --register=no --keep-unit --private-network \
             --machine=$name ${BIND_SWIFT[*]} --bind-ro=$BIN:/opt/lifecycled/bin \
-            --bind-ro=$LAB/etc:/etc/lifecycled \
+            --bind=$LAB/etc:/etc/lifecycled \
             --bind-ro=$ROOT/systemd/lifecycled.service:/etc/systemd/system/lifecycled.service \
             --bind-ro=$ROOT/systemd/lifecycled.socket:/etc/systemd/system/lifecycled.socket \
             --bind-ro=$LAB/dropin:/etc/systemd/system/lifecycled.service.d \

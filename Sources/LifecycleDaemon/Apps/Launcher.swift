@@ -110,6 +110,7 @@ extension Daemon {
             generation: generation, pid: process.pid, pidfd: process.pidfd, group: group,
             channel: channel?.daemon ?? -1)
         run.startTime = UInt64(lc_process_start_time(process.pid))
+        run.fingerprint = m.fingerprint
         run.notifyName = notify >= 0 ? notifyName : nil
         runs.insert(run, for: id)
         if run.channel >= 0 {

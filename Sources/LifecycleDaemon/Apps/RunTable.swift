@@ -39,6 +39,9 @@ final class Run {
     var strangers: [Int32: (said: Int64, dropped: Int)] = [:]
     /// The last event sent, sent again when a resumed channel still owes it.
     var lastEvent: EventMessage?
+    /// The fingerprint of the manifest it was launched with (nil: not known,
+    /// taken back from a daemon before reload existed).
+    var fingerprint: UInt64?
     /// Taken back from an earlier daemon: not our child, so its end comes
     /// through its pidfd rather than SIGCHLD.
     var adopted = false

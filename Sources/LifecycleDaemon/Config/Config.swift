@@ -121,6 +121,10 @@ public struct AppManifest: Sendable {
     public var credentials = SpawnCredentials()
     /// With `user`: its name and home, for USER, LOGNAME and HOME.
     public var account: (name: String, home: String)? = nil
+    /// What the file says, whatever its layout: a hash of its parsed
+    /// content in a canonical form (keys sorted, comments and spacing
+    /// gone). A reload compares it to tell a changed manifest.
+    public var fingerprint: UInt64 = 0
 }
 
 public enum ConfigLoader {
@@ -253,6 +257,14 @@ public enum ConfigLoader {
                 "available_warning", "must not be below available_critical (warning comes first)", table: table)
         }
         return m
+    }
+
+    /// FNV-1a, 64 bits: stable across processes (Swift's Hasher is seeded
+    /// per process), so a fingerprint can be saved for the next daemon.
+    static func fingerprint(_ text: String) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in text.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return h
     }
 
     /// A user by name or id (an id without an entry in the user database
@@ -459,6 +471,7 @@ public enum ConfigLoader {
         }
         // Someone is listening to (or being guided by) a continuous-mode app.
         if !sawBand && m.policy.continuousBackground { m.policy.memory.band = .high }
+        m.fingerprint = Self.fingerprint(doc.root.convert(to: .json))
         return m
     }
 

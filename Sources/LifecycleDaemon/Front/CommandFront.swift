@@ -39,13 +39,15 @@ enum Command: Sendable, Equatable {
     /// Replace the running daemon with the binary now at its path, keeping
     /// every app (an upgrade).
     case daemonReexec
+    /// Read the configuration again and apply it app by app.
+    case reload(dryRun: Bool, restartChanged: Bool)
 
     /// Commands that change something need permission; the rest only read.
     var changes: Bool {
         switch self {
         case .status, .events, .jetsam: false
         case .launch, .activate, .stop, .kill, .home, .lock, .unlock, .interruptionBegin, .interruptionEnd, .pressure,
-            .daemonReexec:
+            .daemonReexec, .reload:
             true
         }
     }
@@ -67,6 +69,7 @@ enum CommandResult {
     /// The caller wants every record from now on, for these apps (empty: all).
     case follow(Set<AppID>)
     case kills([KillRecord])
+    case reload(ReloadReport)
 }
 
 struct CommandFailure: Error, Equatable {
@@ -88,6 +91,9 @@ protocol CommandTarget: AnyObject {
     func simulateMemoryLevel(_ level: MemoryLevel) -> [Effect]
     /// Schedules the re-execution once the answer is out; a reason when it cannot.
     func scheduleReexec() -> String?
+    /// Reads the configuration again; applies it unless `dryRun`. Fails,
+    /// changing nothing, when the daemon file is broken.
+    func reload(dryRun: Bool, restartChanged: Bool) -> Result<ReloadReport, ConfigError>
 }
 
 /// Root may change things, and so may members of the control group (as
@@ -116,7 +122,7 @@ struct Permissions {
 
 final class CommandFront {
     unowned let target: any CommandTarget
-    let permissions: Permissions
+    var permissions: Permissions
 
     init(target: any CommandTarget, permissions: Permissions) {
         self.target = target
@@ -158,6 +164,15 @@ final class CommandFront {
                 return .failure(CommandFailure(code: .refused, message: why, refusal: "cannot-reexec"))
             }
             return .success(.done)
+        case .reload(let dryRun, let restartChanged):
+            switch target.reload(dryRun: dryRun, restartChanged: restartChanged) {
+            case .success(let report): return .success(.reload(report))
+            case .failure(let e):
+                return .failure(
+                    CommandFailure(
+                        code: .refused, message: "the daemon file is broken, nothing changed: \(e)",
+                        refusal: "bad-config"))
+            }
         }
     }
 
@@ -188,6 +203,7 @@ extension Command {
         case .jetsam: "jetsam"
         case .pressure: "pressure"
         case .daemonReexec: "daemon-reexec"
+        case .reload: "reload"
         }
     }
 }

@@ -337,6 +337,10 @@ final class ControlServer: RecordSink {
         case .success(.status(let report)): return ControlResponse(ok: true, status: report)
         case .success(.events(let records)): return ControlResponse(ok: true, events: records)
         case .success(.kills(let kills)): return ControlResponse(ok: true, kills: kills)
+        case .success(.reload(let report)):
+            var response = ControlResponse(ok: true)
+            response.reload = report
+            return response
         case .success(.follow(let filter)):
             c.following = filter
             return ControlResponse(ok: true)
@@ -365,6 +369,7 @@ final class ControlServer: RecordSink {
         case .interruptionBegin: return .success(.interruptionBegin)
         case .interruptionEnd: return .success(.interruptionEnd)
         case .daemonReexec: return .success(.daemonReexec)
+        case .reload: return .success(.reload(dryRun: r.dryRun == true, restartChanged: r.restartChanged == true))
         case .jetsam: return .success(.jetsam(limit: r.limit))
         case .pressure:
             guard let level = r.level.flatMap(MemoryLevel.init(rawValue:)) else {

@@ -31,11 +31,17 @@ extension Daemon: CommandTarget {
                 backgroundTasks: s.tasks.map { TaskStatus(id: $0.id, name: $0.name) },
                 backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
                 awaiting: s.awaiting, lastTermination: terminations[id],
-                footprint: runs[id]?.group.memoryFootprint(), band: s.band, memoryLimit: settings.limits[id],
+                footprint: runs[id]?.group.memoryFootprint(), band: s.band, memoryLimit: limits[id],
                 statusLine: runs[id]?.statusLine)
             status.launching = s.launching
             status.frozen = runs[id]?.frozen
             status.freezeProblem = runs[id]?.freezeProblem
+            if let run = runs[id], let launched = run.fingerprint, let configured = settings.manifests[id],
+                launched != configured.fingerprint
+            {
+                status.changePending = true
+            }
+            if settings.manifests[id] == nil { status.removing = true }
             return status
         }
         let watch = memoryWatch?.state

@@ -14,7 +14,7 @@ extension Daemon {
         guard config.memory.monitor else { return }
         let now = Posix.monotonicNanoseconds()
         let report = memory.sample(
-            groups: { self.runs.groups }, limited: settings.limits, now: now,
+            groups: { self.runs.groups }, limited: limits, now: now,
             triggered: triggered, measuredLevel: supervisor.gauge.level,
             preview: { self.supervisor.memoryLevel(previewing: $0) })
         noteLevelChange(
@@ -23,7 +23,7 @@ extension Daemon {
         guard let memoryWatch else { return }
         memory.schedule(
             memoryWatch, after: report, measuredLevel: supervisor.gauge.level,
-            coreLevel: supervisor.memoryLevel, limits: settings.limits, now: now)
+            coreLevel: supervisor.memoryLevel, limits: limits, now: now)
     }
 
     /// Records a change of level before the core acts on it, so the event

@@ -27,7 +27,7 @@ extension Daemon {
         for (id, run) in runs.byApp {
             saved[id] = SavedRun(
                 generation: run.generation, pid: run.pid, startTime: run.startTime, notifyName: run.notifyName,
-                statusLine: run.statusLine, lastEvent: run.lastEvent)
+                statusLine: run.statusLine, lastEvent: run.lastEvent, fingerprint: run.fingerprint)
         }
         let state = SavedDaemon(
             bootID: store.bootID, core: supervisor.saved, runs: saved, terminations: terminations,
@@ -204,6 +204,7 @@ extension Daemon {
             generation: facts.generation, pid: facts.pid, pidfd: pidfd, group: group, channel: handed?.channel ?? -1)
         run.adopted = !probe.child
         run.startTime = facts.startTime
+        run.fingerprint = facts.fingerprint
         run.statusLine = facts.statusLine
         run.lastEvent = facts.lastEvent
         if run.channel >= 0 {

@@ -32,6 +32,9 @@ struct SavedRun: Codable, Equatable {
     var statusLine: String?
     /// The last event sent: sent again on a resumed channel while it is owed.
     var lastEvent: EventMessage?
+    /// The fingerprint of the manifest it was launched with (absent from
+    /// daemons before reload existed): a later one is a change pending.
+    var fingerprint: UInt64?
 }
 
 /// The state as the daemon uses it: read whole at start, saved by parts.

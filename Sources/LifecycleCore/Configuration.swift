@@ -1,0 +1,62 @@
+// What the configuration says, read again (a reload): apps appear, change
+// and go, each on its own, and a reload that changes nothing changes nothing.
+//
+//   new app          appears not running (the shell autostarts it if its manifest says so)
+//   changed app      not running: the new policy at once; running: it keeps the
+//                    policy it was launched with, the new one waits for its next launch
+//   removed app      not running: gone at once; running: stopped as if the user
+//                    quit it, and gone when it has ended (`.forgotten`)
+//   app put back     before it ended: no longer removed; its policy is pending as above
+
+extension Supervisor {
+    mutating func reconfigure(_ policies: [AppID: AppPolicy]) {
+        for (id, policy) in policies.sorted(by: { $0.key < $1.key }) {
+            guard let app = apps[id] else {
+                apps[id] = AppRecord(policy: policy)
+                continue
+            }
+            let running = app.phase != .notRunning
+            let pending: AppPolicy? = running && policy != app.policy ? policy : nil
+            guard app.removing || pending != app.pending || (!running && policy != app.policy) else { continue }
+            update(id) {
+                $0.removing = false
+                $0.pending = pending
+                if !running { $0.policy = policy }
+            }
+        }
+        for id in appIDs where policies[id] == nil && apps[id]?.removing != true {
+            if apps[id]!.phase == .notRunning {
+                forget(id)
+            } else {
+                update(id) { $0.removing = true }
+                stop(id, cause: .user)
+            }
+        }
+        refreshLimited()
+    }
+
+    /// An app that ended: a pending policy takes over, and a removed app goes.
+    mutating func afterEnd(_ id: AppID) {
+        guard let app = apps[id] else { return }
+        if app.removing { return forget(id) }
+        if let pending = app.pending {
+            update(id) {
+                $0.policy = pending
+                $0.pending = nil
+            }
+            refreshLimited()
+        }
+    }
+
+    private mutating func forget(_ id: AppID) {
+        timers.cancelAll(id)
+        front.remove(id)
+        footprints[id] = nil
+        apps[id] = nil
+        effects.append(.forgotten(id))
+    }
+
+    mutating func refreshLimited() {
+        limited = apps.keys.filter { apps[$0]!.policy.memory.limit != nil }.sorted()
+    }
+}
