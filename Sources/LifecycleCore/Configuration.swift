@@ -15,14 +15,14 @@ extension Supervisor {
                 apps[id] = AppRecord(policy: policy)
                 continue
             }
-            let running = app.phase != .notRunning
-            let pending: AppPolicy? = running && policy != app.policy ? policy : nil
-            guard app.removing || pending != app.pending || (!running && policy != app.policy) else { continue }
-            update(id) {
-                $0.removing = false
-                $0.pending = pending
-                if !running { $0.policy = policy }
+            var updated = app
+            updated.removing = false
+            if app.phase == .notRunning {
+                updated.policy = policy
+            } else {
+                updated.pending = policy != app.policy ? policy : nil
             }
+            if updated != app { update(id) { $0 = updated } }
         }
         for id in appIDs where policies[id] == nil && apps[id]?.removing != true {
             if apps[id]!.phase == .notRunning {

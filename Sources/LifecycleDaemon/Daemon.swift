@@ -41,10 +41,9 @@ public final class Daemon {
     /// Each app's manifest in force: the one its run was launched with,
     /// else the configured one. A reload's change to a running app waits
     /// here for its next launch; a removed app stays until it has ended.
-    var manifests: [AppID: AppManifest] {
-        didSet { limits = manifests.compactMapValues(\.policy.memory.limit) }
-    }
-    /// Apps whose manifest in force sets memory.limit.
+    /// Changed through `setManifest`, which keeps `limits` with it.
+    var manifests: [AppID: AppManifest]
+    /// Apps whose manifest in force sets memory.limit (read at every memory sample).
     var limits: [AppID: UInt64] = [:]
     /// Apps a `reload --restart-changed` stopped, launched again into
     /// their place once they have ended.

@@ -51,7 +51,7 @@ public struct DaemonConfig: Sendable {
 
 /// The [memory] table of the daemon file: how memory is watched and when
 /// it is short.
-public struct MemoryConfig: Sendable {
+public struct MemoryConfig: Sendable, Equatable {
     /// An available-memory threshold: a share of MemTotal, or an amount.
     public enum Available: Sendable, Equatable {
         case percent(Double)

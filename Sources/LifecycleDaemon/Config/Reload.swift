@@ -64,7 +64,9 @@ extension Daemon {
         fresh.manifests = next
         settings = fresh
         front?.permissions = Permissions(controlGroup: config.controlGroup)
-        for (id, manifest) in next where runs[id] == nil { manifests[id] = manifest }
+        for (id, manifest) in next where runs[id] == nil && manifests[id]?.fingerprint != manifest.fingerprint {
+            setManifest(manifest, for: id)
+        }
         status.counts[.notRunning, default: 0] += report.added.count
         _ = submit(.reconfigure(next.mapValues(\.policy)))
         for id in report.added {
@@ -94,6 +96,12 @@ extension Daemon {
         return .success(report)
     }
 
+    /// The manifest in force for `id` (nil: the app is gone), and its limit.
+    func setManifest(_ manifest: AppManifest?, for id: AppID) {
+        manifests[id] = manifest
+        limits[id] = manifest?.policy.memory.limit
+    }
+
     /// The daemon file's keys whose change waits for the next start.
     static func settingsNeedingRestart(from old: DaemonConfig, to new: DaemonConfig) -> [String] {
         var keys: [String] = []
@@ -108,7 +116,7 @@ extension Daemon {
         check("log_level", \.logLevel)
         check("state_directory", \.stateDirectory)
         check("runtime_directory", \.runtimeDirectory)
-        if "\(old.memory)" != "\(new.memory)" { keys.append("memory") }
+        check("memory", \.memory)
         return keys
     }
 
@@ -116,7 +124,9 @@ extension Daemon {
     /// reload left pending), and one `reload --restart-changed` stopped is
     /// launched again into its place.
     func runEnded(_ id: AppID) {
-        if let configured = settings.manifests[id] { manifests[id] = configured }
+        if let configured = settings.manifests[id], manifests[id]?.fingerprint != configured.fingerprint {
+            setManifest(configured, for: id)
+        }
         if let mode = relaunch.removeValue(forKey: id), settings.manifests[id] != nil {
             queue.append(mode == .foreground ? .activate(id) : .launch(id, .background))
         }
@@ -124,7 +134,7 @@ extension Daemon {
 
     /// A removed app has ended and the core forgot it.
     func forget(_ id: AppID) {
-        manifests[id] = nil
+        setManifest(nil, for: id)
         terminations[id] = nil
         relaunch[id] = nil
         status.counts[.notRunning, default: 0] -= 1
