@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench install clean clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
+.PHONY: deps build release run test test-shim bench install generated clean clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -85,14 +85,43 @@ bench-memory: release
 	python3 Benchmarks/memory/reaction.py --out bench-results/memory.md
 	python3 Benchmarks/memory/reaction.py --victim-mb 256 --overshoot-mb 64 --out bench-results/memory-256.md
 
-install: release install-clib
-	install -m 755 .build/release/lifecycled .build/release/supervisorctl $(PREFIX)/bin/
+# Everything under $(DESTDIR)$(PREFIX) (and the units and config under
+# $(DESTDIR)/etc): binaries, the C library, shell completions for bash, zsh
+# and fish and man pages, both generated from supervisorctl's command tree.
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+GEN := .build/generated
+
+# Completion scripts and man pages (swift-argument-parser's generators).
+generated: release
+	@mkdir -p $(GEN)/completions $(GEN)/man
+	for tool in supervisorctl lifecycled; do \
+	    .build/release/$$tool --generate-completion-script bash > $(GEN)/completions/$$tool.bash && \
+	    .build/release/$$tool --generate-completion-script zsh > $(GEN)/completions/_$$tool && \
+	    .build/release/$$tool --generate-completion-script fish > $(GEN)/completions/$$tool.fish || exit 1; \
+	done
+	$(SWIFT) package generate-manual --multi-page --date 2026-11-23 --authors "lifecycled developers" >/dev/null
+	cp .build/plugins/GenerateManual/outputs/supervisorctl/*.1 .build/plugins/GenerateManual/outputs/lifecycled/*.1 $(GEN)/man/
+	rm -f $(GEN)/man/*.help.1
+
+install: release install-clib generated
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) \
+	    $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 755 .build/release/lifecycled .build/release/supervisorctl $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 .build/release/example-recorder .build/release/example-saver \
-	    .build/release/example-worker .build/release/example-plain $(PREFIX)/bin/
-	install -m 755 $(CLIB)/c-recorder $(PREFIX)/bin/example-c-recorder
-	install -d /etc/lifecycled/apps
-	[ -e /etc/lifecycled/lifecycled.toml ] || install -m 644 config/lifecycled.toml /etc/lifecycled/
-	install -m 644 systemd/lifecycled.service systemd/lifecycled.socket /etc/systemd/system/
+	    .build/release/example-worker .build/release/example-plain $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(CLIB)/c-recorder $(DESTDIR)$(PREFIX)/bin/example-c-recorder
+	install -m 644 $(GEN)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	for tool in supervisorctl lifecycled; do \
+	    install -m 644 $(GEN)/completions/$$tool.bash $(DESTDIR)$(BASHCOMPDIR)/$$tool && \
+	    install -m 644 $(GEN)/completions/_$$tool $(DESTDIR)$(ZSHCOMPDIR)/ && \
+	    install -m 644 $(GEN)/completions/$$tool.fish $(DESTDIR)$(FISHCOMPDIR)/ || exit 1; \
+	done
+	install -d $(DESTDIR)/etc/lifecycled/apps $(DESTDIR)/etc/systemd/system
+	[ -e $(DESTDIR)/etc/lifecycled/lifecycled.toml ] || install -m 644 config/lifecycled.toml $(DESTDIR)/etc/lifecycled/
+	install -m 644 systemd/lifecycled.service systemd/lifecycled.socket $(DESTDIR)/etc/systemd/system/
 
 clean:
 	rm -rf .build

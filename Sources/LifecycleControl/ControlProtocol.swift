@@ -26,6 +26,8 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     /// `reload`: relaunch the running apps whose manifest changed, into the
     /// state they were in.
     public var restartChanged: Bool?
+    /// `signal`: a name (TERM, SIGUSR1, RTMIN+3) or a number.
+    public var signal: String?
 
     public init(
         _ command: Command, app: String? = nil, apps: [String]? = nil,
@@ -45,7 +47,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case interruptionBegin = "interruption-begin"
         case interruptionEnd = "interruption-end"
         case daemonReexec = "daemon-reexec"
-        case reload
+        case reload, restart, signal, avail
     }
 }
 
@@ -59,6 +61,8 @@ public struct ControlResponse: Codable, Sendable {
     public var kills: [KillRecord]?
     /// `reload`: what was (or, with dryRun, would be) added, removed, changed.
     public var reload: ReloadReport?
+    /// `avail`: every manifest, in force or not, by name.
+    public var avail: [AvailableApp]?
 
     public init(
         ok: Bool, error: ControlError? = nil, status: StatusReport? = nil,
@@ -283,6 +287,12 @@ public struct AppStatus: Codable, Sendable {
     public var changePending: Bool?
     /// A reload removed its manifest: it is stopping, then goes.
     public var removing: Bool?
+    /// It ended on its own and its `restart` policy relaunches it in this many seconds.
+    public var relaunchIn: Double?
+    /// Ends relaunched within its restart window (absent: none).
+    public var recentEnds: Int?
+    /// It ended too often within its window: down until a user launches it.
+    public var failed: FailureInfo?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,
@@ -303,6 +313,61 @@ public struct AppStatus: Codable, Sendable {
         self.backgroundTimeRemaining = backgroundTimeRemaining
         self.awaiting = awaiting
         self.lastTermination = lastTermination
+    }
+}
+
+/// One manifest as `avail` lists it: what the apps directory holds now,
+/// against what is in force (what a reload would do to it).
+public struct AvailableApp: Codable, Sendable, Equatable {
+    public enum Config: String, Codable, Sendable {
+        /// The file is what is in force.
+        case ok
+        /// The file changed since it was read: a reload applies it.
+        case changed
+        /// A new file: a reload adds the app.
+        case new
+        /// The file is gone: a reload removes the app.
+        case gone
+        /// The file cannot be read (`error` says where and why): the app,
+        /// if it is in force, keeps its previous manifest.
+        case broken
+    }
+
+    public var name: String
+    public var file: String
+    public var config: Config
+    /// Whether the app is known to the daemon now (in force, or kept).
+    public var inForce: Bool
+    /// The manifest's `restart` and `autostart`, from the file (or what is in force when it is broken).
+    public var restart: String?
+    public var autostart: String?
+    public var error: String?
+
+    public init(name: String, file: String, config: Config, inForce: Bool) {
+        self.name = name
+        self.file = file
+        self.config = config
+        self.inForce = inForce
+    }
+}
+
+/// Why an app was left failed by its crash policy.
+public struct FailureInfo: Codable, Sendable, Equatable {
+    /// The end that made it give up.
+    public var reason: String
+    public var description: String
+    /// Ends within the window, that one included.
+    public var ends: Int
+    public var windowSeconds: Double
+    /// Wall-clock seconds since the epoch.
+    public var time: Double
+
+    public init(reason: String, description: String, ends: Int, windowSeconds: Double, time: Double) {
+        self.reason = reason
+        self.description = description
+        self.ends = ends
+        self.windowSeconds = windowSeconds
+        self.time = time
     }
 }
 
@@ -379,6 +444,12 @@ public struct EventRecord: Codable, Sendable, Equatable {
         case adopted
         /// A library app took its channel back after the daemon restarted.
         case resumed
+        /// It ended on its own and its `restart` policy relaunches it (`detail`: when, which attempt).
+        case relaunching
+        /// It ended too often: down until a user launches it (`reason`, `detail`).
+        case failed
+        /// An operator sent it a signal (`supervisorctl signal`; `detail`: its name).
+        case signal
     }
 
     /// The `app` of records about no app in particular (memory levels).

@@ -70,10 +70,15 @@ struct AppRecord: Sendable, Equatable, Codable {
     /// A reload removed the app while it ran: it is stopping, and goes when
     /// it has ended. Not saved: a restarted daemon does not configure it.
     var removing = false
+    /// Ends it was not asked for, lately: a relaunch due, or failed
+    /// (Restarts.swift). Saved: a restarted daemon keeps counting.
+    var restarts: Restarts?
+    /// `restart`: launched again into this place once the stop has ended it.
+    var restartTo: LaunchMode?
 
     private enum CodingKeys: String, CodingKey {
         case phase, state, since, generation, launchMode, sequence, awaiting, tasks, nextTask, expired, budgetEnd
-        case graceEnd, stop, killing, last, warningPending, lastUsed, lastNotice
+        case graceEnd, stop, killing, last, warningPending, lastUsed, lastNotice, restarts, restartTo
     }
 }
 

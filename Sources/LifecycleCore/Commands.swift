@@ -14,10 +14,19 @@ extension Supervisor {
         unlessShuttingDown(body)
     }
 
+    /// A user's launch: a failed app, or one waiting to be relaunched,
+    /// starts counting its ends again.
     mutating func launch(_ id: AppID, _ mode: LaunchMode) {
         let app = apps[id]!
         guard app.phase == .notRunning else { return refuse(.alreadyRunning(id, app.state)) }
         if mode == .foreground && front.locked { return refuse(.screenLocked) }
+        forgetEnds(id)
+        start(id, mode)
+    }
+
+    /// A new run, by a user or a relaunch.
+    mutating func start(_ id: AppID, _ mode: LaunchMode) {
+        let app = apps[id]!
         if mode == .foreground { takeForegroundSlot(id) }
         effects.append(.spawn(id, generation: app.generation + 1, mode: mode))
         let now = now
@@ -76,21 +85,49 @@ extension Supervisor {
         for id in front.apps { sync(id); advance(id) }
     }
 
+    /// A stop (or kill) of an app waiting to be relaunched cancels the relaunch.
     mutating func stop(_ id: AppID, cause: StopCause) {
-        guard apps[id]!.phase != .notRunning else { return refuse(.notRunning(id)) }
+        guard apps[id]!.phase != .notRunning else {
+            if cancelRelaunch(id) { return }
+            return refuse(.notRunning(id))
+        }
         if apps[id]!.stop == nil { update(id) { $0.stop = cause } }
         front.remove(id)
         sync(id)
         advance(id)
     }
 
+    /// A user's stop: also of a restart under way (it is not launched again).
+    mutating func userStop(_ id: AppID) {
+        if apps[id]!.restartTo != nil { update(id) { $0.restartTo = nil } }
+        stop(id, cause: .user)
+    }
+
+    /// Stopped as the user would, then, once it has ended, launched again
+    /// in front if it held a slot, else in the background. Saved with the
+    /// record, so a daemon restarted meanwhile carries it out.
+    mutating func restart(_ id: AppID) {
+        let app = apps[id]!
+        if app.phase == .notRunning { return launch(id, .foreground) }
+        if app.stop != nil || app.killing != nil { return refuse(.stopping(id)) }
+        let place: LaunchMode = front.holds(id) ? .foreground : .background
+        update(id) { $0.restartTo = place }
+        stop(id, cause: .user)
+    }
+
+    /// A user's kill: also of a restart under way (it is not launched again).
     mutating func userKill(_ id: AppID) {
-        guard apps[id]!.phase != .notRunning else { return refuse(.notRunning(id)) }
+        guard apps[id]!.phase != .notRunning else {
+            if cancelRelaunch(id) { return }
+            return refuse(.notRunning(id))
+        }
+        if apps[id]!.restartTo != nil { update(id) { $0.restartTo = nil } }
         kill(id, .killedByUser)
     }
 
     mutating func shutdown() {
         shuttingDown = true
+        for id in appIDs { _ = cancelRelaunch(id) }
         for id in appIDs where apps[id]!.phase != .notRunning {
             if apps[id]!.stop == nil { update(id) { $0.stop = .shutdown } }
             front.remove(id)

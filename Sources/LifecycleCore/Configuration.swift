@@ -19,9 +19,11 @@ extension Supervisor {
             updated.removing = false
             if app.phase == .notRunning {
                 updated.policy = policy
+                if policy.restart != app.policy.restart { updated.restarts = nil }  // counted anew
             } else {
                 updated.pending = policy != app.policy ? policy : nil
             }
+            if updated.restarts == nil { timers.cancel(id, .restart) }
             if updated != app { update(id) { $0 = updated } }
         }
         for id in appIDs where policies[id] == nil && apps[id]?.removing != true {

@@ -22,6 +22,11 @@ public enum Effect: Sendable, Equatable {
     /// An app no longer configured has no process left and is gone from
     /// the core: the shell forgets it too.
     case forgotten(AppID)
+    /// The app ended on its own and its manifest's `restart` says it comes
+    /// back: relaunched at `at` (the `attempt`th time within the window).
+    case relaunchScheduled(AppID, at: Instant, attempt: Int)
+    /// It ended too often within the window: left down until a user launches it.
+    case failed(AppID, AppFailure)
     /// A command was refused; nothing else happened.
     case refused(Refusal)
     /// The app is killed for memory: the record of why, emitted right after its

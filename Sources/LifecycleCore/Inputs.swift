@@ -13,6 +13,9 @@ public enum Input: Sendable, Equatable {
     case unlock
     case stop(AppID)
     case kill(AppID)
+    /// Stop it as the user would, then launch it again into the place it
+    /// had (a not-running app is launched into the foreground).
+    case restart(AppID)
     case shutdown
     /// The configuration read again: every app it declares, with its
     /// policy (Configuration.swift).

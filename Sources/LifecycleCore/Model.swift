@@ -31,6 +31,8 @@ public struct AppPolicy: Sendable, Equatable, Codable {
     /// Plain programs only: the launch completes when the program says
     /// READY=1 (sd_notify), within the launch timeout, not at exec.
     public var awaitsReadiness = false
+    /// Relaunched after it ends on its own? (Restarts.swift)
+    public var restart = RestartPolicy()
 
     public init() {}
 

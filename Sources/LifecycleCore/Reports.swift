@@ -104,6 +104,8 @@ extension Supervisor {
 
     mutating func ended(_ id: AppID, reason: TerminationReason) {
         let record = TerminationRecord(reason: reason, generation: apps[id]!.generation, at: now)
+        let inFront = front.holds(id)
+        let restartTo = apps[id]!.restartTo
         timers.cancelAll(id)
         front.remove(id)
         if footprints.removeValue(forKey: id) != nil { apps.markChanged(id) }
@@ -115,6 +117,7 @@ extension Supervisor {
             fresh.state = $0.state  // so that sync() publishes the change
             fresh.since = $0.since
             fresh.last = record
+            fresh.restarts = $0.restarts
             $0 = fresh
         }
         effects.append(.terminated(id, record))
@@ -123,6 +126,12 @@ extension Supervisor {
             effects.append(.remeasure)
         }
         afterEnd(id)
+        if let place = restartTo, case .stoppedByUser = reason, !shuttingDown, apps[id] != nil {
+            forgetEnds(id)
+            start(id, place == .foreground && !front.locked ? .foreground : .background)
+        } else {
+            afterUnaskedEnd(id, reason, inFront: inFront)
+        }
     }
 
     /// SIGKILL the app; the process exit report completes the termination.

@@ -10,7 +10,9 @@ extension Supervisor {
             awaiting: app.awaiting?.event, stopping: app.stop != nil || app.killing != nil || app.lastNotice != nil,
             last: app.last, footprint: footprints[id], band: app.policy.memory.band,
             launching: app.phase == .awaitingReady || { if case .launching = app.phase { true } else { false } }(),
-            changePending: app.pending != nil, removing: app.removing)
+            changePending: app.pending != nil, removing: app.removing,
+            relaunchAt: app.restarts?.due != nil ? timers.deadline(id, .restart) : nil,
+            recentEnds: app.restarts?.ends.count ?? 0, failure: app.restarts?.failed)
     }
 
     /// What a resumed app channel must be told again: the sequence number
@@ -44,6 +46,12 @@ public struct AppSnapshot: Sendable, Equatable {
     public var changePending = false
     /// A reload removed it: stopping, then gone.
     public var removing = false
+    /// It ended on its own and is relaunched then (its `restart` policy).
+    public var relaunchAt: Instant?
+    /// Ends relaunched within its restart window.
+    public var recentEnds = 0
+    /// It ended too often: down until a user launches it.
+    public var failure: AppFailure?
 }
 
 public struct BackgroundTask: Sendable, Equatable, Codable {

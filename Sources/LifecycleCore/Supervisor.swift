@@ -9,6 +9,7 @@
 //
 //   Commands.swift       what users ask: launch, activate, home, lock, interruptions, stop, kill
 //   Configuration.swift  a reload: apps appear, change (at their next launch) and go
+//   Restarts.swift       the crash policy: relaunches with backoff, and giving up
 //   Reports.swift        what the world reports: acknowledgements, tasks, readiness, exits
 //   Planner.swift        each app's target, and the next step towards it
 //   Delivery.swift       one event at a time, with its deadline
@@ -99,8 +100,9 @@ public struct Supervisor: Sendable {
         case .interruptionEnded: unlessShuttingDown { $0.endInterruption() }
         case .lock: unlessShuttingDown { $0.setLocked(true) }
         case .unlock: unlessShuttingDown { $0.setLocked(false) }
-        case .stop(let id): command(id) { $0.stop(id, cause: .user) }
+        case .stop(let id): command(id) { $0.userStop(id) }
         case .kill(let id): command(id) { $0.userKill(id) }
+        case .restart(let id): command(id) { $0.restart(id) }
         case .shutdown: shutdown()
         case .reconfigure(let policies): reconfigure(policies)
         case .launchFailed(let id, let gen, let message):
@@ -209,5 +211,10 @@ public struct Supervisor: Sendable {
         assert(
             apps.values.allSatisfy { $0.phase != .notRunning || ($0.awaiting == nil && $0.tasks.isEmpty) },
             "an app with no process awaits nothing and holds no task")
+        assert(
+            apps.allSatisfy { id, app in
+                (timers.deadline(id, .restart) != nil) == (app.restarts?.due != nil)
+                    && (app.restarts?.due == nil || app.phase == .notRunning)
+            }, "a relaunch is due exactly when its timer runs, and only for an app with no process")
     }
 }

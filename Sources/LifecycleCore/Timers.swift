@@ -17,6 +17,8 @@ enum TimerKind: Int, CaseIterable, Comparable, Sendable, Codable {
     case notice
     /// A plain program with `readiness = "notify"` must have said READY=1.
     case ready
+    /// A crashed app's relaunch is due (Restarts.swift).
+    case restart
 
     static func < (a: TimerKind, b: TimerKind) -> Bool { a.rawValue < b.rawValue }
 }
@@ -99,6 +101,7 @@ extension Supervisor {
             if let reason = app.lastNotice { kill(id, reason) }
         case .ready:
             if app.phase == .awaitingReady { kill(id, .launchWatchdog) }
+        case .restart: relaunch(id)
         }
     }
 

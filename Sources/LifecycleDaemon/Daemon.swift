@@ -45,9 +45,6 @@ public final class Daemon {
     var manifests: [AppID: AppManifest]
     /// Apps whose manifest in force sets memory.limit (read at every memory sample).
     var limits: [AppID: UInt64] = [:]
-    /// Apps a `reload --restart-changed` stopped, launched again into
-    /// their place once they have ended.
-    var relaunch: [AppID: LaunchMode] = [:]
     var supervisor: Supervisor
     let loop: EventLoop
     var logger: Logger

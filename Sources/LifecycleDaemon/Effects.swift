@@ -52,6 +52,18 @@ extension Daemon {
         case .forgotten(let id):
             logger.notice("\(id) removed: its manifest is gone and it has ended", metadata: metadata(id, [:]))
             forget(id)
+        case .relaunchScheduled(let id, let at, let attempt):
+            let restart = manifests[id]?.policy.restart ?? RestartPolicy()
+            let detail =
+                "in \(String(format: "%.1f", Double((at - now()).nanoseconds) / 1e9)) s, attempt \(attempt)"
+                + (restart.limit > 0 ? " of \(restart.limit) within \(restart.window.formattedSeconds)" : "")
+            logger.notice("\(id) relaunches \(detail)", metadata: metadata(id, ["attempt": "\(attempt)"]))
+            record(id, .relaunching, detail: detail)
+        case .failed(let id, let failure):
+            logger.error(
+                "\(id) \(failure.description); down until launched",
+                metadata: metadata(id, ["reason": "\(failure.reason.code.rawValue)", "ends": "\(failure.ends)"]))
+            record(id, .failed, reason: failure.reason.code.rawValue, detail: failure.description)
         case .refused: break  // the front answers the caller
         case .memoryKill(let k): recordKill(k)
         case .remeasure:

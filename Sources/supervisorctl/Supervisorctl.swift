@@ -10,7 +10,8 @@ enum Exit {
     static let permissionDenied: Int32 = 3
     static let noDaemon: Int32 = 4
     static let badResponse: Int32 = 5
-    /// A waiting command's change failed: the app ended instead (the reason is printed).
+    /// A waiting command's change failed: the app ended instead (the reason is printed);
+    /// or `status APP` of an app its crash policy left failed.
     static let failed: Int32 = 6
     /// A waiting command's change did not happen within --timeout.
     static let timedOut: Int32 = 7
@@ -29,9 +30,9 @@ struct Connection: ParsableArguments {
             ?? ControlDefaults.socketPath
     }
 
-    func client() throws -> ControlClient {
+    func client(quietly: Bool = false) throws -> ControlClient {
         do { return try ControlClient.preferringPrivate(path: path) } catch {
-            printError("\(error)")
+            if !quietly { printError("\(error)") }
             throw ExitCode(Exit.noDaemon)
         }
     }
@@ -75,13 +76,14 @@ struct Supervisorctl: ParsableCommand {
             Exit codes: 0 success; 1 the daemon refused the command (the message says why); \
             2 unknown app; 3 permission denied; 4 no daemon at the socket (or it went away \
             while a command waited); 5 a bad request or an unreadable response; 6 the change \
-            failed: the app ended instead (the reason is printed); 7 not done within \
+            failed: the app ended instead (the reason is printed), or `status APP` of an app \
+            its crash policy left failed; 7 not done within \
             --timeout; 64 bad arguments.
             """,
         subcommands: [
             Status.self, Launch.self, Activate.self, Home.self, Interruption.self,
-            Lock.self, Unlock.self, Stop.self, Kill.self, Events.self, Jetsam.self, Pressure.self,
-            DaemonReexec.self, Reload.self,
+            Lock.self, Unlock.self, Stop.self, Restart.self, Kill.self, Signal.self, Pid.self, Events.self,
+            Jetsam.self, Pressure.self, Avail.self, Reload.self, DaemonReexec.self,
         ])
 }
 
@@ -89,7 +91,11 @@ struct Reload: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Read the daemon file and every manifest again, and apply them app by app.",
         discussion: """
-            A new manifest's app appears (and autostarts if it says so); a removed one is stopped             as if the user quit it, then goes; a changed one applies at the app's next launch             while it keeps running; a broken one keeps the app's previous manifest. A broken             daemon file changes nothing (exit 1). Daemon settings that cannot change live are             named. Prints what was added, removed, changed, unchanged and failed.
+            A new manifest's app appears (and autostarts if it says so); a removed one is stopped as \
+            if the user quit it, then goes; a changed one applies at the app's next launch while it \
+            keeps running; a broken one keeps the app's previous manifest. A broken daemon file \
+            changes nothing (exit 1). Daemon settings that cannot change live are named. Prints what \
+            was added, removed, changed, unchanged and failed.
             """)
     @Flag(help: "Print what would change without applying it.")
     var dryRun = false
@@ -173,7 +179,7 @@ struct Status: ParsableCommand {
     )
     @OptionGroup var connection: Connection
     @Flag(help: "One JSON object: {daemon, apps:[{name,state,pid,...}]}.") var json = false
-    @Argument(help: "Apps to show (default: all).") var apps: [String] = []
+    @Argument(help: "Apps to show (default: all).", completion: .custom(appNames)) var apps: [String] = []
 
     func run() throws {
         let report = try connection.request(ControlRequest(.status, apps: apps.isEmpty ? nil : apps)).status!
@@ -181,9 +187,11 @@ struct Status: ParsableCommand {
             let e = JSONEncoder()
             e.outputFormatting = [.sortedKeys]
             print(String(decoding: try e.encode(report), as: UTF8.self))
-            return
+        } else {
+            print(StatusTable.render(report))
         }
-        print(StatusTable.render(report))
+        // Like `systemctl status`: a script learns from the exit code that a named app gave up.
+        if !apps.isEmpty, report.apps.contains(where: { $0.failed != nil }) { throw ExitCode(Exit.failed) }
     }
 }
 
@@ -196,6 +204,11 @@ enum StatusTable {
             var memory = a.footprint.map(bytes) ?? "-"
             if let limit = a.memoryLimit { memory += " / \(bytes(limit))" }
             var state = a.state.rawValue
+            if a.failed != nil {
+                state = "failed"
+            } else if let wait = a.relaunchIn {
+                state += " (relaunch in \(duration(wait)))"
+            }
             if a.removing == true {
                 state += " (removed)"
             } else if a.changePending == true {
@@ -205,16 +218,10 @@ enum StatusTable {
                 a.name, state, a.pid.map(String.init) ?? "-",
                 a.state == .notRunning && a.lastTermination == nil ? "-" : duration(a.secondsInState),
                 tasks, memory, a.band?.rawValue ?? "-", a.statusLine.map { "\"\($0)\"" } ?? "-",
-                a.lastTermination?.description ?? "-",
+                a.failed.map { "\($0.description); down until launched" } ?? a.lastTermination?.description ?? "-",
             ])
         }
-        let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
-        var out = rows.map { r in
-            r.enumerated().map { i, s in
-                i == r.count - 1 ? s : s.padding(toLength: widths[i], withPad: " ", startingAt: 0)
-            }
-            .joined(separator: "  ")
-        }
+        var out = [Table.render(rows)]
         let d = report.daemon
         var footer =
             "foreground: \(d.foreground.isEmpty ? "-" : d.foreground.joined(separator: ", ")) (\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
@@ -258,7 +265,7 @@ struct Launch: ParsableCommand {
     @OptionGroup var waiting: Waiting
     @Flag(help: "Launch into the background (willFinishLaunching, didFinishLaunching, didEnterBackground).")
     var background = false
-    @Argument var app: String
+    @Argument(completion: .custom(appNames)) var app: String
     func run() throws {
         try connection.requestAndWait(ControlRequest(.launch, app: app, background: background), waiting) { _ in
             background ? .launchedInBackground(app) : .inFront(app)
@@ -271,7 +278,7 @@ struct Activate: ParsableCommand {
         abstract: "Bring an app to the foreground, launching it when needed.")
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
-    @Argument var app: String
+    @Argument(completion: .custom(appNames)) var app: String
     func run() throws {
         try connection.requestAndWait(ControlRequest(.activate, app: app), waiting) { _ in .inFront(app) }
     }
@@ -321,16 +328,128 @@ struct Stop: ParsableCommand {
         abstract: "Quit an app as the user would (willTerminate; killed if suspended).")
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
-    @Argument var app: String
+    @Argument(completion: .custom(appNames)) var app: String
     func run() throws {
         try connection.requestAndWait(ControlRequest(.stop, app: app), waiting) { _ in .ended(app) }
+    }
+}
+
+struct Restart: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Quit an app as the user would, then launch it again into the place it had.",
+        discussion: """
+            In front if it held a foreground slot, else in the background; an app that is not \
+            running is launched into the foreground. Waits until the new run is in its place. \
+            The daemon carries it out even if it restarts meanwhile; a stop or kill meanwhile wins.
+            """)
+    @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
+    @Argument(completion: .custom(appNames)) var app: String
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.restart, app: app), waiting) { before in
+            let was = before.apps.first { $0.name == app }
+            let inFront = was.map { $0.state == .active || $0.state == .inactive } ?? false
+            return .relaunched(app, after: was?.pid, inFront: inFront || was?.state == .notRunning)
+        }
+    }
+}
+
+struct Signal: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a signal to an app's main process.",
+        discussion: """
+            SIG is a name as kill -l gives it (TERM, SIGUSR1, RTMIN+3) or a number. STOP, CONT, \
+            TSTP, TTIN and TTOU are refused: lifecycled freezes and thaws apps itself. A suspended \
+            app takes the signal when it is next thawed (KILL at once). An app that dies of it \
+            is relaunched if its crash policy says so (HUP, INT, TERM and PIPE count as clean).
+            """)
+    @OptionGroup var connection: Connection
+    @Argument(help: "The signal.", completion: .list(["TERM", "HUP", "INT", "USR1", "USR2", "KILL", "QUIT", "WINCH"]))
+    var signal: String
+    @Argument(completion: .custom(appNames)) var app: String
+
+    func validate() throws {
+        if case .failure(let problem) = SignalNames.check(signal) { throw ValidationError("\(problem)") }
+    }
+
+    func run() throws {
+        var request = ControlRequest(.signal, app: app)
+        request.signal = signal
+        _ = try connection.request(request)
+    }
+}
+
+struct Pid: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print an app's main pid (exit 1 when it is not running), or the daemon's with no app.")
+    @OptionGroup var connection: Connection
+    @Argument(completion: .custom(appNames)) var app: String?
+    func run() throws {
+        let report = try connection.request(ControlRequest(.status, apps: app.map { [$0] })).status!
+        guard let app else { return print(report.daemon.pid) }
+        guard let pid = report.apps.first?.pid else {
+            printError("'\(app)' is not running")
+            throw ExitCode(Exit.refused)
+        }
+        print(pid)
+    }
+}
+
+struct Avail: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List every manifest of the apps directory, what a reload would do to it, and its load error.",
+        discussion: """
+            CONFIG is ok (in force), changed (a reload applies it), new (a reload adds the app), \
+            gone (a reload removes it) or broken (the error says file, line and key; the app keeps \
+            its previous manifest). Exit 1 when a file is broken.
+            """)
+    @OptionGroup var connection: Connection
+    @Flag(help: "A JSON array.") var json = false
+    func run() throws {
+        let apps = try connection.request(ControlRequest(.avail)).avail ?? []
+        if json {
+            let e = JSONEncoder()
+            e.outputFormatting = [.sortedKeys]
+            print(String(decoding: try e.encode(apps), as: UTF8.self))
+        } else {
+            var rows = [["NAME", "CONFIG", "IN FORCE", "RESTART", "AUTOSTART", "FILE / ERROR"]]
+            for a in apps {
+                rows.append([
+                    a.name, a.config.rawValue, a.inForce ? "yes" : "no", a.restart ?? "-", a.autostart ?? "-",
+                    a.error ?? a.file,
+                ])
+            }
+            print(Table.render(rows))
+        }
+        if apps.contains(where: { $0.config == .broken }) { throw ExitCode(Exit.refused) }
+    }
+}
+
+/// The apps the daemon knows, for shell completion (nothing when it does not answer).
+func appNames(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+    guard let connection = try? Connection.parse([]), let client = try? connection.client(quietly: true),
+        let report = try? client.send(ControlRequest(.status)).status
+    else { return [] }
+    return report.apps.map(\.name).filter { $0.hasPrefix(prefix) }
+}
+
+enum Table {
+    /// Columns padded to their widest cell; the last one is not.
+    static func render(_ rows: [[String]]) -> String {
+        let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
+        return rows.map { r in
+            r.enumerated().map { i, s in
+                i == r.count - 1 ? s : s.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+            }
+            .joined(separator: "  ")
+        }.joined(separator: "\n")
     }
 }
 
 struct Kill: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "SIGKILL every process of an app at once.")
     @OptionGroup var connection: Connection
-    @Argument var app: String
+    @Argument(completion: .custom(appNames)) var app: String
     func run() throws { _ = try connection.request(ControlRequest(.kill, app: app)) }
 }
 
@@ -340,7 +459,7 @@ struct Events: ParsableCommand {
     @OptionGroup var connection: Connection
     @Flag(name: .shortAndLong, help: "Keep streaming new records.") var follow = false
     @Flag(help: "One JSON object per line.") var json = false
-    @Argument(help: "Apps to show (default: all).") var apps: [String] = []
+    @Argument(help: "Apps to show (default: all).", completion: .custom(appNames)) var apps: [String] = []
 
     func run() throws {
         let filter = apps.isEmpty ? nil : apps
@@ -437,14 +556,7 @@ struct Jetsam: ParsableCommand {
                 others.isEmpty ? "-" : others.joined(separator: ", "),
             ])
         }
-        let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
-        for r in rows {
-            print(
-                r.enumerated().map { i, s in
-                    i == r.count - 1 ? s : s.padding(toLength: widths[i], withPad: " ", startingAt: 0)
-                }
-                .joined(separator: "  "))
-        }
+        print(Table.render(rows))
     }
 }
 

@@ -30,10 +30,13 @@ enum Goal {
     case leftFront([String])
     /// Every one of these apps is in front again.
     case backInFront([String])
+    /// A new run of the app (not the process `after`) is in front (or, when
+    /// the front was taken meanwhile, launched into the background).
+    case relaunched(String, after: Int32?, inFront: Bool)
 
     var apps: [String] {
         switch self {
-        case .inFront(let a), .launchedInBackground(let a), .ended(let a): [a]
+        case .inFront(let a), .launchedInBackground(let a), .ended(let a), .relaunched(let a, _, _): [a]
         case .leftFront(let apps), .backInFront(let apps): apps
         }
     }
@@ -53,6 +56,9 @@ enum Goal {
         case .leftFront(let apps):
             return apps.allSatisfy { name in app(name).map { $0.state != .active && $0.state != .inactive } ?? true }
         case .backInFront(let apps): return apps.allSatisfy(inFront)
+        case .relaunched(let name, let old, let front):
+            guard let a = app(name), a.pid != nil, a.pid != old else { return false }
+            return (front && inFront(name)) || Goal.launchedInBackground(name).reached(r)
         }
     }
 }

@@ -43,6 +43,14 @@ struct Simulation {
     /// core says it changed, the rest after every step.
     var disk: [AppID: Data] = [:]
     var diskShared = Data()
+    /// Relaunches the core scheduled and has not made, and apps it gave up on.
+    var relaunchDue: [AppID: Instant] = [:]
+    var failedApps: Set<AppID> = []
+    /// Apps a `restart` is stopping, to be launched again.
+    var restarting: Set<AppID> = []
+    /// How many relaunches and failures the run saw (the checks are not vacuous).
+    var relaunches = 0
+    var failures = 0
     let policies: [AppID: AppPolicy]
     let slots: Int
 
@@ -63,6 +71,12 @@ struct Simulation {
             p.memory.lastNotice = Int.random(in: 0..<4, using: &rng) == 0
             if Int.random(in: 0..<5, using: &rng) == 0 {
                 p.memory.limit = UInt64.random(in: 50...150, using: &rng) << 20
+            }
+            if Int.random(in: 0..<3, using: &rng) == 0 {
+                p.restart.when = Bool.random(using: &rng) ? .onFailure : .always
+                p.restart.delay = .milliseconds(Int64.random(in: 100...2000, using: &rng))
+                p.restart.limit = Int.random(in: 0...4, using: &rng)
+                p.restart.window = .seconds(Int64.random(in: 5...60, using: &rng))
             }
             policies["app\(i)"] = p
         }
@@ -156,7 +170,8 @@ struct Simulation {
         case 26..<30: return .interruptionEnded
         case 30..<33: return .lock
         case 33..<36: return .unlock
-        case 36..<40: return .stop(id)
+        case 36..<39: return .stop(id)
+        case 39..<40: return .restart(id)
         case 40..<42: return .kill(id)
         case 42..<50: return .beginBackgroundTask(id, generation: gen, request: UInt32(steps), name: "t")
         case 50..<56:
@@ -247,6 +262,7 @@ struct Simulation {
     }
 
     mutating func check(_ effects: [Effect], after input: Input) {
+        checkRelaunches(effects, after: input)
         // Effects in order: transitions must follow the reference's paths.
         for effect in effects {
             switch effect {
@@ -331,6 +347,67 @@ extension Simulation {
     }
 }
 
+extension Simulation {
+    /// The crash policy: a relaunch only after an end its policy relaunches,
+    /// never before its delay, never for a failed app or after a user's stop
+    /// or kill or a shutdown, and never more than `limit` in a row.
+    mutating func checkRelaunches(_ effects: [Effect], after input: Input) {
+        var userLaunched: AppID?
+        switch input {
+        case .launch(let id, _), .activate(let id): userLaunched = id
+        case .restart(let id):
+            // Launched at once when it was not running, else stopped first.
+            if effects.contains(where: { if case .spawn(id, _, _) = $0 { true } else { false } }) {
+                userLaunched = id
+            } else if sup.snapshot(id)!.stopping {
+                restarting.insert(id)
+            }
+        case .stop(let id), .kill(let id):
+            relaunchDue[id] = nil
+            restarting.remove(id)
+        case .shutdown:
+            relaunchDue = [:]
+            restarting = []
+        default: break
+        }
+        if let id = userLaunched, sup.snapshot(id)!.failure == nil { failedApps.remove(id) }
+        var lastEnd: [AppID: TerminationReason] = [:]
+        for effect in effects {
+            switch effect {
+            case .terminated(let id, let record):
+                lastEnd[id] = record.reason
+                if case .stoppedByUser = record.reason {} else { restarting.remove(id) }
+            case .relaunchScheduled(let id, let at, let attempt):
+                let policy = sup.policy(id).restart
+                guard let reason = lastEnd[id], policy.relaunches(after: reason) else {
+                    fail("\(id): relaunch scheduled without an end its policy relaunches")
+                    continue
+                }
+                if at < now + policy.step(attempt) { fail("\(id): relaunch at \(at) before its delay") }
+                if policy.limit > 0 && attempt > policy.limit { fail("\(id): relaunch \(attempt) over the limit") }
+                relaunchDue[id] = at
+            case .failed(let id, let failure):
+                if lastEnd[id] == nil { fail("\(id): failed without an end") }
+                if failure.ends <= sup.policy(id).restart.limit { fail("\(id): failed before its limit") }
+                failedApps.insert(id)
+                failures += 1
+            case .spawn(let id, _, _) where restarting.contains(id):
+                restarting.remove(id)
+                relaunchDue[id] = nil
+            case .spawn(let id, _, _) where id != userLaunched:
+                guard let due = relaunchDue.removeValue(forKey: id), due <= now else {
+                    fail("\(id): spawned by \(input) with no relaunch due")
+                    continue
+                }
+                if failedApps.contains(id) { fail("\(id): relaunched while failed") }
+                relaunches += 1
+            case .spawn(let id, _, _): relaunchDue[id] = nil
+            default: break
+            }
+        }
+    }
+}
+
 extension Supervisor {
     func policy(_ id: AppID) -> AppPolicy { apps[id]!.policy }
 }
@@ -338,9 +415,14 @@ extension Supervisor {
 @Suite struct SimulationTests {
     @Test func thousandsOfRandomRunsKeepTheInvariants() {
         let base = UInt64(0x5EED_0000)
+        var relaunches = 0
+        var failures = 0
+        defer { #expect(relaunches > 100 && failures > 10, "relaunches \(relaunches), failures \(failures)") }
         for seed in base..<(base + 2_000) {
             var sim = Simulation(seed: seed)
             sim.run(steps: 300)
+            relaunches += sim.relaunches
+            failures += sim.failures
             if !sim.violations.isEmpty {
                 Issue.record(
                     "seed \(seed) (replay with Simulation(seed: \(seed))): \(sim.violations.prefix(3).joined(separator: "; "))"

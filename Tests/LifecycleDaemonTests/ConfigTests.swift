@@ -96,6 +96,22 @@ func daemonError(_ text: String) -> ConfigError? {
         #expect(appError("command = [\"x\"]\n", "bad name!.toml")?.message.contains("may only use letters") == true)
     }
 
+    @Test func crashPolicy() throws {
+        let m = try ConfigLoader.loadApp(
+            path: write(
+                "command = [\"x\"]\nrestart = \"on-failure\"\n[backoff]\ndelay = 0.5\nmax_delay = 60\nlimit = 0\nwindow = 30\n"
+            ))
+        #expect(m.policy.restart.when == .onFailure)
+        #expect(m.policy.restart.delay == .milliseconds(500) && m.policy.restart.maxDelay == .seconds(60))
+        #expect(m.policy.restart.limit == 0 && m.policy.restart.window == .seconds(30))
+        let bad = appError("command = [\"x\"]\nrestart = \"sometimes\"\n")
+        #expect(bad?.line == 2 && bad?.message == "expected \"no\", \"on-failure\" or \"always\", got \"sometimes\"")
+        #expect(appError("command = [\"x\"]\n[backoff]\ndelay = 10\nmax_delay = 5\n")?.key == "backoff.delay")
+        #expect(appError("command = [\"x\"]\n[backoff]\ndelay = 0.001\n")?.message.hasPrefix("at least 0.01 s") == true)
+        #expect(appError("command = [\"x\"]\n[backoff]\nlimit = -1\n")?.key == "backoff.limit")
+        #expect(appError("command = [\"x\"]\n[backoff]\ntries = 3\n")?.message == "unknown key")
+    }
+
     @Test func syntaxErrorsPointAtTheirLine() {
         let e = appError("command = [\"x\"]\n\nthis is = = not toml\n")
         #expect(e?.line == 3)

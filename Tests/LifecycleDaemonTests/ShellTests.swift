@@ -41,6 +41,12 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         func reload(dryRun: Bool, restartChanged: Bool) -> Result<ReloadReport, ConfigError> {
             .success(ReloadReport(dryRun: dryRun))
         }
+        var signals: [Int32] = []
+        func sendSignal(_ id: AppID, _ signal: Int32) -> Refusal? {
+            signals.append(signal)
+            return nil
+        }
+        func available() -> Result<[AvailableApp], ConfigError> { .success([]) }
     }
 
     @Test func changesNeedPermissionReadingDoesNot() {

@@ -394,6 +394,30 @@ public enum ConfigLoader {
                 case "background": m.autostart = .background
                 default: throw doc.error(key, "expected \"no\", \"foreground\" or \"background\", got \"\(a)\"")
                 }
+            case "restart":
+                let r = try doc.string(value, key)
+                guard let when = RestartWhen(rawValue: r) else {
+                    throw doc.error(key, "expected \"no\", \"on-failure\" or \"always\", got \"\(r)\"")
+                }
+                m.policy.restart.when = when
+            case "backoff":
+                guard let t = value.table else { throw doc.error(key, "expected a table") }
+                try doc.each(t, table: "backoff") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
+                    switch k {
+                    case "delay": m.policy.restart.delay = try doc.seconds(v, k, table: "backoff")
+                    case "max_delay": m.policy.restart.maxDelay = try doc.seconds(v, k, table: "backoff")
+                    case "window": m.policy.restart.window = try doc.seconds(v, k, table: "backoff")
+                    case "limit": m.policy.restart.limit = try doc.int(v, k, 0...10_000, table: "backoff")
+                    default: throw doc.error(k, "unknown key", table: "backoff")
+                    }
+                }
+                if m.policy.restart.delay > m.policy.restart.maxDelay {
+                    throw doc.error("delay", "must not exceed max_delay", table: "backoff")
+                }
+                if m.policy.restart.delay < .milliseconds(10) {
+                    throw doc.error(
+                        "delay", "at least 0.01 s: a crash loop must not take the daemon with it", table: "backoff")
+                }
             case "timeouts":
                 guard let t = value.table else { throw doc.error(key, "expected a table") }
                 try doc.each(t, table: "timeouts") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in

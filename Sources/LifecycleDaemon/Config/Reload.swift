@@ -23,29 +23,8 @@ extension Daemon {
             logger.error("reload: the daemon file is broken, nothing changed: \(error)")
             return .failure(error)
         }
-        var report = ReloadReport(dryRun: dryRun)
-        var next = fresh.manifests
-        for problem in fresh.problems {
-            report.failed.append(
-                ReloadProblem(
-                    file: problem.file, line: problem.line, key: problem.key, message: problem.message,
-                    description: problem.description))
-            // The app keeps what it had: its file is not what a reload may apply.
-            let name = String(((problem.file as NSString).lastPathComponent as NSString).deletingPathExtension)
-            if next[name] == nil, let kept = settings.manifests[name], kept.file == problem.file {
-                next[name] = kept
-            }
-        }
-        let before = settings.manifests
-        for id in Set(before.keys).union(next.keys).sorted() {
-            switch (before[id], next[id]) {
-            case (nil, .some): report.added.append(id)
-            case (.some, nil): report.removed.append(id)
-            case (let old?, let new?):
-                if old.fingerprint != new.fingerprint { report.changed.append(id) } else { report.unchanged.append(id) }
-            case (nil, nil): break
-            }
-        }
+        var (report, next) = compare(fresh)
+        report.dryRun = dryRun
         report.needRestart = Self.settingsNeedingRestart(from: settings.config, to: fresh.config)
         if restartChanged {
             // Changed by this reload or an earlier one: what it runs is not what is configured.
@@ -74,11 +53,7 @@ extension Daemon {
                 _ = submit(mode == .foreground ? .activate(id) : .launch(id, .background))
             }
         }
-        for id in report.restarting {
-            let state = supervisor.snapshot(id)?.state
-            relaunch[id] = state == .active || state == .inactive ? .foreground : .background
-            _ = submit(.stop(id))
-        }
+        for id in report.restarting { _ = submit(.restart(id)) }  // the core relaunches it into its place
         saveState()
         logger.notice(
             "reloaded \(options.configPath)",
@@ -94,6 +69,70 @@ extension Daemon {
             ])
         for problem in report.failed { logger.error("reload: kept the previous manifest: \(problem.description)") }
         return .success(report)
+    }
+
+    /// What a reload to `fresh` would do, app by app, and the manifests it
+    /// would put in force (a broken file's app keeps what it had).
+    private func compare(_ fresh: Settings) -> (ReloadReport, [AppID: AppManifest]) {
+        var report = ReloadReport(dryRun: true)
+        var next = fresh.manifests
+        for problem in fresh.problems {
+            report.failed.append(
+                ReloadProblem(
+                    file: problem.file, line: problem.line, key: problem.key, message: problem.message,
+                    description: problem.description))
+            // The app keeps what it had: its file is not what a reload may apply.
+            if let name = Self.appName(problem.file), next[name] == nil, let kept = settings.manifests[name],
+                kept.file == problem.file
+            {
+                next[name] = kept
+            }
+        }
+        let before = settings.manifests
+        for id in Set(before.keys).union(next.keys).sorted() {
+            switch (before[id], next[id]) {
+            case (nil, .some): report.added.append(id)
+            case (.some, nil): report.removed.append(id)
+            case (let old?, let new?):
+                if old.fingerprint != new.fingerprint { report.changed.append(id) } else { report.unchanged.append(id) }
+            case (nil, nil): break
+            }
+        }
+        return (report, next)
+    }
+
+    static func appName(_ file: String) -> String? {
+        let base = (file as NSString).lastPathComponent
+        return base.hasSuffix(".toml") ? String(base.dropLast(5)) : nil
+    }
+
+    /// `avail`: every manifest file as a reload would read it now, against
+    /// what is in force, and every app in force whose file is gone.
+    func available() -> Result<[AvailableApp], ConfigError> {
+        let fresh: Settings
+        do { fresh = try Settings(configPath: options.configPath) } catch { return .failure(error) }
+        let (report, next) = compare(fresh)
+        var list: [AvailableApp] = []
+        func entry(_ id: AppID, _ config: AvailableApp.Config, _ m: AppManifest?) {
+            var a = AvailableApp(
+                name: id, file: m?.file ?? settings.manifests[id]?.file ?? "", config: config,
+                inForce: settings.manifests[id] != nil)
+            a.restart = m?.policy.restart.when.rawValue
+            a.autostart = m.map { $0.autostart?.rawValue ?? "no" }
+            list.append(a)
+        }
+        for id in report.unchanged { entry(id, .ok, next[id]) }
+        for id in report.changed { entry(id, .changed, next[id]) }
+        for id in report.added { entry(id, .new, next[id]) }
+        for id in report.removed { entry(id, .gone, settings.manifests[id]) }
+        for problem in report.failed {
+            let id = Self.appName(problem.file) ?? problem.file
+            list.removeAll { $0.name == id }
+            var a = AvailableApp(name: id, file: problem.file, config: .broken, inForce: settings.manifests[id] != nil)
+            a.error = problem.description
+            list.append(a)
+        }
+        return .success(list.sorted { $0.name < $1.name })
     }
 
     /// The manifest in force for `id` (nil: the app is gone), and its limit.
@@ -121,14 +160,10 @@ extension Daemon {
     }
 
     /// An app's run ended: the configured manifest takes over (a change a
-    /// reload left pending), and one `reload --restart-changed` stopped is
-    /// launched again into its place.
+    /// reload left pending), for the relaunch that may follow in the same step.
     func runEnded(_ id: AppID) {
         if let configured = settings.manifests[id], manifests[id]?.fingerprint != configured.fingerprint {
             setManifest(configured, for: id)
-        }
-        if let mode = relaunch.removeValue(forKey: id), settings.manifests[id] != nil {
-            queue.append(mode == .foreground ? .activate(id) : .launch(id, .background))
         }
     }
 
@@ -136,7 +171,6 @@ extension Daemon {
     func forget(_ id: AppID) {
         setManifest(nil, for: id)
         terminations[id] = nil
-        relaunch[id] = nil
         status.counts[.notRunning, default: 0] -= 1
     }
 }

@@ -27,6 +27,12 @@ enum Command: Sendable, Equatable {
     case activate(AppID)
     case stop(AppID)
     case kill(AppID)
+    /// Stop, then launch into the same place.
+    case restart(AppID)
+    /// Send a signal to the app's main process.
+    case signal(AppID, Int32)
+    /// Every manifest in the apps directory, and whether it is in force.
+    case avail
     case home
     case lock
     case unlock
@@ -45,8 +51,9 @@ enum Command: Sendable, Equatable {
     /// Commands that change something need permission; the rest only read.
     var changes: Bool {
         switch self {
-        case .status, .events, .jetsam: false
-        case .launch, .activate, .stop, .kill, .home, .lock, .unlock, .interruptionBegin, .interruptionEnd, .pressure,
+        case .status, .events, .jetsam, .avail: false
+        case .launch, .activate, .stop, .kill, .restart, .signal, .home, .lock, .unlock, .interruptionBegin,
+            .interruptionEnd, .pressure,
             .daemonReexec, .reload:
             true
         }
@@ -56,7 +63,8 @@ enum Command: Sendable, Equatable {
     var apps: [AppID] {
         switch self {
         case .status(let apps?), .events(let apps?, _): apps
-        case .launch(let id, _), .activate(let id), .stop(let id), .kill(let id): [id]
+        case .launch(let id, _), .activate(let id), .stop(let id), .kill(let id), .restart(let id), .signal(let id, _):
+            [id]
         default: []
         }
     }
@@ -70,6 +78,7 @@ enum CommandResult {
     case follow(Set<AppID>)
     case kills([KillRecord])
     case reload(ReloadReport)
+    case avail([AvailableApp])
 }
 
 struct CommandFailure: Error, Equatable {
@@ -94,6 +103,10 @@ protocol CommandTarget: AnyObject {
     /// Reads the configuration again; applies it unless `dryRun`. Fails,
     /// changing nothing, when the daemon file is broken.
     func reload(dryRun: Bool, restartChanged: Bool) -> Result<ReloadReport, ConfigError>
+    /// Sends `signal` to the app's main process; a refusal when it has none.
+    func sendSignal(_ id: AppID, _ signal: Int32) -> Refusal?
+    /// The apps directory as a reload would read it now, against what is in force.
+    func available() -> Result<[AvailableApp], ConfigError>
 }
 
 /// Root may change things, and so may members of the control group (as
@@ -154,6 +167,15 @@ final class CommandFront {
         case .activate(let id): return outcome(target.submit(.activate(id)))
         case .stop(let id): return outcome(target.submit(.stop(id)))
         case .kill(let id): return outcome(target.submit(.kill(id)))
+        case .restart(let id): return outcome(target.submit(.restart(id)))
+        case .signal(let id, let number):
+            if let why = target.sendSignal(id, number) { return outcome([.refused(why)]) }
+            return .success(.done)
+        case .avail:
+            switch target.available() {
+            case .success(let apps): return .success(.avail(apps))
+            case .failure(let e): return badConfig(e)
+            }
         case .home: return outcome(target.submit(.home))
         case .lock: return outcome(target.submit(.lock))
         case .unlock: return outcome(target.submit(.unlock))
@@ -167,13 +189,15 @@ final class CommandFront {
         case .reload(let dryRun, let restartChanged):
             switch target.reload(dryRun: dryRun, restartChanged: restartChanged) {
             case .success(let report): return .success(.reload(report))
-            case .failure(let e):
-                return .failure(
-                    CommandFailure(
-                        code: .refused, message: "the daemon file is broken, nothing changed: \(e)",
-                        refusal: "bad-config"))
+            case .failure(let e): return badConfig(e)
             }
         }
+    }
+
+    private func badConfig(_ e: ConfigError) -> Result<CommandResult, CommandFailure> {
+        .failure(
+            CommandFailure(
+                code: .refused, message: "the daemon file is broken, nothing changed: \(e)", refusal: "bad-config"))
     }
 
     private func outcome(_ effects: [Effect]) -> Result<CommandResult, CommandFailure> {
@@ -195,6 +219,9 @@ extension Command {
         case .activate: "activate"
         case .stop: "stop"
         case .kill: "kill"
+        case .restart: "restart"
+        case .signal: "signal"
+        case .avail: "avail"
         case .home: "home"
         case .lock: "lock"
         case .unlock: "unlock"

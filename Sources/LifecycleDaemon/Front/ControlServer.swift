@@ -341,6 +341,10 @@ final class ControlServer: RecordSink {
             var response = ControlResponse(ok: true)
             response.reload = report
             return response
+        case .success(.avail(let apps)):
+            var response = ControlResponse(ok: true)
+            response.avail = apps
+            return response
         case .success(.follow(let filter)):
             c.following = filter
             return ControlResponse(ok: true)
@@ -363,6 +367,16 @@ final class ControlServer: RecordSink {
         case .activate: return app().map { .activate($0) }
         case .stop: return app().map { .stop($0) }
         case .kill: return app().map { .kill($0) }
+        case .restart: return app().map { .restart($0) }
+        case .avail: return .success(.avail)
+        case .signal:
+            guard let text = r.signal else {
+                return .failure(CommandFailure(code: .badRequest, message: "'signal' needs a signal"))
+            }
+            switch SignalNames.check(text) {
+            case .failure(let problem): return .failure(CommandFailure(code: .badRequest, message: "\(problem)"))
+            case .success(let number): return app().map { .signal($0, number) }
+            }
         case .home: return .success(.home)
         case .lock: return .success(.lock)
         case .unlock: return .success(.unlock)

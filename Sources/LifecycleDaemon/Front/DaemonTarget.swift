@@ -19,6 +19,16 @@ extension Daemon: CommandTarget {
         return submit(.simulateMemoryLevel(level, report))
     }
 
+    /// To the main process, through its pidfd. A suspended app takes it
+    /// when it is next thawed (SIGKILL at once).
+    func sendSignal(_ id: AppID, _ signal: Int32) -> Refusal? {
+        guard let run = runs[id], Posix.signal(pidfd: run.pidfd, signal) else { return .notRunning(id) }
+        let name = SignalNames.name(signal)
+        logger.notice("sent \(name) to \(id)", metadata: metadata(id, ["signal": "\(name)"]))
+        record(id, .signal, detail: name)
+        return nil
+    }
+
     func statusReport(_ names: [String]?) -> StatusReport {
         let now = now()
         let apps = (names ?? manifests.keys.sorted()).map { id -> AppStatus in
@@ -42,6 +52,13 @@ extension Daemon: CommandTarget {
                 status.changePending = true
             }
             if settings.manifests[id] == nil { status.removing = true }
+            status.relaunchIn = s.relaunchAt.map { max(0, Double(($0 - now).nanoseconds) / 1e9) }
+            status.recentEnds = s.recentEnds > 0 ? s.recentEnds : nil
+            status.failed = s.failure.map {
+                FailureInfo(
+                    reason: $0.reason.code.rawValue, description: $0.description, ends: $0.ends,
+                    windowSeconds: Double($0.window.nanoseconds) / 1e9, time: Records.wallTime($0.at))
+            }
             return status
         }
         let watch = memoryWatch?.state
