@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench install generated clean clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
+.PHONY: deps build release run test test-shim bench install generated clean bench-output clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -80,6 +80,11 @@ bench-systemd: release clib
 # 1,000 connections, a freeze, 10,000 stranger notifications.
 bench-hostile: release clib
 	/usr/bin/python3 Benchmarks/hostile/load.py
+
+# An app writing as fast as it can, against another app's event round trip
+# (issue 13): docs/performance.md.
+bench-output: release clib
+	/usr/bin/python3 Benchmarks/output/flood.py
 
 bench-memory: release
 	python3 Benchmarks/memory/reaction.py --out bench-results/memory.md

@@ -28,6 +28,8 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     public var restartChanged: Bool?
     /// `signal`: a name (TERM, SIGUSR1, RTMIN+3) or a number.
     public var signal: String?
+    /// `tail`: the output that follows this byte of the log file (from an earlier answer).
+    public var offset: UInt64?
 
     public init(
         _ command: Command, app: String? = nil, apps: [String]? = nil,
@@ -47,7 +49,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case interruptionBegin = "interruption-begin"
         case interruptionEnd = "interruption-end"
         case daemonReexec = "daemon-reexec"
-        case reload, restart, signal, avail
+        case reload, restart, signal, avail, tail
     }
 }
 
@@ -63,6 +65,8 @@ public struct ControlResponse: Codable, Sendable {
     public var reload: ReloadReport?
     /// `avail`: every manifest, in force or not, by name.
     public var avail: [AvailableApp]?
+    /// `tail`: an app's recent output.
+    public var tail: TailReport?
 
     public init(
         ok: Bool, error: ControlError? = nil, status: StatusReport? = nil,
@@ -293,6 +297,8 @@ public struct AppStatus: Codable, Sendable {
     public var recentEnds: Int?
     /// It ended too often within its window: down until a user launches it.
     public var failed: FailureInfo?
+    /// Its output is being lost, and why (a full disk, a read-only log directory).
+    public var outputProblem: String?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,
@@ -348,6 +354,25 @@ public struct AvailableApp: Codable, Sendable, Equatable {
         self.file = file
         self.config = config
         self.inForce = inForce
+    }
+}
+
+/// An app's recent output (`tail`). Under journald the daemon holds none:
+/// `journal` says so, and the client reads the journal (`journalctl -t APP`).
+public struct TailReport: Codable, Sendable, Equatable {
+    public var journal: Bool
+    /// The log file, when output goes to files.
+    public var file: String?
+    /// Whole lines, each with its time, oldest first.
+    public var lines: [String]
+    /// Where the next `tail` with `offset` goes on from.
+    public var offset: UInt64
+
+    public init(journal: Bool, file: String? = nil, lines: [String] = [], offset: UInt64 = 0) {
+        self.journal = journal
+        self.file = file
+        self.lines = lines
+        self.offset = offset
     }
 }
 

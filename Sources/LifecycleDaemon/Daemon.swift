@@ -15,7 +15,7 @@ import Logging
 ///   Effects.swift           the one switch where effects become calls
 ///   Settings.swift          the config and what is derived from it, one value
 ///   Apps/                   the run table, launching, app channels, notify
-///                           sockets, reaping, freezing
+///                           sockets, each app's output, reaping, freezing
 ///   Memory/                 what to measure and when
 ///   Records/                the event history and its sinks, the kill log, STATUS=
 ///   State/                  the state store, and taking apps back after a restart
@@ -115,6 +115,8 @@ public final class Daemon {
     /// The private socket beside it, as bound (removed at exit only if still it).
     var privateControl: (path: String, identity: [UInt64]?)?
     var front: CommandFront?
+    /// Where apps' stdout and stderr go (nil in shell tests: inherited).
+    var output: AppOutput?
     /// Set when this daemon exits leaving its apps to the next one.
     var leavingApps = false
 
@@ -285,7 +287,9 @@ public final class Daemon {
         try listenForResumes(handoff)
         let adopting = Posix.monotonicNanoseconds()
         makeNotifyDirectory()
+        output = AppOutput(config: config, logger: logger)
         restoreState(loaded, handoff: handoff)
+        output?.reattach()
         removeStaleNotifySockets()
         startPhases["state-read-ms"] = "\(Self.ms(reading, adopting))"
         startPhases["adoption-ms"] = "\(Self.ms(adopting, Posix.monotonicNanoseconds()))"

@@ -13,9 +13,9 @@ import Foundation
 /// at most `limit` bytes: what does not fit is dropped and counted, and
 /// the count is said as soon as writing works again.
 ///
-/// The standard error stream is shared with apps (their output goes to
-/// the same place until issue 13), so its file status flags are left
-/// alone: O_NONBLOCK there would make apps' own writes fail.
+/// The standard error stream may be shared with apps (`output =
+/// "inherit"`), so its file status flags are left alone: O_NONBLOCK there
+/// would make apps' own writes fail.
 public final class LogOutput: @unchecked Sendable {
     public static let standardError = LogOutput(fd: 2)
 

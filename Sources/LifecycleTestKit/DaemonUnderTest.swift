@@ -55,6 +55,7 @@ public final class DaemonUnderTest {
         var preamble = daemon.contains("event_history") ? "" : "event_history = 10000\n"
         if !daemon.contains("state_directory") { preamble += "state_directory = \"state\"\n" }
         if !daemon.contains("runtime_directory") { preamble += "runtime_directory = \"run\"\n" }
+        if !daemon.contains("log_directory") { preamble += "log_directory = \"logs\"\n" }
         // Tables ([memory]) must come after the top-level keys.
         try "apps_dir = \"apps\"\n\(preamble)\(daemon)\n".write(
             toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)

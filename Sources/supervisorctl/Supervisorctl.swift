@@ -82,7 +82,7 @@ struct Supervisorctl: ParsableCommand {
             """,
         subcommands: [
             Status.self, Launch.self, Activate.self, Home.self, Interruption.self,
-            Lock.self, Unlock.self, Stop.self, Restart.self, Kill.self, Signal.self, Pid.self, Events.self,
+            Lock.self, Unlock.self, Stop.self, Restart.self, Kill.self, Signal.self, Pid.self, Tail.self, Events.self,
             Jetsam.self, Pressure.self, Avail.self, Reload.self, DaemonReexec.self,
         ])
 }
@@ -443,6 +443,65 @@ enum Table {
             }
             .joined(separator: "  ")
         }.joined(separator: "\n")
+    }
+}
+
+struct Tail: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show an app's recent output (stdout and stderr, each line with its time); -f follows it.",
+        discussion: """
+            With output going to files (the daemon file's `output`), the daemon reads the app's log \
+            file; under journald this runs journalctl -t APP. An app that has written nothing yet is \
+            an error (exit 1). Needs the same permission as a command that changes something.
+            """)
+    @OptionGroup var connection: Connection
+    @Flag(name: .shortAndLong, help: "Keep printing new output as it comes.") var follow = false
+    @Option(name: .short, help: "How many lines to show first.") var n: Int = 10
+    @Argument(completion: .custom(appNames)) var app: String
+
+    func validate() throws {
+        if n < 0 || n > 100_000 { throw ValidationError("-n takes 0 to 100000 lines") }
+    }
+
+    func run() throws {
+        var request = ControlRequest(.tail, app: app, limit: n)
+        var report = try connection.request(request).tail!
+        if report.journal { try journal() }
+        for line in report.lines { print(line) }
+        fflush(nil)
+        guard follow else { return }
+        // The daemon answers what follows the offset; a rotated file starts again from its beginning.
+        var lostSince: Date?
+        while true {
+            usleep(200_000)
+            request.offset = report.offset
+            guard let client = try? connection.client(quietly: true), let r = try? client.send(request), r.ok,
+                let next = r.tail
+            else {
+                // A restarting daemon: wait for the next one, for a while.
+                let since = lostSince ?? Date()
+                lostSince = since
+                if Date().timeIntervalSince(since) > 30 {
+                    printError("lifecycled has not answered for 30 s")
+                    throw ExitCode(Exit.noDaemon)
+                }
+                continue
+            }
+            lostSince = nil
+            report = next
+            for line in report.lines { print(line) }
+            fflush(nil)
+        }
+    }
+
+    /// Under journald the lines are in the journal, with the app's name as SYSLOG_IDENTIFIER.
+    func journal() throws -> Never {
+        var argv = ["journalctl", "--no-pager", "-o", "short-precise", "-n", String(n), "SYSLOG_IDENTIFIER=\(app)"]
+        if follow { argv.append("-f") }
+        let c = argv.map { strdup($0) } + [nil]
+        execvp("journalctl", c)
+        printError("cannot run journalctl: \(String(cString: strerror(errno)))")
+        throw ExitCode(Exit.refused)
     }
 }
 

@@ -47,6 +47,9 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
             return nil
         }
         func available() -> Result<[AvailableApp], ConfigError> { .success([]) }
+        func tail(_ id: AppID, lines: Int, offset: UInt64?) -> Result<TailReport, CommandFailure> {
+            .success(TailReport(journal: true))
+        }
     }
 
     @Test func changesNeedPermissionReadingDoesNot() {

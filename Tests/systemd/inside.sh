@@ -90,12 +90,25 @@ m0=$(mainpid)
 $CTL daemon-reexec >/dev/null && [ "$(mainpid)" = "$m0" ] && [ "$(pids)" = "$BEFORE" ] \
     && pass "supervisorctl daemon-reexec: same main pid, same apps" || fail "daemon-reexec: $(pids | tr '\n' ' ')"
 # systemctl reload: a manifest added appears; every app runs on untouched.
-printf 'command = ["sleep", "100000"]\ndelivery = "signals"\nuser = "nobody"\n' > /etc/lifecycled/apps/extra.toml
+cat > /etc/lifecycled/apps/extra.toml <<'TOML'
+command = ["sh", "-c", "echo hello-from-extra; echo '<3>extra-error' >&2; exec sleep 100000"]
+delivery = "signals"
+user = "nobody"
+autostart = "background"
+TOML
 m0=$(mainpid)
 systemctl reload lifecycled && $CTL status extra >/dev/null && [ "$(mainpid)" = "$m0" ] \
     && [ "$(pids | grep -v '^extra ')" = "$BEFORE" ] \
     && pass "systemctl reload: the new app appears, every app runs on" \
     || fail "systemctl reload: $(systemctl status lifecycled --no-pager 2>&1 | tail -5)"
+# Its output went straight to the journal, under its own name, with its priorities.
+for i in $(seq 1 300); do journalctl --sync; journalctl -t extra -o cat --no-pager | grep -q extra-error && break; sleep 0.01; done
+journalctl -t extra -o cat --no-pager | grep -q hello-from-extra \
+    && [ "$(journalctl -t extra -p err -o cat --no-pager)" = extra-error ] \
+    && pass "an app's output is in the journal: journalctl -t extra, stderr's <3> at priority err" \
+    || fail "journalctl -t extra: $(journalctl -t extra -o verbose --no-pager | grep -E 'MESSAGE|PRIORITY|_PID' | tr '\n' ' ')"
+$CTL tail -n 5 extra | grep -q hello-from-extra && pass "supervisorctl tail extra reads it from the journal" \
+    || fail "supervisorctl tail extra: $($CTL tail extra 2>&1)"
 rm -f /etc/lifecycled/apps/extra.toml
 systemctl reload lifecycled && ! $CTL status extra >/dev/null 2>&1 && [ "$(pids)" = "$BEFORE" ] \
     && pass "systemctl reload: a manifest removed, its app is gone" || fail "reload after removal: $(pids | tr '\n' ' ')"

@@ -94,18 +94,22 @@ extension Daemon {
                 return fail("cannot create its notification socket: \(String(cString: strerror(errno)))")
             }
         }
+        let stdio = output?.prepare(id)
         let request = SpawnRequest(
             executable: executable, argv0: m.command[0], arguments: Array(m.command.dropFirst()),
             environment: env, workingDirectory: m.workingDirectory, group: group,
-            inherit: channel.map { [(source: $0.app, target: Int32(3))] } ?? [], credentials: m.credentials)
+            inherit: (channel.map { [(source: $0.app, target: Int32(3))] } ?? []) + (stdio?.inherit ?? []),
+            credentials: m.credentials)
         let process: SpawnedProcess
         do { process = try starter.spawn(request) } catch {
+            if let stdio { output?.spawned(id, stdio, ok: false) }
             if let channel { Posix.close(channel.daemon); Posix.close(channel.app) }
             if notify >= 0 { Posix.close(notify) }
             _ = group.remove()
             return fail("\(executable): \(error)")
         }
         if let channel { Posix.close(channel.app) }
+        if let stdio { output?.spawned(id, stdio, ok: true) }
         let run = Run(
             generation: generation, pid: process.pid, pidfd: process.pidfd, group: group,
             channel: channel?.daemon ?? -1)

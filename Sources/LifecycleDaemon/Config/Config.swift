@@ -45,6 +45,15 @@ public struct DaemonConfig: Sendable {
         ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"]
         .flatMap { $0.split(separator: ":").first.map(String.init) } ?? "/run/lifecycled"
     public var memory = MemoryConfig()
+    /// Where apps' stdout and stderr go (Apps/Output.swift).
+    var output: OutputMode = .auto
+    /// The per-app log files (when output goes to files). systemd's LogsDirectory= sets it.
+    public var logDirectory: String =
+        ProcessInfo.processInfo.environment["LOGS_DIRECTORY"]
+        .flatMap { $0.split(separator: ":").first.map(String.init) } ?? "/var/log/lifecycled"
+    /// A log file is rotated past this size, and this many old ones are kept (supervisord's 50 MB x 10).
+    public var logMaxSize: UInt64 = 50 << 20
+    public var logBackups = 10
 
     public init() {}
 }
@@ -189,6 +198,17 @@ public enum ConfigLoader {
             case "state_directory": c.stateDirectory = resolve(try doc.string(value, key), base: base)
             case "runtime_directory": c.runtimeDirectory = resolve(try doc.string(value, key), base: base)
             case "memory": c.memory = try loadMemory(doc, value)
+            case "output":
+                let o = try doc.string(value, key)
+                guard let mode = OutputMode(rawValue: o) else {
+                    throw doc.error(key, "expected \"auto\", \"journal\", \"files\" or \"inherit\", got \"\(o)\"")
+                }
+                c.output = mode
+            case "log_directory": c.logDirectory = resolve(try doc.string(value, key), base: base)
+            case "log_max_size":
+                c.logMaxSize = try doc.size(value, key, table: "")
+                if c.logMaxSize < 4096 { throw doc.error(key, "at least 4K: every line must fit") }
+            case "log_backups": c.logBackups = try doc.int(value, key, 0...1000)
             case "log_level":
                 let l = try doc.string(value, key)
                 guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(l) else {

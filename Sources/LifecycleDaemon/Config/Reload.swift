@@ -156,6 +156,10 @@ extension Daemon {
         check("state_directory", \.stateDirectory)
         check("runtime_directory", \.runtimeDirectory)
         check("memory", \.memory)
+        check("output", \.output)
+        check("log_directory", \.logDirectory)
+        check("log_max_size", \.logMaxSize)
+        check("log_backups", \.logBackups)
         return keys
     }
 

@@ -33,6 +33,8 @@ enum Command: Sendable, Equatable {
     case signal(AppID, Int32)
     /// Every manifest in the apps directory, and whether it is in force.
     case avail
+    /// An app's recent output: the last `lines`, or what follows `offset`.
+    case tail(AppID, lines: Int, offset: UInt64?)
     case home
     case lock
     case unlock
@@ -48,11 +50,12 @@ enum Command: Sendable, Equatable {
     /// Read the configuration again and apply it app by app.
     case reload(dryRun: Bool, restartChanged: Bool)
 
-    /// Commands that change something need permission; the rest only read.
+    /// Commands that change something need permission, and so does an
+    /// app's output (it may hold what only its operators should read); the rest only read.
     var changes: Bool {
         switch self {
         case .status, .events, .jetsam, .avail: false
-        case .launch, .activate, .stop, .kill, .restart, .signal, .home, .lock, .unlock, .interruptionBegin,
+        case .launch, .activate, .stop, .kill, .restart, .signal, .tail, .home, .lock, .unlock, .interruptionBegin,
             .interruptionEnd, .pressure,
             .daemonReexec, .reload:
             true
@@ -63,7 +66,8 @@ enum Command: Sendable, Equatable {
     var apps: [AppID] {
         switch self {
         case .status(let apps?), .events(let apps?, _): apps
-        case .launch(let id, _), .activate(let id), .stop(let id), .kill(let id), .restart(let id), .signal(let id, _):
+        case .launch(let id, _), .activate(let id), .stop(let id), .kill(let id), .restart(let id), .signal(let id, _),
+            .tail(let id, _, _):
             [id]
         default: []
         }
@@ -79,6 +83,7 @@ enum CommandResult {
     case kills([KillRecord])
     case reload(ReloadReport)
     case avail([AvailableApp])
+    case tail(TailReport)
 }
 
 struct CommandFailure: Error, Equatable {
@@ -107,6 +112,8 @@ protocol CommandTarget: AnyObject {
     func sendSignal(_ id: AppID, _ signal: Int32) -> Refusal?
     /// The apps directory as a reload would read it now, against what is in force.
     func available() -> Result<[AvailableApp], ConfigError>
+    /// An app's recent output, or why there is none to show.
+    func tail(_ id: AppID, lines: Int, offset: UInt64?) -> Result<TailReport, CommandFailure>
 }
 
 /// Root may change things, and so may members of the control group (as
@@ -171,6 +178,8 @@ final class CommandFront {
         case .signal(let id, let number):
             if let why = target.sendSignal(id, number) { return outcome([.refused(why)]) }
             return .success(.done)
+        case .tail(let id, let lines, let offset):
+            return target.tail(id, lines: lines, offset: offset).map { .tail($0) }
         case .avail:
             switch target.available() {
             case .success(let apps): return .success(.avail(apps))
@@ -222,6 +231,7 @@ extension Command {
         case .restart: "restart"
         case .signal: "signal"
         case .avail: "avail"
+        case .tail: "tail"
         case .home: "home"
         case .lock: "lock"
         case .unlock: "unlock"

@@ -345,6 +345,10 @@ final class ControlServer: RecordSink {
             var response = ControlResponse(ok: true)
             response.avail = apps
             return response
+        case .success(.tail(let report)):
+            var response = ControlResponse(ok: true)
+            response.tail = report
+            return response
         case .success(.follow(let filter)):
             c.following = filter
             return ControlResponse(ok: true)
@@ -369,6 +373,11 @@ final class ControlServer: RecordSink {
         case .kill: return app().map { .kill($0) }
         case .restart: return app().map { .restart($0) }
         case .avail: return .success(.avail)
+        case .tail:
+            if let n = r.limit, n < 0 || n > 100_000 {
+                return .failure(CommandFailure(code: .badRequest, message: "'tail' shows 0 to 100000 lines, not \(n)"))
+            }
+            return app().map { .tail($0, lines: r.limit ?? 10, offset: r.offset) }
         case .signal:
             guard let text = r.signal else {
                 return .failure(CommandFailure(code: .badRequest, message: "'signal' needs a signal"))

@@ -29,8 +29,16 @@ extension Daemon: CommandTarget {
         return nil
     }
 
+    func tail(_ id: AppID, lines: Int, offset: UInt64?) -> Result<TailReport, CommandFailure> {
+        guard let output else {
+            return .failure(CommandFailure(code: .refused, message: "output is not captured", refusal: "no-output"))
+        }
+        return output.tail(id, lines: lines, offset: offset)
+    }
+
     func statusReport(_ names: [String]?) -> StatusReport {
         let now = now()
+        let outputProblems = output?.files?.problems ?? [:]
         let apps = (names ?? manifests.keys.sorted()).map { id -> AppStatus in
             let s = supervisor.snapshot(id)!
             var status = AppStatus(
@@ -52,6 +60,7 @@ extension Daemon: CommandTarget {
                 status.changePending = true
             }
             if settings.manifests[id] == nil { status.removing = true }
+            status.outputProblem = outputProblems[id]
             status.relaunchIn = s.relaunchAt.map { max(0, Double(($0 - now).nanoseconds) / 1e9) }
             status.recentEnds = s.recentEnds > 0 ? s.recentEnds : nil
             status.failed = s.failure.map {

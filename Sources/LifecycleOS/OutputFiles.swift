@@ -1,0 +1,295 @@
+import Foundation
+@preconcurrency import Glibc
+import SystemPackage
+
+/// Apps' output written to files, one per app, on a thread of its own: the
+/// daemon's loop never reads an app's output nor waits for a disk.
+///
+/// Each app writes into a FIFO of the runtime directory (`output/NAME`),
+/// which it holds open for reading and writing: it is its own reader too,
+/// so a write never fails with EPIPE, even while no daemon runs. This
+/// thread reads the other end, stamps every line with its time and appends
+/// it to `DIRECTORY/NAME.log`, rotated by size into `NAME.log.1` ...
+/// `NAME.log.BACKUPS`. A daemon that restarts opens the FIFOs again by
+/// name: what an app wrote meanwhile waited in the pipe (an app that
+/// fills it waits in its write, as it would for a slow terminal).
+///
+/// A file that cannot be written (a full disk, a read-only or missing
+/// directory) costs the lines that arrive meanwhile, never the app: they
+/// are read and dropped, counted, and said in the file once writing works
+/// again, which is tried at most once a second. `problems` says which apps
+/// are losing output and why.
+public final class OutputFiles: @unchecked Sendable {
+    public struct Limits: Sendable, Equatable {
+        public var maxSize: UInt64
+        public var backups: Int
+        public init(maxSize: UInt64, backups: Int) {
+            self.maxSize = maxSize
+            self.backups = backups
+        }
+    }
+
+    public let directory: String
+    let limits: Limits
+    /// Told once per problem (a file that cannot be written), from this thread.
+    let report: @Sendable (String) -> Void
+
+    /// A pipe that wakes the thread when an app is added.
+    private let wake: (read: Int32, write: Int32)
+    private let lock = NSLock()
+    private var added: [(String, Int32)] = []
+    private var problemsByApp: [String: String] = [:]
+    private var streams: [Int32: Stream] = [:]
+
+    final class Stream {
+        let app: String
+        let fd: Int32
+        var file: Int32 = -1
+        var size: UInt64 = 0
+        var partial: [UInt8] = []
+        var lost: UInt64 = 0
+        var problem: String?
+        var lastTry: Int64 = 0
+        init(app: String, fd: Int32) {
+            self.app = app
+            self.fd = fd
+        }
+    }
+
+    public init(directory: String, limits: Limits, report: @escaping @Sendable (String) -> Void) throws(SystemError) {
+        self.directory = directory
+        self.limits = limits
+        self.report = report
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw SystemError("pipe", "the output writer", errno: Errno(rawValue: errno)) }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+        }
+        wake = (fds[0], fds[1])
+        let thread = Thread { [unowned self] in self.run() }
+        thread.name = "lifecycled-output"
+        thread.start()
+    }
+
+    /// The file an app's output goes to.
+    public func file(_ app: String) -> String { "\(directory)/\(app).log" }
+
+    /// Apps whose output is being lost, and why.
+    public var problems: [String: String] { lock.withLock { problemsByApp } }
+
+    /// Hands the reading end of an app's FIFO to the thread, which closes it
+    /// at its end (when every writer has closed).
+    public func add(app: String, fd: Int32) {
+        lock.withLock { added.append((app, fd)) }
+        var one: UInt8 = 1
+        _ = Glibc.write(wake.write, &one, 1)
+    }
+
+    // MARK: - The thread
+
+    private func run() {
+        // Named, so that its CPU shows apart (top -H, the benchmark), and at
+        // nice 5: below the apps, so that a flooding app, not the daemon's
+        // loop or another app, waits for its own output to be written.
+        let comm = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        if comm >= 0 {
+            _ = Glibc.write(comm, "lifecycled-out", 14)
+            Glibc.close(comm)
+        }
+        if let tid = (try? Posix.readLink("/proc/thread-self")).flatMap({ id_t($0.split(separator: "/").last ?? "") }) {
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, 5)
+        }
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var polled: [pollfd] = []
+        while true {
+            polled.removeAll(keepingCapacity: true)
+            polled.append(pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0))
+            for fd in streams.keys { polled.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) }
+            if poll(&polled, nfds_t(polled.count), -1) < 0 { continue }  // EINTR
+            if polled[0].revents != 0 {
+                var sink = [UInt8](repeating: 0, count: 64)
+                _ = Glibc.read(wake.read, &sink, 64)
+                for (app, fd) in lock.withLock({ () -> [(String, Int32)] in
+                    defer { added = [] }
+                    return added
+                }) {
+                    streams[fd] = Stream(app: app, fd: fd)
+                }
+            }
+            for p in polled.dropFirst() where p.revents != 0 {
+                if let s = streams[p.fd] { drain(s, &buffer) }
+            }
+        }
+    }
+
+    /// Reads what is there (at most a few buffers, so that one flooding app
+    /// does not keep the others waiting), and ends the stream at EOF.
+    private func drain(_ s: Stream, _ buffer: inout [UInt8]) {
+        for _ in 0..<4 {
+            let got = buffer.withUnsafeMutableBytes { Glibc.read(s.fd, $0.baseAddress, $0.count) }
+            if got > 0 {
+                write(s, buffer[0..<got])
+                if got < buffer.count { return }
+                continue
+            }
+            if got < 0 && (errno == EAGAIN || errno == EINTR) { return }
+            // EOF: every writer has closed (the app and its children ended).
+            if !s.partial.isEmpty { write(s, [0x0A]) }  // the last line, ended
+            Glibc.close(s.fd)
+            if s.file >= 0 { Glibc.close(s.file) }
+            streams[s.fd] = nil
+            return
+        }
+    }
+
+    /// Lines longer than this are cut (a newline is added).
+    static let longestLine = 16 << 10
+
+    /// Stamps each whole line (one time per read) and appends them.
+    private func write(_ s: Stream, _ bytes: ArraySlice<UInt8>) {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + bytes.count / 4 + 64)
+        let stamp = Array(Self.timestamp().utf8)
+        func emit(_ line: ArraySlice<UInt8>) {
+            out += stamp
+            out += line
+            if line.last != 0x0A { out.append(0x0A) }
+        }
+        bytes.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return }
+            var at = 0
+            while at < raw.count {
+                let found = memchr(base + at, 0x0A, raw.count - at)
+                let end = found.map { base.distance(to: UnsafeRawPointer($0)) + 1 } ?? raw.count
+                let piece = bytes[(bytes.startIndex + at)..<(bytes.startIndex + end)]
+                at = end
+                if found == nil {
+                    s.partial += piece  // the rest of a line that has not ended yet
+                } else if s.partial.isEmpty {
+                    emit(piece)
+                    continue
+                } else {
+                    s.partial += piece
+                    emit(s.partial[...])
+                    s.partial.removeAll(keepingCapacity: true)
+                    continue
+                }
+            }
+        }
+        while s.partial.count >= Self.longestLine {
+            emit(s.partial[..<Self.longestLine])
+            s.partial.removeFirst(Self.longestLine)
+        }
+        guard !out.isEmpty else { return }
+        guard open(s) else {
+            s.lost += UInt64(out.count)
+            return
+        }
+        if s.lost > 0 {
+            out =
+                Array("\(Self.timestamp())[lifecycled: \(s.lost) bytes of output lost: \(s.problem ?? "")]\n".utf8)
+                + out
+        }
+        // In pieces of whole lines that fit the file; a full file is rotated
+        // (one line longer than the limit goes alone into a fresh file).
+        var rest = out[...]
+        while !rest.isEmpty {
+            let room = limits.maxSize > s.size ? Int(limits.maxSize - s.size) : 0
+            var cut = rest.startIndex
+            if rest.count <= room {
+                cut = rest.endIndex
+            } else if room > 0, let nl = rest[..<(rest.startIndex + room)].lastIndex(of: 0x0A) {
+                cut = nl + 1
+            }
+            if cut == rest.startIndex {
+                if s.size > 0 {
+                    rotate(s)
+                    continue
+                }
+                cut = (rest.firstIndex(of: 0x0A) ?? (rest.endIndex - 1)) + 1
+            }
+            guard s.file >= 0 else {
+                s.lost += UInt64(rest.count)
+                return
+            }
+            let piece = rest[..<cut]
+            let written = piece.withUnsafeBytes { Glibc.write(s.file, $0.baseAddress, $0.count) }
+            guard written == piece.count else {
+                fail(s, "cannot write \(file(s.app)): \(String(cString: strerror(written < 0 ? errno : ENOSPC)))")
+                s.lost += UInt64(rest.count - max(0, written))
+                return
+            }
+            s.size += UInt64(written)
+            if s.problem != nil { solved(s) }
+            rest = rest[cut...]
+        }
+    }
+
+    /// The file is open, or has just been opened; false while it cannot be
+    /// (tried again at most once a second).
+    private func open(_ s: Stream) -> Bool {
+        if s.file >= 0 { return true }
+        let now = Posix.monotonicNanoseconds()
+        if s.problem != nil && now - s.lastTry < 1_000_000_000 { return false }
+        s.lastTry = now
+        let fd = Glibc.open(file(s.app), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
+        guard fd >= 0 else {
+            fail(s, "cannot open \(file(s.app)): \(String(cString: strerror(errno)))")
+            return false
+        }
+        var st = stat()
+        fstat(fd, &st)
+        s.file = fd
+        s.size = UInt64(st.st_size)
+        return true
+    }
+
+    /// NAME.log -> NAME.log.1 -> ... -> NAME.log.BACKUPS (the oldest goes);
+    /// with no backups the file starts again empty.
+    private func rotate(_ s: Stream) {
+        let path = file(s.app)
+        Glibc.close(s.file)
+        s.file = -1
+        s.size = 0
+        if limits.backups > 0 {
+            for k in stride(from: limits.backups - 1, through: 1, by: -1) {
+                Glibc.rename("\(path).\(k)", "\(path).\(k + 1)")
+            }
+            Glibc.rename(path, "\(path).1")
+        } else {
+            Glibc.truncate(path, 0)
+        }
+        s.problem = nil  // a fresh file: try at once
+        _ = open(s)
+    }
+
+    private func fail(_ s: Stream, _ why: String) {
+        if s.file >= 0 { Glibc.close(s.file) }
+        s.file = -1
+        if s.problem != why {
+            report("output of \(s.app) is being lost: \(why)")
+            lock.withLock { problemsByApp[s.app] = why }
+        }
+        s.problem = why
+    }
+
+    private func solved(_ s: Stream) {
+        report("output of \(s.app) is written again (\(s.lost) bytes were lost)")
+        s.problem = nil
+        s.lost = 0
+        lock.withLock { problemsByApp[s.app] = nil }
+    }
+
+    /// "2026-11-23T19:04:35.123456Z ": UTC, microseconds.
+    static func timestamp() -> String {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        var t = tm()
+        var secs = ts.tv_sec
+        gmtime_r(&secs, &t)
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour,
+            t.tm_min, t.tm_sec, ts.tv_nsec / 1000)
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import LifecycleControl
+import LifecycleTestKit
+import Testing
+
+// Issue 13, part 2: each app's stdout and stderr, captured from its first
+// instruction into files of its own (journald is tested under a real
+// systemd, Tests/systemd/inside.sh), rotated, and shown by `tail`.
+
+@Suite struct OutputTests {
+    /// A plain program that says something on both streams, and again on SIGUSR1.
+    static func talker(_ text: String = "hello") -> String {
+        let script = "trap 'echo again' USR1; echo \(text); echo oops >&2; while :; do sleep 0.05; done"
+        return "command = [\"bash\", \"-c\", \"\(script)\"]\ndelivery = \"signals\"\n"
+    }
+
+    func tail(_ d: DaemonUnderTest, _ app: String, until line: String) throws -> [String] {
+        // The output thread writes soon after the app: each try is an answer, the bound a failure.
+        let deadline = Date().addingTimeInterval(10)
+        while true {
+            let r = try d.client().send(ControlRequest(.tail, app: app, limit: 100))
+            let lines = r.tail?.lines ?? []
+            if lines.contains(where: { $0.hasSuffix(" " + line) }) { return lines }
+            guard Date() < deadline else { throw TestFailure("no line '\(line)' in \(app)'s output: \(lines)") }
+            usleep(20_000)
+        }
+    }
+
+    @Test func bothStreamsGoToTheAppsFileWithTimesAndSurviveKillNine() throws {
+        let d = try DaemonUnderTest(apps: ["talker": Self.talker(), "quiet": Self.talker()])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "talker"))
+        try f.state("talker", "active")
+        let lines = try tail(d, "talker", until: "oops")
+        #expect(lines.count == 2 && lines[0].hasSuffix(" hello"), "\(lines)")
+        // 2026-11-23T19:04:35.123456Z hello
+        #expect(
+            lines[0].range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z hello$"#, options: .regularExpression) != nil)
+        let (code, out, _) = try d.ctl(["tail", "-n", "1", "talker"])
+        #expect(code == 0 && out.hasSuffix(" oops\n"), "\(out)")
+
+        // Never ran: a clear error.
+        let (never, _, err) = try d.ctl(["tail", "quiet"])
+        #expect(never == 1 && err.contains("'quiet' has no output yet"), "\(err)")
+
+        // The daemon dies; the app writes meanwhile, and is not hurt by it.
+        let pid = try #require(try d.status("talker").pid)
+        #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
+        kill(pid, SIGUSR1)
+        let d2 = try DaemonUnderTest(after: d)
+        #expect(try tail(d2, "talker", until: "again").count == 3)
+        #expect(try d2.status("talker").pid == pid, "the same process, never hurt by a write")
+        #expect(try d2.stop() == 0)
+    }
+
+    @Test func filesAreRotatedBySizeAndBounded() throws {
+        let flood =
+            "command = [\"bash\", \"-c\", \"for i in $(seq 1 3000); do echo line $i; done; echo done\"]\n"
+            + "delivery = \"signals\"\n"
+        let d = try DaemonUnderTest(
+            apps: ["flood": flood], daemon: "log_max_size = \"8K\"\nlog_backups = 2\n")
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "flood", background: true))
+        _ = try f.terminated("flood")
+        _ = try tail(d, "flood", until: "done")
+        let logs = try FileManager.default.contentsOfDirectory(atPath: d.path("logs")).sorted()
+        #expect(logs == ["flood.log", "flood.log.1", "flood.log.2"], "two backups kept, the oldest gone")
+        for name in logs {
+            let size = try FileManager.default.attributesOfItem(atPath: d.path("logs/\(name)"))[.size] as! Int
+            #expect(size <= 8192 + 1024, "\(name): \(size) bytes")
+        }
+        #expect(try d.stop() == 0)
+    }
+
+    /// A log directory that cannot be written: the app runs and writes, the
+    /// daemon carries on, and the loss is reported.
+    @Test func anUnwritableLogDirectoryIsReportedAndHurtsNoOne() throws {
+        let d = try DaemonUnderTest(apps: ["talker": Self.talker()], daemon: "log_directory = \"/proc/no-logs-here\"\n")
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "talker"))
+        try f.state("talker", "active")
+        let deadline = Date().addingTimeInterval(10)
+        var problem: String?
+        while problem == nil && Date() < deadline {
+            problem = try d.status("talker").outputProblem
+            if problem == nil { usleep(20_000) }
+        }
+        #expect(problem?.contains("/proc/no-logs-here/talker.log") == true, "\(problem ?? "none")")
+        let pid = try d.status("talker").pid
+        kill(pid ?? 0, SIGUSR1)
+        #expect(try d.status("talker").state == .active)
+        let (code, _, err) = try d.ctl(["tail", "talker"])
+        #expect(code == 1 && err.contains("/proc/no-logs-here/talker.log"), "\(err)")
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func tailFollowsNewOutput() throws {
+        let d = try DaemonUnderTest(apps: ["talker": Self.talker()])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "talker"))
+        try f.state("talker", "active")
+        _ = try tail(d, "talker", until: "oops")
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: binary("supervisorctl"))
+        p.arguments = ["tail", "-f", "-n", "0", "talker", "--socket", d.socket]
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        try p.run()
+        defer { p.terminate() }
+        kill(try #require(try d.status("talker").pid), SIGUSR1)
+        var seen = ""
+        let fd = pipe.fileHandleForReading.fileDescriptor
+        let deadline = Date().addingTimeInterval(10)
+        while !seen.contains(" again\n") && Date() < deadline {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 1000) == 1 else { continue }
+            var buf = [UInt8](repeating: 0, count: 4096)
+            let n = read(fd, &buf, 4096)
+            if n <= 0 { break }
+            seen += String(decoding: buf[0..<n], as: UTF8.self)
+        }
+        #expect(seen.hasSuffix(" again\n") && !seen.contains("hello"), "\(seen)")
+        #expect(try d.stop() == 0)
+    }
+}
