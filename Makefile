@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench install generated clean bench-output clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
+.PHONY: deps build release run test test-shim bench install generated clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -85,6 +85,12 @@ bench-hostile: release clib
 # (issue 13): docs/performance.md.
 bench-output: release clib
 	/usr/bin/python3 Benchmarks/output/flood.py
+
+# `status` of 1,000 apps, this build against another side by side (issue 13):
+# make bench-status OLD=/dir/with/an/older/lifecycled/and/supervisorctl
+bench-status: release
+	@[ -n "$(OLD)" ] || { echo "make bench-status OLD=DIR: DIR holds the lifecycled and supervisorctl to compare with"; exit 2; }
+	/usr/bin/python3 Benchmarks/status/compare.py $(OLD)
 
 bench-memory: release
 	python3 Benchmarks/memory/reaction.py --out bench-results/memory.md

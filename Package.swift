@@ -126,8 +126,8 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ], path: "Benchmarks",
             // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), Benchmarks/systemd a
-            // script run inside systemd-nspawn (make bench-systemd), hostile/ and output/ Python: not part of this target.
-            exclude: ["memory", "systemd", "hostile", "output"], swiftSettings: strict),
+            // script run inside systemd-nspawn (make bench-systemd), hostile/, output/ and status/ Python: not this target.
+            exclude: ["memory", "systemd", "hostile", "output", "status"], swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [

@@ -115,6 +115,11 @@ public final class Daemon {
     /// The private socket beside it, as bound (removed at exit only if still it).
     var privateControl: (path: String, identity: [UInt64]?)?
     var front: CommandFront?
+    /// What `status` shows of each running app's footprint: the last one
+    /// measured, by a memory sample or by a sweep (MemorySampling.swift).
+    var shownFootprints: [AppID: UInt64] = [:]
+    var sweptAt: Int64 = 0
+    var sweepTimer: EventLoop.Source?
     /// Where apps' stdout and stderr go (nil in shell tests: inherited).
     var output: AppOutput?
     /// Set when this daemon exits leaving its apps to the next one.
@@ -238,6 +243,7 @@ public final class Daemon {
     private func start(standalone: Bool) throws {
         coreTimer = try loop.timer { [unowned self] in self.submit(.tick) }
         statusTimer = try loop.timer { [unowned self] in self.status.send(self) }
+        sweepTimer = try loop.timer { [unowned self] in self.sweepFootprints() }
         memoryWatch = try MemoryWatch(loop: loop) { [unowned self] in self.sampleMemory() }
         if let trigger = memory.trigger {
             triggerSource = try loop.watch(fd: trigger.fd, events: IOEvents.priority) { [unowned self] _ in
@@ -290,6 +296,7 @@ public final class Daemon {
         output = AppOutput(config: config, logger: logger)
         restoreState(loaded, handoff: handoff)
         output?.reattach()
+        sweepFootprints()
         removeStaleNotifySockets()
         startPhases["state-read-ms"] = "\(Self.ms(reading, adopting))"
         startPhases["adoption-ms"] = "\(Self.ms(adopting, Posix.monotonicNanoseconds()))"

@@ -35,6 +35,11 @@ extension Daemon {
                         "from-state": "\(from.rawValue)", "to-state": "\(to.rawValue)",
                     ]))
             record(id, .transition, from: from.rawValue, to: to.rawValue)
+            // What `status` shows: measured where it says something (settled
+            // in front, or frozen), one file, never per request.
+            if to == .suspended || to == .active, let run = runs[id] {
+                shownFootprints[id] = run.group.memoryFootprint()
+            }
             // Written only when the value changes (not between inactive and active).
             if let run = runs[id], let band = manifests[id]?.policy.memory.band,
                 let value = OOMScoreAdjust.value(to, band: band), value != OOMScoreAdjust.value(from, band: band)
@@ -49,6 +54,7 @@ extension Daemon {
                 reason: rec.reason.code, description: rec.reason.description,
                 time: Records.wallTime(rec.at), pid: runs.pid(id))
             runEnded(id)
+            shownFootprints[id] = nil
         case .forgotten(let id):
             logger.notice("\(id) removed: its manifest is gone and it has ended", metadata: metadata(id, [:]))
             forget(id)

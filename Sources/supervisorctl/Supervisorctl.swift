@@ -215,7 +215,7 @@ enum StatusTable {
                 state += " (changed)"
             }
             rows.append([
-                a.name, state, a.pid.map(String.init) ?? "-",
+                a.name, state, a.pid.map { String($0) } ?? "-",
                 a.state == .notRunning && a.lastTermination == nil ? "-" : duration(a.secondsInState),
                 tasks, memory, a.band?.rawValue ?? "-", a.statusLine.map { "\"\($0)\"" } ?? "-",
                 a.failed.map { "\($0.description); down until launched" } ?? a.lastTermination?.description ?? "-",
@@ -250,11 +250,16 @@ enum StatusTable {
 
     static func bytes(_ n: UInt64) -> String { formatBytesCompact(n) }
 
+    /// "4.2s", "3m07s", "2h05m" (without Foundation's formatter: 1,000 rows).
     static func duration(_ s: Double) -> String {
-        if s < 60 { return String(format: "%.1fs", s) }
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        if s < 60 {
+            let tenths = Int((max(0, s) * 10).rounded())
+            return "\(tenths / 10).\(tenths % 10)s"
+        }
         let t = Int(s)
-        if t < 3600 { return "\(t / 60)m\(String(format: "%02d", t % 60))s" }
-        return "\(t / 3600)h\(String(format: "%02d", t % 3600 / 60))m"
+        if t < 3600 { return "\(t / 60)m\(two(t % 60))s" }
+        return "\(t / 3600)h\(two(t % 3600 / 60))m"
     }
 }
 
@@ -437,12 +442,15 @@ enum Table {
     /// Columns padded to their widest cell; the last one is not.
     static func render(_ rows: [[String]]) -> String {
         let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
-        return rows.map { r in
-            r.enumerated().map { i, s in
-                i == r.count - 1 ? s : s.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+        var out = ""
+        for (n, r) in rows.enumerated() {
+            if n > 0 { out += "\n" }
+            for (i, s) in r.enumerated() {
+                out += s
+                if i < r.count - 1 { out += String(repeating: " ", count: widths[i] - s.count + 2) }
             }
-            .joined(separator: "  ")
-        }.joined(separator: "\n")
+        }
+        return out
     }
 }
 
@@ -608,7 +616,7 @@ struct Jetsam: ParsableCommand {
             let others = k.candidates.filter { $0.app != k.app }.prefix(3).map(\.app)
             rows.append([
                 Events.formatter.string(from: Date(timeIntervalSince1970: k.time)), k.app,
-                k.pid.map(String.init) ?? "-",
+                k.pid.map { String($0) } ?? "-",
                 k.reason.rawValue + (k.lastNotice ? " (noticed)" : ""), footprint, k.state.rawValue, k.band.rawValue,
                 k.level.rawValue + (k.simulated ? " (simulated)" : ""),
                 reading.isEmpty ? "-" : reading.joined(separator: ", "),

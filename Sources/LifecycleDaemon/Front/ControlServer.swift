@@ -407,6 +407,12 @@ final class ControlServer: RecordSink {
     }
 
     func send(_ response: ControlResponse, to c: Connection) {
+        // status, the one large answer, is written by hand (StatusJSON.swift).
+        if response.ok, let status = response.status, response.events == nil,
+            let line = try? status.responseLine(daemonEncoder: encoder)
+        {
+            return send(line: Data(line), to: c)
+        }
         guard var data = try? encoder.encode(response) else { return }
         data.append(0x0A)
         send(line: data, to: c)

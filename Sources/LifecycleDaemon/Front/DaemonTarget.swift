@@ -49,7 +49,7 @@ extension Daemon: CommandTarget {
                 backgroundTasks: s.tasks.map { TaskStatus(id: $0.id, name: $0.name) },
                 backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
                 awaiting: s.awaiting, lastTermination: terminations[id],
-                footprint: runs[id]?.group.memoryFootprint(), band: s.band, memoryLimit: limits[id],
+                footprint: runs[id] != nil ? shownFootprints[id] : nil, band: s.band, memoryLimit: limits[id],
                 statusLine: runs[id]?.statusLine)
             status.launching = s.launching
             status.frozen = runs[id]?.frozen
@@ -80,6 +80,7 @@ extension Daemon: CommandTarget {
                 accounting: confinement.memoryAccounting.rawValue, trigger: memory.triggerDescription,
                 reading: MemoryReading(watch.map(memory.latest) ?? memory.reading), quiet: watch?.quiet,
                 quietSamples: watch?.quietSamples))
+        footprintsShown()
         var report = StatusReport(daemon: daemon, apps: apps)
         report.daemon.started = startedAt
         report.daemon.start = startKind

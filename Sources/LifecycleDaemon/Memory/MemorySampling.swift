@@ -20,10 +20,29 @@ extension Daemon {
         noteLevelChange(
             to: supervisor.memoryLevel(previewing: report.measurements), simulated: false, report.measurements)
         submit(.memory(report))
+        for (id, f) in report.footprints where runs[id] != nil { shownFootprints[id] = f }
         guard let memoryWatch else { return }
         memory.schedule(
             memoryWatch, after: report, measuredLevel: supervisor.gauge.level,
             coreLevel: supervisor.memoryLevel, limits: limits, now: now)
+    }
+
+    /// Every running app's footprint, for `status`: at start, then after a
+    /// `status` answer when what it showed was older than `sweepAge` (so a
+    /// daemon nobody watches reads nothing, and no request waits for 1,000
+    /// files). Memory samples that measure footprints refresh them too, and
+    /// so does each app's arrival in front or in the freezer (Effects.swift).
+    func sweepFootprints() {
+        shownFootprints = [:]
+        for (id, run) in runs.byApp { shownFootprints[id] = run.group.memoryFootprint() }
+        sweptAt = Posix.monotonicNanoseconds()
+    }
+
+    static let sweepAge: Int64 = 30_000_000_000
+
+    /// After a `status` answer: sweep on the next turn if what it showed was old.
+    func footprintsShown() {
+        if Posix.monotonicNanoseconds() - sweptAt > Self.sweepAge { sweepTimer?.arm(at: 0) }
     }
 
     /// Records a change of level before the core acts on it, so the event
