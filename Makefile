@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench install generated clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
+.PHONY: deps build release run test test-shim bench install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -23,8 +23,10 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# Linked with the Swift runtime and Foundation inside (--static-swift-stdlib):
+# the binaries run on a machine without the toolchain (make install, make deb).
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release --static-swift-stdlib
 
 # The daemon on the default config with the example apps; Ctrl-C stops it
 # (and every app, as docs/lifecycle.md says). Needs root for cgroups.
@@ -39,6 +41,7 @@ test: deps test-shim test-clib
 	$(SWIFT) test --skip-build
 	Tests/systemd/nspawn.sh
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+	$(MAKE) test-deb
 
 # Under a real systemd (systemd-nspawn from the host's root), in the hybrid
 # layout and pure cgroup v2: apps outlive kill -9, SIGSEGV, restart, the
@@ -97,15 +100,21 @@ bench-memory: release
 	python3 Benchmarks/memory/reaction.py --victim-mb 256 --overshoot-mb 64 --out bench-results/memory-256.md
 
 # Everything under $(DESTDIR)$(PREFIX) (and the units and config under
-# $(DESTDIR)/etc): binaries, the C library, shell completions for bash, zsh
-# and fish and man pages, both generated from supervisorctl's command tree.
+# $(DESTDIR)/etc): binaries (stripped; they need no Swift toolchain), the C
+# library, shell completions for bash, zsh and fish and man pages, both
+# generated from the command tree, the units and the example configuration
+# (files already there are kept).
 MANDIR ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+UNITDIR ?= /etc/systemd/system
 GEN := .build/generated
+EXAMPLE_APPS := recorder saver worker plain c-recorder
 
-# Completion scripts and man pages (swift-argument-parser's generators).
+# Completion scripts and man pages (swift-argument-parser's generators). The
+# manual plugin builds the tools itself: in debug, so that the static
+# release binaries are not relinked.
 generated: release
 	@mkdir -p $(GEN)/completions $(GEN)/man
 	for tool in supervisorctl lifecycled; do \
@@ -113,15 +122,16 @@ generated: release
 	    .build/release/$$tool --generate-completion-script zsh > $(GEN)/completions/_$$tool && \
 	    .build/release/$$tool --generate-completion-script fish > $(GEN)/completions/$$tool.fish || exit 1; \
 	done
-	$(SWIFT) package generate-manual --multi-page --date 2026-11-23 --authors "lifecycled developers" >/dev/null
+	$(SWIFT) package generate-manual --multi-page --configuration debug --date 2026-11-23 \
+	    --authors "lifecycled developers" >/dev/null
 	cp .build/plugins/GenerateManual/outputs/supervisorctl/*.1 .build/plugins/GenerateManual/outputs/lifecycled/*.1 $(GEN)/man/
 	rm -f $(GEN)/man/*.help.1
 
 install: release install-clib generated
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) \
-	    $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
-	install -m 755 .build/release/lifecycled .build/release/supervisorctl $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 .build/release/example-recorder .build/release/example-saver \
+	    $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)/etc/lifecycled/apps
+	install -s -m 755 .build/release/lifecycled .build/release/supervisorctl $(DESTDIR)$(PREFIX)/bin/
+	install -s -m 755 .build/release/example-recorder .build/release/example-saver \
 	    .build/release/example-worker .build/release/example-plain $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(CLIB)/c-recorder $(DESTDIR)$(PREFIX)/bin/example-c-recorder
 	install -m 644 $(GEN)/man/*.1 $(DESTDIR)$(MANDIR)/man1/
@@ -130,9 +140,40 @@ install: release install-clib generated
 	    install -m 644 $(GEN)/completions/_$$tool $(DESTDIR)$(ZSHCOMPDIR)/ && \
 	    install -m 644 $(GEN)/completions/$$tool.fish $(DESTDIR)$(FISHCOMPDIR)/ || exit 1; \
 	done
-	install -d $(DESTDIR)/etc/lifecycled/apps $(DESTDIR)/etc/systemd/system
 	[ -e $(DESTDIR)/etc/lifecycled/lifecycled.toml ] || install -m 644 config/lifecycled.toml $(DESTDIR)/etc/lifecycled/
-	install -m 644 systemd/lifecycled.service systemd/lifecycled.socket $(DESTDIR)/etc/systemd/system/
+	for app in $(EXAMPLE_APPS); do \
+	    [ -e $(DESTDIR)/etc/lifecycled/apps/$$app.toml ] || install -m 644 config/apps/$$app.toml $(DESTDIR)/etc/lifecycled/apps/; \
+	done
+	for unit in lifecycled.service lifecycled.socket; do \
+	    sed -e 's|/usr/local/bin/|$(PREFIX)/bin/|g' -e 's|/usr/local/share/|$(PREFIX)/share/|g' systemd/$$unit \
+	        > $(DESTDIR)$(UNITDIR)/$$unit && chmod 644 $(DESTDIR)$(UNITDIR)/$$unit; \
+	done
+
+# A Debian package (dpkg-deb): /usr, units in /lib/systemd/system, the
+# configuration in /etc/lifecycled as conffiles (a changed one is kept on
+# upgrade), maintainer scripts that enable and start the socket and service
+# on a first install and restart the daemon (keeping every app) on an upgrade.
+VERSION ?= 0.13.0
+DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB_STAGE := .build/deb/stage-$(VERSION)
+DEB := .build/deb/lifecycled_$(VERSION)_$(DEB_ARCH).deb
+deb: release clib generated
+	rm -rf $(DEB_STAGE)
+	$(MAKE) -s install DESTDIR=$(CURDIR)/$(DEB_STAGE) PREFIX=/usr UNITDIR=/lib/systemd/system
+	install -d $(DEB_STAGE)/DEBIAN $(DEB_STAGE)/usr/share/doc/lifecycled
+	install -m 644 README.md docs/*.md $(DEB_STAGE)/usr/share/doc/lifecycled/
+	install -m 755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm $(DEB_STAGE)/DEBIAN/
+	cd $(DEB_STAGE) && find etc -type f | sed 's|^|/|' | sort > DEBIAN/conffiles
+	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ARCH@|$(DEB_ARCH)|' \
+	    -e "s|@SIZE@|$$(du -sk --exclude=DEBIAN $(DEB_STAGE) | cut -f1)|" packaging/debian/control.in > $(DEB_STAGE)/DEBIAN/control
+	dpkg-deb --root-owner-group -Zxz --build $(DEB_STAGE) $(DEB) >/dev/null
+	@echo "built $(DEB) ($$(du -h $(DEB) | cut -f1))"
+
+# The package under a real systemd: installed into systemd-nspawn, the
+# README's tour, an upgrade with apps running (Tests/systemd/deb.sh).
+test-deb: deb
+	$(MAKE) -s deb VERSION=$(VERSION)+1
+	Tests/systemd/deb.sh .build/deb/lifecycled_$(VERSION)_$(DEB_ARCH).deb .build/deb/lifecycled_$(VERSION)+1_$(DEB_ARCH).deb
 
 clean:
 	rm -rf .build

@@ -9,6 +9,9 @@
 #   HOLD=1    boot and wait instead of testing, for trying things by hand
 #   INSIDE=f  the script to run inside instead of Tests/systemd/inside.sh
 #             (make bench-systemd runs Benchmarks/systemd/blackout.sh)
+#   DEBS=dir  packages to install instead of binding the build: the root is
+#             an overlay the container may write (dpkg -i), the debs are in
+#             /opt/debs, and nothing of the build is bound (Tests/systemd/deb.sh)
 # Needs root and systemd-nspawn (scripts/install-deps.sh installs
 # systemd-container). Each container runs in a host cgroup of its own,
 # removed afterwards with the empty cgroups nspawn leaves (/payload, /supervisor).
@@ -24,7 +27,7 @@ LAYOUTS=${1:-both}
 [ "$(id -u)" = 0 ] || { echo "nspawn.sh: needs root"; exit 1; }
 command -v systemd-nspawn >/dev/null || { echo "nspawn.sh: systemd-nspawn is missing (apt-get install systemd-container)"; exit 1; }
 for b in lifecycled supervisorctl example-recorder example-worker example-plain; do
-    [ -x "$BIN/$b" ] || { echo "nspawn.sh: $BIN/$b is missing: build first (swift build)"; exit 1; }
+    [ -n "${DEBS:-}" ] || [ -x "$BIN/$b" ] || { echo "nspawn.sh: $BIN/$b is missing: build first (swift build)"; exit 1; }
 done
 
 # --volatile=yes shows the host's /usr and nothing else of its root: a Swift
@@ -81,16 +84,26 @@ run() {
     [ "$layout" = v2 ] && env=(SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1)
     # nspawn in a host cgroup of its own, so that two runs never share
     # nspawn's payload/supervisor cgroups.
+    local binds="--volatile=yes ${BIND_SWIFT[*]} --bind-ro=$BIN:/opt/lifecycled/bin --bind=$LAB/etc:/etc/lifecycled
+        --bind-ro=$ROOT/systemd/lifecycled.service:/etc/systemd/system/lifecycled.service
+        --bind-ro=$ROOT/systemd/lifecycled.socket:/etc/systemd/system/lifecycled.socket
+        --bind-ro=$LAB/dropin:/etc/systemd/system/lifecycled.service.d --bind-ro=$CLIB:/opt/lifecycled/clib"
+    local root=/
+    # Installed from packages: no build bound; a root dpkg may write, an
+    # overlay of the host's over a tmpfs (nspawn will not overlay / itself).
+    if [ -n "${DEBS:-}" ]; then
+        mkdir -p "$LAB/layer" "$LAB/root"
+        mount -t tmpfs tmpfs "$LAB/layer" && mkdir -p "$LAB/layer/upper" "$LAB/layer/work"
+        mount -t overlay overlay -o "lowerdir=/,upperdir=$LAB/layer/upper,workdir=$LAB/layer/work" "$LAB/root"
+        root=$LAB/root
+        binds="--bind-ro=$(realpath "$DEBS"):/opt/debs"
+    fi
+    binds=$(echo $binds)  # one line: it goes into bash -c
     env "${env[@]}" setsid bash -c "
         echo \$\$ > $V2$cg/cgroup.procs
         [ -d /sys/fs/cgroup/systemd ] && echo \$\$ > /sys/fs/cgroup/systemd$cg/cgroup.procs
-        exec systemd-nspawn --quiet --volatile=yes -D / --register=no --keep-unit --private-network \
-            --machine=$name ${BIND_SWIFT[*]} --bind-ro=$BIN:/opt/lifecycled/bin \
-            --bind=$LAB/etc:/etc/lifecycled \
-            --bind-ro=$ROOT/systemd/lifecycled.service:/etc/systemd/system/lifecycled.service \
-            --bind-ro=$ROOT/systemd/lifecycled.socket:/etc/systemd/system/lifecycled.socket \
-            --bind-ro=$LAB/dropin:/etc/systemd/system/lifecycled.service.d \
-            --bind-ro=$INSIDE:/opt/lifecycled/inside.sh --bind-ro=$CLIB:/opt/lifecycled/clib \
+        exec systemd-nspawn --quiet -D $root --register=no --keep-unit --private-network \
+            --machine=$name $binds --bind-ro=$INSIDE:/opt/lifecycled/inside.sh \
             -b systemd.firstboot=off" > "$LAB/$layout.console" 2>&1 < /dev/null &
     pid=$!
     local state=""
@@ -119,6 +132,7 @@ run() {
     for _ in $(seq 1 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
     kill -9 $pid 2>/dev/null || true
     wait $pid 2>/dev/null || true
+    if [ "$root" != / ]; then umount "$root" "$LAB/layer" 2>/dev/null || umount -l "$root" "$LAB/layer" || true; fi
     cleanup_host
     return $rc
 }
