@@ -19,6 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.join(ROOT, ".build", "release")
 TICK = os.sysconf("SC_CLK_TCK")
 BATCHES, PER_BATCH = 6, 40
+# --log-rate off: as fast as the output thread can write (the default is 1M a second).
+RATE = sys.argv[sys.argv.index("--log-rate") + 1] if "--log-rate" in sys.argv else "1M"
 
 
 def thread_cpu(pid):
@@ -56,6 +58,7 @@ class Daemon:
         with open(os.path.join(self.dir, "lifecycled.toml"), "w") as f:
             f.write('apps_dir = "apps"\nruntime_directory = "run"\nstate_directory = "state"\n'
                     'output = "files"\nlog_directory = "logs"\nlog_max_size = "16M"\nlog_backups = 2\n'
+                    f'log_rate = "{RATE}"\n'
                     'event_history = 0\n[memory]\nmonitor = false\n')
         self.socket = os.path.join(self.dir, "control.sock")
         self.cgroup = "/lifecycled-output-" + uuid.uuid4().hex[:8]
@@ -162,7 +165,7 @@ def main():
           f"{pct(fl[0], 50) / pct(sp[0], 50):.2f}x; flooding / quiet: {pct(fl[0], 50) / pct(q[0], 50):.2f}x")
     print(f"status p50, flooding / spinning: {pct(fl[1], 50) / pct(sp[1], 50):.2f}x; "
           f"flooding / quiet: {pct(fl[1], 50) / pct(q[1], 50):.2f}x")
-    print(f"flood into its files: at least {written / flood_time / 1e6:.0f} MB/s; "
+    print(f"log_rate = {RATE}; flood into its files: at least {written / flood_time / 1e6:.1f} MB/s; "
           f"files at the end: {total / 1e6:.1f} MB (bound: 16 MiB x 3 = 50.3 MB)")
 
 

@@ -23,9 +23,16 @@ public final class OutputFiles: @unchecked Sendable {
     public struct Limits: Sendable, Equatable {
         public var maxSize: UInt64
         public var backups: Int
-        public init(maxSize: UInt64, backups: Int) {
+        /// Bytes a second one app's output is read at, after a burst of
+        /// `burst` (0: as fast as it comes). Beyond it the app waits in its
+        /// writes: nothing is lost, and a flooding app costs no one else.
+        public var rate: UInt64
+        public var burst: UInt64
+        public init(maxSize: UInt64, backups: Int, rate: UInt64 = 0, burst: UInt64 = 0) {
             self.maxSize = maxSize
             self.backups = backups
+            self.rate = rate
+            self.burst = max(burst, rate)
         }
     }
 
@@ -50,6 +57,9 @@ public final class OutputFiles: @unchecked Sendable {
         var lost: UInt64 = 0
         var problem: String?
         var lastTry: Int64 = 0
+        /// Bytes it may still be read now (the rate's bucket), as of `refilled`.
+        var tokens: Double = 0
+        var refilled: Int64 = 0
         init(app: String, fd: Int32) {
             self.app = app
             self.fd = fd
@@ -105,8 +115,18 @@ public final class OutputFiles: @unchecked Sendable {
         while true {
             polled.removeAll(keepingCapacity: true)
             polled.append(pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0))
-            for fd in streams.keys { polled.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) }
-            if poll(&polled, nfds_t(polled.count), -1) < 0 { continue }  // EINTR
+            // An app over its rate is not read (it waits in its writes) until
+            // its bucket holds a buffer again.
+            var timeout: Int32 = -1
+            let now = Posix.monotonicNanoseconds()
+            for (fd, s) in streams {
+                if let wait = rest(s, now) {
+                    timeout = timeout < 0 ? wait : min(timeout, wait)
+                } else {
+                    polled.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0))
+                }
+            }
+            if poll(&polled, nfds_t(polled.count), timeout) < 0 { continue }  // EINTR
             if polled[0].revents != 0 {
                 var sink = [UInt8](repeating: 0, count: 64)
                 _ = Glibc.read(wake.read, &sink, 64)
@@ -114,7 +134,10 @@ public final class OutputFiles: @unchecked Sendable {
                     defer { added = [] }
                     return added
                 }) {
-                    streams[fd] = Stream(app: app, fd: fd)
+                    let s = Stream(app: app, fd: fd)
+                    s.tokens = Double(limits.burst)
+                    s.refilled = Posix.monotonicNanoseconds()
+                    streams[fd] = s
                 }
             }
             for p in polled.dropFirst() where p.revents != 0 {
@@ -123,14 +146,29 @@ public final class OutputFiles: @unchecked Sendable {
         }
     }
 
+    /// Refills the app's bucket; the milliseconds until it may be read
+    /// again, or nil when it may be now.
+    private func rest(_ s: Stream, _ now: Int64) -> Int32? {
+        guard limits.rate > 0 else { return nil }
+        s.tokens = min(Double(limits.burst), s.tokens + Double(limits.rate) * Double(now - s.refilled) / 1e9)
+        s.refilled = now
+        let want = min(Double(limits.burst), 65536)
+        guard s.tokens < want else { return nil }
+        return Int32(((want - s.tokens) / Double(limits.rate) * 1000).rounded(.up)) + 1
+    }
+
     /// Reads what is there (at most a few buffers, so that one flooding app
-    /// does not keep the others waiting), and ends the stream at EOF.
+    /// does not keep the others waiting, and no more than its rate allows),
+    /// and ends the stream at EOF.
     private func drain(_ s: Stream, _ buffer: inout [UInt8]) {
         for _ in 0..<4 {
-            let got = buffer.withUnsafeMutableBytes { Glibc.read(s.fd, $0.baseAddress, $0.count) }
+            if limits.rate > 0 && s.tokens < 1 { return }
+            let most = limits.rate > 0 ? min(buffer.count, Int(s.tokens)) : buffer.count
+            let got = buffer.withUnsafeMutableBytes { Glibc.read(s.fd, $0.baseAddress, most) }
             if got > 0 {
+                s.tokens -= Double(got)
                 write(s, buffer[0..<got])
-                if got < buffer.count { return }
+                if got < most { return }
                 continue
             }
             if got < 0 && (errno == EAGAIN || errno == EINTR) { return }

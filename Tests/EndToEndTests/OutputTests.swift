@@ -14,13 +14,20 @@ import Testing
         return "command = [\"bash\", \"-c\", \"\(script)\"]\ndelivery = \"signals\"\n"
     }
 
-    func tail(_ d: DaemonUnderTest, _ app: String, until line: String) throws -> [String] {
+    func tail(
+        _ d: DaemonUnderTest, _ app: String, until line: String, trying: () -> Void = {}, marker: String? = nil
+    ) throws -> [String] {
         // The output thread writes soon after the app: each try is an answer, the bound a failure.
         let deadline = Date().addingTimeInterval(10)
         while true {
+            trying()
             let r = try d.client().send(ControlRequest(.tail, app: app, limit: 100))
             let lines = r.tail?.lines ?? []
-            if lines.contains(where: { $0.hasSuffix(" " + line) }) { return lines }
+            if lines.contains(where: { $0.hasSuffix(" " + line) }),
+                marker.map({ m in lines.contains { $0.contains(m) } }) ?? true
+            {
+                return lines
+            }
             guard Date() < deadline else { throw TestFailure("no line '\(line)' in \(app)'s output: \(lines)") }
             usleep(20_000)
         }
@@ -120,6 +127,41 @@ import Testing
             seen += String(decoding: buf[0..<n], as: UTF8.self)
         }
         #expect(seen.hasSuffix(" again\n") && !seen.contains("hello"), "\(seen)")
+        #expect(try d.stop() == 0)
+    }
+
+    /// A full disk: the lines that do not fit are lost and counted, the app
+    /// and the daemon carry on, and once there is room the file says what
+    /// was lost.
+    @Test func aFullDiskCostsLinesNotTheApp() throws {
+        let d = try DaemonUnderTest(apps: ["talker": Self.talker()], daemon: "log_directory = \"full\"\n")
+        let dir = d.path("full")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        #expect(mount("tmpfs", dir, "tmpfs", 0, "size=64k") == 0, "a 64 KiB file system")
+        defer { umount(dir) }
+        try Data(count: 60 << 10).write(to: URL(fileURLWithPath: dir + "/filler"))
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "talker"))
+        try f.state("talker", "active")
+        let pid = try #require(try d.status("talker").pid)
+        // Enough to fill what is left, then more.
+        for _ in 0..<200 { kill(pid, SIGUSR1); usleep(1000) }
+        let deadline = Date().addingTimeInterval(10)
+        var problem: String?
+        while problem == nil && Date() < deadline {
+            problem = try d.status("talker").outputProblem
+            if problem == nil { kill(pid, SIGUSR1); usleep(20_000) }
+        }
+        #expect(problem?.contains("No space left on device") == true, "\(problem ?? "none")")
+        #expect(try d.status("talker").state == .active, "the app runs on")
+        unlink(dir + "/filler")
+        // Room again: tried at most once a second, when output comes.
+        let lines = try tail(
+            d, "talker", until: "again", trying: { kill(pid, SIGUSR1) }, marker: "bytes of output lost")
+        #expect(
+            lines.contains { $0.contains("[lifecycled: ") && $0.contains("No space left on device") },
+            "\(lines.suffix(3))")
+        #expect(try d.status("talker").outputProblem == nil)
         #expect(try d.stop() == 0)
     }
 }

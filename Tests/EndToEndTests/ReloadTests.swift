@@ -115,4 +115,30 @@ import Testing
         #expect(try d2.status("a").changePending == true, "still pending after the crash")
         #expect(try d2.stop() == 0)
     }
+
+    /// Reloads racing each other (two clients and a SIGHUP at once) are
+    /// taken one after the other by the loop: each answers, the app is
+    /// added once, and nothing else moves.
+    @Test func reloadsRacingEachOtherAreTakenInTurn() throws {
+        let d = try DaemonUnderTest(apps: ["keep": Self.plain])
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "keep", background: true))
+        try f.state("keep", "suspended")
+        let pid = try d.status("keep").pid
+        try write(d, "new", Self.plain)
+        let a = try d.client(), b = try d.client()
+        try a.write(ControlRequest(.reload))
+        try b.write(ControlRequest(.reload))
+        kill(d.pid, SIGHUP)
+        let first = try #require(try a.readResponse().reload)
+        let second = try #require(try b.readResponse().reload)
+        // Whichever came first added it (the SIGHUP's report is in the log); the others found it there.
+        #expect((first.added + second.added).count <= 1, "added once: \(first.added) \(second.added)")
+        #expect(second.added.isEmpty && second.unchanged == ["keep", "new"], "the last one found nothing to do")
+        let names = try #require(try d.command(ControlRequest(.status)).status).apps.map(\.name)
+        #expect(names == ["keep", "new"])
+        #expect(try d.status("keep").pid == pid)
+        #expect(try d.client().send(ControlRequest(.status, apps: ["new"])).ok)
+        #expect(try d.stop() == 0)
+    }
 }

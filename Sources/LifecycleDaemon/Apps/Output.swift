@@ -60,7 +60,9 @@ final class AppOutput {
         let report: @Sendable (String) -> Void = { [logger] in logger.error("\($0)") }
         files = try? OutputFiles(
             directory: config.logDirectory,
-            limits: .init(maxSize: config.logMaxSize, backups: config.logBackups), report: report)
+            limits: .init(
+                maxSize: config.logMaxSize, backups: config.logBackups, rate: config.logRate, burst: config.logRate * 4),
+            report: report)
     }
 
     /// The app's fds 1 and 2; nil for `inherit` (or when nothing could be opened).

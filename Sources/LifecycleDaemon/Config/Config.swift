@@ -54,6 +54,10 @@ public struct DaemonConfig: Sendable {
     /// A log file is rotated past this size, and this many old ones are kept (supervisord's 50 MB x 10).
     public var logMaxSize: UInt64 = 50 << 20
     public var logBackups = 10
+    /// Bytes a second of one app's output written to its file, after a
+    /// burst four times as large; beyond it the app waits in its writes
+    /// (0: no limit). Under journald, journald's own rate limit applies.
+    public var logRate: UInt64 = 1 << 20
 
     public init() {}
 }
@@ -209,6 +213,7 @@ public enum ConfigLoader {
                 c.logMaxSize = try doc.size(value, key, table: "")
                 if c.logMaxSize < 4096 { throw doc.error(key, "at least 4K: every line must fit") }
             case "log_backups": c.logBackups = try doc.int(value, key, 0...1000)
+            case "log_rate": c.logRate = value.string == "off" ? 0 : try doc.size(value, key, table: "")
             case "log_level":
                 let l = try doc.string(value, key)
                 guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(l) else {

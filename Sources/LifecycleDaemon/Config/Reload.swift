@@ -160,6 +160,7 @@ extension Daemon {
         check("log_directory", \.logDirectory)
         check("log_max_size", \.logMaxSize)
         check("log_backups", \.logBackups)
+        check("log_rate", \.logRate)
         return keys
     }
 
