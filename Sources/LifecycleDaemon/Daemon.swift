@@ -296,7 +296,7 @@ public final class Daemon {
         output = AppOutput(config: config, logger: logger)
         restoreState(loaded, handoff: handoff)
         output?.reattach()
-        sweepFootprints()
+        sweepTimer?.arm(at: 0)  // on the loop's first turn: the start does not wait for 1,000 files
         removeStaleNotifySockets()
         startPhases["state-read-ms"] = "\(Self.ms(reading, adopting))"
         startPhases["adoption-ms"] = "\(Self.ms(adopting, Posix.monotonicNanoseconds()))"
