@@ -1,0 +1,136 @@
+import ArgumentParser
+import Foundation
+@preconcurrency import Glibc
+import LifecycleControl
+
+// The commands that change where apps are: launch, activate, home, interruptions,
+// lock, stop, restart, kill, signal. The waiting ones return once the change has
+// happened (Waiting.swift).
+
+struct Launch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Launch an app: into the foreground, or with --background into the background.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
+    @Flag(help: "Launch into the background (willFinishLaunching, didFinishLaunching, didEnterBackground).")
+    var background = false
+    @Argument(completion: .custom(appNames)) var app: String
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.launch, app: app, background: background), waiting) { _ in
+            background ? .launchedInBackground(app) : .inFront(app)
+        }
+    }
+}
+
+struct Activate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Bring an app to the foreground, launching it when needed.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
+    @Argument(completion: .custom(appNames)) var app: String
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.activate, app: app), waiting) { _ in .inFront(app) }
+    }
+}
+
+struct Home: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Send every foreground app to the background.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.home), waiting) { .leftFront($0.daemon.foreground) }
+    }
+}
+
+struct Interruption: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A temporary interruption (alert, call banner): begin or end.")
+    enum Phase: String, ExpressibleByArgument, CaseIterable { case begin, end }
+    @OptionGroup var connection: Connection
+    @Argument(help: "begin or end") var phase: Phase
+    func run() throws {
+        _ = try connection.request(ControlRequest(phase == .begin ? .interruptionBegin : .interruptionEnd))
+    }
+}
+
+struct Lock: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Lock the screen: foreground apps go to the background until unlock.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.lock), waiting) { .leftFront($0.daemon.foreground) }
+    }
+}
+
+struct Unlock: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Unlock the screen: the apps in front come back.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.unlock), waiting) { .backInFront($0.daemon.foreground) }
+    }
+}
+
+struct Stop: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Quit an app as the user would (willTerminate; killed if suspended).")
+    @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
+    @Argument(completion: .custom(appNames)) var app: String
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.stop, app: app), waiting) { _ in .ended(app) }
+    }
+}
+
+struct Restart: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Quit an app as the user would, then launch it again into the place it had.",
+        discussion: """
+            In front if it held a foreground slot, else in the background; an app that is not \
+            running is launched into the foreground. Waits until the new run is in its place. \
+            The daemon carries it out even if it restarts meanwhile; a stop or kill meanwhile wins.
+            """)
+    @OptionGroup var connection: Connection
+    @OptionGroup var waiting: Waiting
+    @Argument(completion: .custom(appNames)) var app: String
+    func run() throws {
+        try connection.requestAndWait(ControlRequest(.restart, app: app), waiting) { before in
+            let was = before.apps.first { $0.name == app }
+            let inFront = was.map { $0.state == .active || $0.state == .inactive } ?? false
+            return .relaunched(app, after: was?.pid, inFront: inFront || was?.state == .notRunning)
+        }
+    }
+}
+
+struct Kill: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "SIGKILL every process of an app at once.")
+    @OptionGroup var connection: Connection
+    @Argument(completion: .custom(appNames)) var app: String
+    func run() throws { _ = try connection.request(ControlRequest(.kill, app: app)) }
+}
+
+struct Signal: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a signal to an app's main process.",
+        discussion: """
+            SIG is a name as kill -l gives it (TERM, SIGUSR1, RTMIN+3) or a number. STOP, CONT, \
+            TSTP, TTIN and TTOU are refused: lifecycled freezes and thaws apps itself. A suspended \
+            app takes the signal when it is next thawed (KILL at once). An app that dies of it \
+            is relaunched if its crash policy says so (HUP, INT, TERM and PIPE count as clean).
+            """)
+    @OptionGroup var connection: Connection
+    @Argument(help: "The signal.", completion: .list(["TERM", "HUP", "INT", "USR1", "USR2", "KILL", "QUIT", "WINCH"]))
+    var signal: String
+    @Argument(completion: .custom(appNames)) var app: String
+
+    func validate() throws {
+        if case .failure(let problem) = SignalNames.check(signal) { throw ValidationError("\(problem)") }
+    }
+
+    func run() throws {
+        var request = ControlRequest(.signal, app: app)
+        request.signal = signal
+        _ = try connection.request(request)
+    }
+}

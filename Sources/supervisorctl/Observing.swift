@@ -1,0 +1,295 @@
+import ArgumentParser
+import Foundation
+@preconcurrency import Glibc
+import LifecycleControl
+
+// The commands that look: status (and its table), pid, tail, events, jetsam.
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract:
+            "Show every app (or the ones named): state, pid, time in state, background tasks, memory footprint and band, last termination; and the memory level."
+    )
+    @OptionGroup var connection: Connection
+    @Flag(help: "One JSON object: {daemon, apps:[{name,state,pid,...}]}.") var json = false
+    @Argument(help: "Apps to show (default: all).", completion: .custom(appNames)) var apps: [String] = []
+
+    func run() throws {
+        let report = try connection.request(ControlRequest(.status, apps: apps.isEmpty ? nil : apps)).status!
+        if json {
+            let e = JSONEncoder()
+            e.outputFormatting = [.sortedKeys]
+            print(String(decoding: try e.encode(report), as: UTF8.self))
+        } else {
+            print(StatusTable.render(report))
+        }
+        // Like `systemctl status`: a script learns from the exit code that a named app gave up.
+        if !apps.isEmpty, report.apps.contains(where: { $0.failed != nil }) { throw ExitCode(Exit.failed) }
+    }
+}
+
+enum StatusTable {
+    static func render(_ report: StatusReport) -> String {
+        var rows = [["NAME", "STATE", "PID", "SINCE", "BG TASKS", "MEMORY", "BAND", "STATUS LINE", "LAST TERMINATION"]]
+        for a in report.apps {
+            var tasks = a.backgroundTasks.isEmpty ? "-" : "\(a.backgroundTasks.count)"
+            if let left = a.backgroundTimeRemaining, !a.backgroundTasks.isEmpty { tasks += " (\(duration(left)) left)" }
+            var memory = a.footprint.map(bytes) ?? "-"
+            if let limit = a.memoryLimit { memory += " / \(bytes(limit))" }
+            var state = a.state.rawValue
+            if a.failed != nil {
+                state = "failed"
+            } else if let wait = a.relaunchIn {
+                state += " (relaunch in \(duration(wait)))"
+            }
+            if a.removing == true {
+                state += " (removed)"
+            } else if a.changePending == true {
+                state += " (changed)"
+            }
+            rows.append([
+                a.name, state, a.pid.map { String($0) } ?? "-",
+                a.state == .notRunning && a.lastTermination == nil ? "-" : duration(a.secondsInState),
+                tasks, memory, a.band?.rawValue ?? "-", a.statusLine.map { "\"\($0)\"" } ?? "-",
+                a.failed.map { "\($0.description); down until launched" } ?? a.lastTermination?.description ?? "-",
+            ])
+        }
+        var out = [Table.render(rows)]
+        let d = report.daemon
+        var footer =
+            "foreground: \(d.foreground.isEmpty ? "-" : d.foreground.joined(separator: ", ")) (\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
+        if d.locked { footer += ", locked" }
+        if d.interruptions > 0 { footer += ", interrupted" }
+        if d.shuttingDown { footer += ", shutting down" }
+        out.append(footer)
+        if let m = d.memory {
+            var line = "memory: \(m.level.rawValue)\(m.simulated ? " (simulated)" : "")"
+            if let a = m.reading.available, let t = m.reading.total {
+                line +=
+                    ", available \(bytes(a)) of \(bytes(t)) (\(String(format: "%.0f", Double(a) * 100 / Double(max(t, 1)))) %)"
+            }
+            if let s = m.reading.stallPercent { line += ", stall \(String(format: "%.1f", s)) %" }
+            if let u = m.reading.appsTotal, let b = m.reading.budget {
+                line += ", apps \(bytes(u)) of \(bytes(b)) budget"
+            }
+            line += "; accounted by \(m.accounting)"
+            if let quiet = m.quiet, let n = m.quietSamples {
+                line += "; sampling \(quiet ? "quietly" : "in full") (\(n) quiet sample\(n == 1 ? "" : "s"))"
+            }
+            out.append(line)
+        }
+        return out.joined(separator: "\n")
+    }
+
+    static func bytes(_ n: UInt64) -> String { formatBytesCompact(n) }
+
+    /// "4.2s", "3m07s", "2h05m" (without Foundation's formatter: 1,000 rows).
+    static func duration(_ s: Double) -> String {
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        if s < 60 {
+            let tenths = Int((max(0, s) * 10).rounded())
+            return "\(tenths / 10).\(tenths % 10)s"
+        }
+        let t = Int(s)
+        if t < 3600 { return "\(t / 60)m\(two(t % 60))s" }
+        return "\(t / 3600)h\(two(t % 3600 / 60))m"
+    }
+}
+
+enum Table {
+    /// Columns padded to their widest cell; the last one is not.
+    static func render(_ rows: [[String]]) -> String {
+        let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
+        var out = ""
+        for (n, r) in rows.enumerated() {
+            if n > 0 { out += "\n" }
+            for (i, s) in r.enumerated() {
+                out += s
+                if i < r.count - 1 { out += String(repeating: " ", count: widths[i] - s.count + 2) }
+            }
+        }
+        return out
+    }
+}
+
+struct Pid: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print an app's main pid (exit 1 when it is not running), or the daemon's with no app.")
+    @OptionGroup var connection: Connection
+    @Argument(completion: .custom(appNames)) var app: String?
+    func run() throws {
+        let report = try connection.request(ControlRequest(.status, apps: app.map { [$0] })).status!
+        guard let app else { return print(report.daemon.pid) }
+        guard let pid = report.apps.first?.pid else {
+            printError("'\(app)' is not running")
+            throw ExitCode(Exit.refused)
+        }
+        print(pid)
+    }
+}
+
+struct Tail: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show an app's recent output (stdout and stderr, each line with its time); -f follows it.",
+        discussion: """
+            With output going to files (the daemon file's `output`), the daemon reads the app's log \
+            file; under journald this runs journalctl -t APP. An app that has written nothing yet is \
+            an error (exit 1). Needs the same permission as a command that changes something.
+            """)
+    @OptionGroup var connection: Connection
+    @Flag(name: .shortAndLong, help: "Keep printing new output as it comes.") var follow = false
+    @Option(name: .short, help: "How many lines to show first.") var n: Int = 10
+    @Argument(completion: .custom(appNames)) var app: String
+
+    func validate() throws {
+        if n < 0 || n > 100_000 { throw ValidationError("-n takes 0 to 100000 lines") }
+    }
+
+    func run() throws {
+        var request = ControlRequest(.tail, app: app, limit: n)
+        var report = try connection.request(request).tail!
+        if report.journal { try journal() }
+        for line in report.lines { print(line) }
+        fflush(nil)
+        guard follow else { return }
+        // The daemon answers what follows the offset; a rotated file starts again from its beginning.
+        var lostSince: Date?
+        while true {
+            usleep(200_000)
+            request.offset = report.offset
+            guard let client = try? connection.client(quietly: true), let r = try? client.send(request), r.ok,
+                let next = r.tail
+            else {
+                // A restarting daemon: wait for the next one, for a while.
+                let since = lostSince ?? Date()
+                lostSince = since
+                if Date().timeIntervalSince(since) > 30 {
+                    printError("lifecycled has not answered for 30 s")
+                    throw ExitCode(Exit.noDaemon)
+                }
+                continue
+            }
+            lostSince = nil
+            report = next
+            for line in report.lines { print(line) }
+            fflush(nil)
+        }
+    }
+
+    /// Under journald the lines are in the journal, with the app's name as SYSLOG_IDENTIFIER.
+    func journal() throws -> Never {
+        var argv = ["journalctl", "--no-pager", "-o", "short-precise", "-n", String(n), "SYSLOG_IDENTIFIER=\(app)"]
+        if follow { argv.append("-f") }
+        let c = argv.map { strdup($0) } + [nil]
+        execvp("journalctl", c)
+        printError("cannot run journalctl: \(String(cString: strerror(errno)))")
+        throw ExitCode(Exit.refused)
+    }
+}
+
+struct Events: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Recent transitions and delivered events, with acknowledgement times; --follow streams new ones.")
+    @OptionGroup var connection: Connection
+    @Flag(name: .shortAndLong, help: "Keep streaming new records.") var follow = false
+    @Flag(help: "One JSON object per line.") var json = false
+    @Argument(help: "Apps to show (default: all).", completion: .custom(appNames)) var apps: [String] = []
+
+    func run() throws {
+        let filter = apps.isEmpty ? nil : apps
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let show = { (r: EventRecord) in
+            if json {
+                print(String(decoding: (try? encoder.encode(r)) ?? Data(), as: UTF8.self))
+            } else {
+                print(Self.line(r))
+            }
+            fflush(nil)
+        }
+        if !follow {
+            for r in try connection.request(ControlRequest(.events, apps: filter)).events ?? [] { show(r) }
+            return
+        }
+        let client = try connection.client()
+        do {
+            let first = try client.send(ControlRequest(.events, apps: filter, follow: true))
+            guard first.ok else { try fail(first.error) }
+            while true {
+                if let e = try client.readResponse().event { show(e) }
+            }
+        } catch let e as ControlClient.Failure {
+            printError("\(e)")
+            throw ExitCode(Exit.noDaemon)
+        }
+    }
+
+    static let formatter: DateFormatter = {
+        let f = DateFormatter()
+        f.dateFormat = "HH:mm:ss.SSS"
+        return f
+    }()
+
+    static func line(_ r: EventRecord) -> String {
+        var s = "\(formatter.string(from: Date(timeIntervalSince1970: r.time)))  \(r.app)  "
+        switch r.kind {
+        case .transition: s += "\(r.from ?? "?") -> \(r.to ?? "?")"
+        case .delivered: s += "delivered \(r.event?.rawValue ?? "?")" + (r.sequence.map { " #\($0)" } ?? "")
+        case .acknowledged:
+            s += "acknowledged \(r.event?.rawValue ?? "?") in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
+        case .frozen: s += "frozen in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
+        case .memoryLevel: s += "memory \(r.from ?? "?") -> \(r.to ?? "?")"
+        case .jetsam: s += "jetsam"
+        default: s += r.kind.rawValue
+        }
+        if let p = r.pid { s += "  pid \(p)" }
+        if let d = r.detail { s += "  (\(d))" }
+        return s
+    }
+}
+
+struct Jetsam: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Recent kills for memory: who, when, why, its footprint, and the measurements that led to it.")
+    @OptionGroup var connection: Connection
+    @Flag(help: "A JSON array of kill records.") var json = false
+    @Option(name: .shortAndLong, help: "Show at most this many, the most recent.") var limit: Int?
+
+    func validate() throws {
+        if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
+    }
+
+    func run() throws {
+        let kills = try connection.request(ControlRequest(.jetsam, limit: limit)).kills ?? []
+        if json {
+            let e = JSONEncoder()
+            e.outputFormatting = [.sortedKeys]
+            print(String(decoding: try e.encode(kills), as: UTF8.self))
+            return
+        }
+        if kills.isEmpty { return print("no kills for memory recorded") }
+        var rows = [
+            ["TIME", "APP", "PID", "REASON", "FOOTPRINT", "STATE", "BAND", "LEVEL", "MEMORY", "NEXT CANDIDATES"]
+        ]
+        for k in kills {
+            var reading = [String]()
+            if let a = k.reading.available { reading.append("avail \(StatusTable.bytes(a))") }
+            if let s = k.reading.stallPercent { reading.append("stall \(String(format: "%.0f", s))%") }
+            if let u = k.reading.appsTotal, let b = k.reading.budget {
+                reading.append("apps \(StatusTable.bytes(u))/\(StatusTable.bytes(b))")
+            }
+            var footprint = k.footprint.map(StatusTable.bytes) ?? "-"
+            if let l = k.limit { footprint += " > \(StatusTable.bytes(l))" }
+            let others = k.candidates.filter { $0.app != k.app }.prefix(3).map(\.app)
+            rows.append([
+                Events.formatter.string(from: Date(timeIntervalSince1970: k.time)), k.app,
+                k.pid.map { String($0) } ?? "-",
+                k.reason.rawValue + (k.lastNotice ? " (noticed)" : ""), footprint, k.state.rawValue, k.band.rawValue,
+                k.level.rawValue + (k.simulated ? " (simulated)" : ""),
+                reading.isEmpty ? "-" : reading.joined(separator: ", "),
+                others.isEmpty ? "-" : others.joined(separator: ", "),
+            ])
+        }
+        print(Table.render(rows))
+    }
+}
