@@ -126,8 +126,8 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ], path: "Benchmarks",
             // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), Benchmarks/systemd a
-            // script run inside systemd-nspawn (make bench-systemd), hostile/, output/ and status/ Python: not this target.
-            exclude: ["memory", "systemd", "hostile", "output", "status"], swiftSettings: strict),
+            // script run inside systemd-nspawn (make bench-systemd), hostile/, output/, status/ and lib/ Python: not this target.
+            exclude: ["memory", "systemd", "hostile", "output", "status", "lib"], swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [

@@ -16,8 +16,8 @@ Prints a Markdown table. Run as root: make bench-hostile.
 """
 import json, os, pwd, signal, socket, statistics, subprocess, sys, tempfile, time, uuid
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(ROOT, ".build", "release")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from benchdaemon import BenchDaemon, C_RECORDER, pct  # noqa: E402
 NOBODY = pwd.getpwnam("nobody")
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -28,62 +28,13 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-class Daemon:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="lifecycled-hostile-")
-        os.chmod(self.dir, 0o755)
-        apps = os.path.join(self.dir, "apps")
-        os.mkdir(apps)
-        with open(os.path.join(apps, "rec.toml"), "w") as f:
-            f.write(f'command = ["{os.path.join(ROOT, ".build", "clib", "c-recorder")}", "--log", "/dev/null"]\n')
-        with open(os.path.join(apps, "svc.toml"), "w") as f:
-            f.write('command = ["/bin/sh", "-c", "echo $NOTIFY_SOCKET > %s/notify; exec sleep 100000"]\n'
-                    'delivery = "signals"\n[timeouts]\nbackground_grace = 3600\n' % self.dir)
-        with open(os.path.join(self.dir, "lifecycled.toml"), "w") as f:
-            f.write('apps_dir = "apps"\nruntime_directory = "run"\nstate_directory = "state"\n'
-                    'event_history = 0\n[memory]\nmonitor = false\n')
-        self.socket = os.path.join(self.dir, "control.sock")
-        self.log = open(os.path.join(self.dir, "daemon.log"), "w")
-        self.cgroup = "/lifecycled-hostile-" + uuid.uuid4().hex[:8]
-        self.proc = subprocess.Popen(
-            [os.path.join(BIN, "lifecycled"), "--config", os.path.join(self.dir, "lifecycled.toml"),
-             "--control-socket", self.socket, "--cgroup-root", self.cgroup],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        for _ in range(200):
-            try:
-                self.request({"command": "status"})
-                break
-            except OSError:
-                time.sleep(0.05)
-        self.events = self.connect()
-        self.events.sendall(b'{"command":"events","follow":true}\n')
-        self.events_file = self.events.makefile("rb")
-        self.events_file.readline()
-
-    def connect(self, path=None):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(path or self.socket)
-        return s
-
-    def request(self, r, private=False):
-        """Over the shared socket, or root's private one beside it (as supervisorctl does)."""
-        s = self.connect(self.socket + ".private" if private else None)
-        try:
-            s.sendall(json.dumps(r).encode() + b"\n")
-            return json.loads(s.makefile("rb").readline())
-        finally:
-            s.close()
-
-    def wait_event(self, match):
-        while True:
-            e = json.loads(self.events_file.readline()).get("event", {})
-            if match(e):
-                return e
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
-        subprocess.run(["rmdir", f"/sys/fs/cgroup/unified{self.cgroup}"], stderr=subprocess.DEVNULL)
+def Daemon():
+    """The daemon with the C recorder and a plain program that writes down its NOTIFY_SOCKET."""
+    return BenchDaemon("hostile", {
+        "rec": f'command = ["{C_RECORDER}", "--log", "/dev/null"]\n',
+        "svc": 'command = ["/bin/sh", "-c", "echo $NOTIFY_SOCKET > {dir}/notify; exec sleep 100000"]\n'
+               'delivery = "signals"\n[timeouts]\nbackground_grace = 3600\n',
+    }, settings='event_history = 0\n[memory]\nmonitor = false\n', follow=[], ready_tries=200)
 
 
 def as_nobody():
@@ -145,11 +96,6 @@ def round_trips(d, n, private=False):
         d.request({"command": "home"}, private)
         d.wait_event(lambda e: e.get("app") == "rec" and e.get("kind") == "frozen")
     return out
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p / 100))]
 
 
 def main():

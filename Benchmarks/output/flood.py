@@ -13,10 +13,10 @@ into /dev/null) and writes nothing;
 the flood's rate into its files, and the files' total size at the end
 (bounded by 16M x 3). Run as root: make bench-output.
 """
-import json, os, signal, socket, statistics, subprocess, sys, tempfile, time, uuid
+import os, sys, time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(ROOT, ".build", "release")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from benchdaemon import BenchDaemon, C_RECORDER, pct  # noqa: E402
 TICK = os.sysconf("SC_CLK_TCK")
 BATCHES, PER_BATCH = 6, 40
 # --log-rate off: as fast as the output thread can write (the default is 1M a second).
@@ -42,56 +42,19 @@ def thread_cpu(pid):
     return out, rest
 
 
-class Daemon:
+class Daemon(BenchDaemon):
     def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="lifecycled-output-")
-        apps = os.path.join(self.dir, "apps")
-        os.mkdir(apps)
-        with open(os.path.join(apps, "rec.toml"), "w") as f:
-            f.write(f'command = ["{os.path.join(ROOT, ".build", "clib", "c-recorder")}", "--log", "/dev/null"]\n')
-        with open(os.path.join(apps, "flood.toml"), "w") as f:
-            f.write('command = ["yes", "0123456789 the quick brown fox jumps over the lazy dog 0123"]\n'
-                    'delivery = "signals"\n[timeouts]\nbackground_grace = 3600\n')
-        with open(os.path.join(apps, "spin.toml"), "w") as f:  # the same CPU, no output: the floor
-            f.write('command = ["sh", "-c", "exec yes > /dev/null"]\n'
-                    'delivery = "signals"\n[timeouts]\nbackground_grace = 3600\n')
-        with open(os.path.join(self.dir, "lifecycled.toml"), "w") as f:
-            f.write('apps_dir = "apps"\nruntime_directory = "run"\nstate_directory = "state"\n'
-                    'output = "files"\nlog_directory = "logs"\nlog_max_size = "16M"\nlog_backups = 2\n'
-                    f'log_rate = "{RATE}"\n'
-                    'event_history = 0\n[memory]\nmonitor = false\n')
-        self.socket = os.path.join(self.dir, "control.sock")
-        self.cgroup = "/lifecycled-output-" + uuid.uuid4().hex[:8]
-        self.proc = subprocess.Popen(
-            [os.path.join(BIN, "lifecycled"), "--config", os.path.join(self.dir, "lifecycled.toml"),
-             "--control-socket", self.socket, "--cgroup-root", self.cgroup],
-            stdout=open(os.path.join(self.dir, "daemon.log"), "w"), stderr=subprocess.STDOUT)
-        for _ in range(200):
-            try:
-                self.request({"command": "status"})
-                break
-            except OSError:
-                time.sleep(0.05)
-        self.events = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.events.connect(self.socket)
-        self.events.sendall(b'{"command":"events","follow":true,"apps":["rec"]}\n')
-        self.events_file = self.events.makefile("rb")
-        self.events_file.readline()
-
-    def request(self, r):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(self.socket)
-        try:
-            s.sendall(json.dumps(r).encode() + b"\n")
-            return json.loads(s.makefile("rb").readline())
-        finally:
-            s.close()
+        background = 'delivery = "signals"\n[timeouts]\nbackground_grace = 3600\n'
+        super().__init__("output", {
+            "rec": f'command = ["{C_RECORDER}", "--log", "/dev/null"]\n',
+            "flood": 'command = ["yes", "0123456789 the quick brown fox jumps over the lazy dog 0123"]\n' + background,
+            # The same CPU, no output: the floor.
+            "spin": 'command = ["sh", "-c", "exec yes > /dev/null"]\n' + background,
+        }, settings='output = "files"\nlog_directory = "logs"\nlog_max_size = "16M"\nlog_backups = 2\n'
+                    f'log_rate = "{RATE}"\nevent_history = 0\n[memory]\nmonitor = false\n', follow=["rec"])
 
     def acknowledged(self, event):
-        while True:
-            e = json.loads(self.events_file.readline()).get("event", {})
-            if e.get("kind") == "acknowledged" and e.get("event") == event:
-                return
+        self.wait_event(lambda e: e.get("kind") == "acknowledged" and e.get("event") == event)
 
     def logs(self):
         d, total = os.path.join(self.dir, "logs"), 0
@@ -101,11 +64,6 @@ class Daemon:
             except FileNotFoundError:
                 pass  # rotated away meanwhile
         return total
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
-        subprocess.run(["rmdir", f"/sys/fs/cgroup/unified{self.cgroup}"], stderr=subprocess.DEVNULL)
 
 
 def batch(d, trips, status):
@@ -119,11 +77,6 @@ def batch(d, trips, status):
         t = time.perf_counter()
         d.request({"command": "status"})
         status.append((time.perf_counter() - t) * 1e3)
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p / 100))]
 
 
 def main():

@@ -11,36 +11,18 @@ socket round trip (request out, whole answer in) and the whole
 NEW_BIN_DIR defaults to .build/release. Run as root: make bench-status
 OLD=/path/to/old/bin builds nothing old for you (see docs/performance.md).
 """
-import json, os, signal, socket, subprocess, sys, tempfile, time, uuid
+import os, socket, subprocess, sys, time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from benchdaemon import RELEASE, BenchDaemon, pct  # noqa: E402
 BATCHES, PER_BATCH = 8, 10
 
 
-class Daemon:
+class Daemon(BenchDaemon):
     def __init__(self, bin_dir, apps):
-        self.bin = bin_dir
-        self.dir = tempfile.mkdtemp(prefix="lifecycled-status-")
-        os.mkdir(os.path.join(self.dir, "apps"))
-        for i in range(apps):
-            with open(os.path.join(self.dir, "apps", f"app{i:04d}.toml"), "w") as f:
-                f.write('command = ["/bin/sleep", "1000000"]\ndelivery = "signals"\n'
-                        '[timeouts]\nbackground_grace = 0.1\n')
-        with open(os.path.join(self.dir, "lifecycled.toml"), "w") as f:
-            f.write('apps_dir = "apps"\nruntime_directory = "run"\nstate_directory = "state"\n'
-                    'event_history = 0\n')
-        self.socket = os.path.join(self.dir, "control.sock")
-        self.cgroup = "/lifecycled-status-" + uuid.uuid4().hex[:8]
-        self.proc = subprocess.Popen(
-            [os.path.join(bin_dir, "lifecycled"), "--config", os.path.join(self.dir, "lifecycled.toml"),
-             "--control-socket", self.socket, "--cgroup-root", self.cgroup],
-            stdout=open(os.path.join(self.dir, "daemon.log"), "w"), stderr=subprocess.STDOUT)
-        for _ in range(400):
-            try:
-                self.request({"command": "status"})
-                break
-            except OSError:
-                time.sleep(0.05)
+        plain = 'command = ["/bin/sleep", "1000000"]\ndelivery = "signals"\n[timeouts]\nbackground_grace = 0.1\n'
+        super().__init__("status", {f"app{i:04d}": plain for i in range(apps)}, settings="event_history = 0\n",
+                         bin_dir=bin_dir, ready_tries=400)
         for i in range(apps):
             self.request({"command": "launch", "app": f"app{i:04d}", "background": True})
         while True:
@@ -49,16 +31,6 @@ class Daemon:
                 break
             time.sleep(0.2)
         time.sleep(3)  # a memory sample or two, as on a machine left alone
-
-    def request(self, r):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(self.socket)
-        try:
-            s.sendall(json.dumps(r).encode() + b"\n")
-            f = s.makefile("rb")
-            return json.loads(f.readline())
-        finally:
-            s.close()
 
     def status_round_trip(self):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -79,16 +51,6 @@ class Daemon:
                        stdout=subprocess.DEVNULL, check=True)
         return (time.perf_counter() - t) * 1e3
 
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=300)
-        subprocess.run(["rmdir", f"/sys/fs/cgroup/unified{self.cgroup}"], stderr=subprocess.DEVNULL)
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p / 100))]
-
 
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
@@ -96,7 +58,7 @@ def main():
     if "--apps" in sys.argv:
         args.remove(str(apps))
     old_dir = args[0]
-    new_dir = args[1] if len(args) > 1 else os.path.join(ROOT, ".build", "release")
+    new_dir = args[1] if len(args) > 1 else RELEASE
     daemons = {"old": Daemon(old_dir, apps), "new": Daemon(new_dir, apps)}
     rt = {k: [] for k in daemons}
     ctl = {k: [] for k in daemons}
@@ -108,7 +70,7 @@ def main():
                 ctl[k].append(d.ctl())
     finally:
         for d in daemons.values():
-            d.stop()
+            d.stop(timeout=300)
     print(f"{apps} suspended apps; old: {old_dir}, new: {new_dir}\n")
     print("| build | status round trip p50 / p99 (ms) | `supervisorctl status` p50 / p99 (ms) |")
     print("|---|---|---|")

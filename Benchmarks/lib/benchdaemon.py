@@ -1,0 +1,76 @@
+"""A release lifecycled of its own for the Python benchmarks (hostile/,
+output/, status/): a temporary directory with its config and apps, its own
+control socket and cgroup root, requests over the socket, events followed,
+and a clean stop. Imported by the scripts; not run alone."""
+import json, os, signal, socket, subprocess, tempfile, time, uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RELEASE = os.path.join(ROOT, ".build", "release")
+C_RECORDER = os.path.join(ROOT, ".build", "clib", "c-recorder")
+
+
+class BenchDaemon:
+    def __init__(self, name, apps, settings="", bin_dir=RELEASE, follow=None, ready_tries=200):
+        """`apps`: name -> manifest text ({dir} is this daemon's directory);
+        `settings`: daemon file lines after the defaults (tables last);
+        `follow`: start following events (a list of apps, or [] for all)."""
+        self.bin = bin_dir
+        self.dir = tempfile.mkdtemp(prefix=f"lifecycled-{name}-")
+        os.chmod(self.dir, 0o755)
+        os.mkdir(os.path.join(self.dir, "apps"))
+        for app, text in apps.items():
+            with open(os.path.join(self.dir, "apps", f"{app}.toml"), "w") as f:
+                f.write(text.replace("{dir}", self.dir))
+        with open(os.path.join(self.dir, "lifecycled.toml"), "w") as f:
+            f.write('apps_dir = "apps"\nruntime_directory = "run"\nstate_directory = "state"\n' + settings)
+        self.socket = os.path.join(self.dir, "control.sock")
+        self.cgroup = f"/lifecycled-{name}-" + uuid.uuid4().hex[:8]
+        self.proc = subprocess.Popen(
+            [os.path.join(bin_dir, "lifecycled"), "--config", os.path.join(self.dir, "lifecycled.toml"),
+             "--control-socket", self.socket, "--cgroup-root", self.cgroup],
+            stdout=open(os.path.join(self.dir, "daemon.log"), "w"), stderr=subprocess.STDOUT)
+        for _ in range(ready_tries):
+            try:
+                self.request({"command": "status"})
+                break
+            except OSError:
+                time.sleep(0.05)
+        if follow is not None:
+            self.events = self.connect()
+            r = {"command": "events", "follow": True}
+            if follow:
+                r["apps"] = follow
+            self.events.sendall(json.dumps(r).encode() + b"\n")
+            self.events_file = self.events.makefile("rb")
+            self.events_file.readline()
+
+    def connect(self, path=None):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path or self.socket)
+        return s
+
+    def request(self, r, private=False):
+        """Over the shared socket, or root's private one beside it (as supervisorctl does)."""
+        s = self.connect(self.socket + ".private" if private else None)
+        try:
+            s.sendall(json.dumps(r).encode() + b"\n")
+            return json.loads(s.makefile("rb").readline())
+        finally:
+            s.close()
+
+    def wait_event(self, match):
+        while True:
+            e = json.loads(self.events_file.readline()).get("event", {})
+            if match(e):
+                return e
+
+    def stop(self, timeout=60):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=timeout)
+        subprocess.run(["rmdir", f"/sys/fs/cgroup/unified{self.cgroup}"], stderr=subprocess.DEVNULL)
+
+
+def pct(xs, p):
+    """The p-th percentile, nearest rank."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p / 100))]
