@@ -99,15 +99,6 @@ public struct AppFailure: Sendable, Equatable, Codable {
     }
 }
 
-extension Duration {
-    /// "1.5 s", "10 min": how the docs and status say durations.
-    public var formattedSeconds: String {
-        let s = Double(nanoseconds) / 1e9
-        if s >= 60, s.truncatingRemainder(dividingBy: 60) == 0 { return "\(Int(s / 60)) min" }
-        return s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
-    }
-}
-
 extension Supervisor {
     /// After `ended`: relaunch later, give up, or nothing.
     mutating func afterUnaskedEnd(_ id: AppID, _ reason: TerminationReason, inFront: Bool) {

@@ -205,9 +205,12 @@ public final class Daemon {
     /// The daemon's nice value.
     static let niceness: Int32 = -5
 
-    /// The descriptor table every daemon starts with, and what `apps` apps need.
+    /// The descriptor table every daemon starts with, and what `apps` apps
+    /// need: their channel or notify socket, group and pidfd, and the
+    /// reading end of their output FIFO (held by the output thread).
     static let descriptorsReserved: UInt64 = 4096
-    static func descriptors(forApps apps: Int) -> UInt64 { UInt64(3 * apps + 256) }
+    static let descriptorsPerApp = 4
+    static func descriptors(forApps apps: Int) -> UInt64 { UInt64(descriptorsPerApp * apps + 256) }
 
     static func ms(_ from: Int64, _ to: Int64) -> String { String(format: "%.1f", Double(to - from) / 1e6) }
 

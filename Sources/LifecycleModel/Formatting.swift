@@ -33,3 +33,12 @@ private func scaled(_ bytes: UInt64) -> (Double, Int) {
     }
     return (value, unit)
 }
+
+extension Duration {
+    /// "1.5 s", "10 min": how the docs and status say durations.
+    public var formattedSeconds: String {
+        let s = Double(components.seconds) + Double(components.attoseconds) / 1e18
+        if s >= 60, s.truncatingRemainder(dividingBy: 60) == 0 { return "\(Int(s / 60)) min" }
+        return s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
+    }
+}

@@ -28,16 +28,16 @@ extension Daemon {
     var notifyDirectory: String { config.runtimeDirectory + "/notify" }
 
     /// Why a launch cannot have the descriptors it needs (its channel or
-    /// notify socket, its group, its pidfd, the spawn's own: at most 8 at
-    /// once, 3 kept while it runs), or nil. Counted only near the limit:
+    /// notify socket, its group, its pidfd, its output, the spawn's own: at
+    /// most 10 at once, `descriptorsPerApp` kept while it runs), or nil. Counted only near the limit:
     /// far from it, the number of running apps says enough.
     func descriptorShortage() -> String? {
         let limit = Posix.descriptorLimit()
-        guard UInt64(runs.byApp.count * 3 + 256) > limit / 2 else { return nil }
+        guard Self.descriptors(forApps: runs.byApp.count) > limit / 2 else { return nil }
         let open = UInt64((try? FileManagerLite.list("/proc/self/fd").count) ?? 0)
-        guard open + 8 + 16 > limit else { return nil }  // 16 left for the daemon's own work
+        guard open + 10 + 16 > limit else { return nil }  // 16 left for the daemon's own work
         return "no file descriptors left for it: \(open) of the limit of \(limit) in use "
-            + "(about 3 per running app; raise LimitNOFILE=)"
+            + "(about \(Self.descriptorsPerApp) per running app; raise LimitNOFILE=)"
     }
 
     /// Starts one run of the app: a fresh group, its channel or notify
