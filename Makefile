@@ -131,7 +131,7 @@ install: release install-clib generated
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) \
 	    $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)/etc/lifecycled/apps
 	install -s -m 755 .build/release/lifecycled .build/release/supervisorctl $(DESTDIR)$(PREFIX)/bin/
-	install -s -m 755 .build/release/example-recorder .build/release/example-saver \
+	install -s -m 755 .build/release/example-recorder .build/release/example-saver .build/release/example-news \
 	    .build/release/example-worker .build/release/example-plain $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(CLIB)/c-recorder $(DESTDIR)$(PREFIX)/bin/example-c-recorder
 	install -m 644 $(GEN)/man/*.1 $(DESTDIR)$(MANDIR)/man1/

@@ -90,6 +90,9 @@ let package = Package(
             name: "example-saver", dependencies: ["LifecycleClient"],
             path: "Examples/saver", swiftSettings: strict),
         .executableTarget(
+            name: "example-news", dependencies: ["LifecycleClient"],
+            path: "Examples/news", swiftSettings: strict),
+        .executableTarget(
             name: "example-worker", dependencies: ["LifecycleClient"],
             path: "Examples/worker", swiftSettings: strict),
         .executableTarget(name: "example-plain", path: "Examples/plain", swiftSettings: strict),

@@ -71,7 +71,7 @@ static void daemon_round_trip(const struct lifecycle__message *m, const uint8_t 
         }
         REQUIRE(cursor == data + size, "the options end %td bytes from the end of the message",
                 (data + size) - cursor);
-        REQUIRE(m->event >= 1 && m->event <= 9 && m->background <= 1, "event or launch mode out of range");
+        REQUIRE(m->event >= 1 && m->event <= 12 && m->background <= 1, "event or launch mode out of range");
         REQUIRE(m->deadline >= -1 && m->budget_end >= -1, "a negative time other than -1 was accepted");
         /* U+0000 is valid UTF-8 and valid on the wire, but the test encoder
          * takes C strings: such an event cannot be written by it. */
@@ -95,6 +95,12 @@ static void daemon_round_trip(const struct lifecycle__message *m, const uint8_t 
     case LC_T_RESUMED:
         REQUIRE(m->id == 0, "resumed accepted with id %u", (unsigned)m->id);
         same_bytes("resumed", out, lifecycle__encode_resumed(out), data, size);
+        return;
+    case LC_T_RESTORATION:
+        REQUIRE(m->id == 0, "restoration accepted with id %u", (unsigned)m->id);
+        REQUIRE(m->data_size <= LC_WIRE_MAX_RESTORATION, "restoration data of %u bytes accepted",
+                (unsigned)m->data_size);
+        same_bytes("restoration", out, lifecycle__encode_restoration(out, m->data, m->data_size), data, size);
         return;
     default:
         REQUIRE(0, "decode_daemon accepted type 0x%x", (unsigned)m->type);
@@ -131,6 +137,16 @@ static void app_round_trip(const struct lifecycle__message *m, const uint8_t *da
                    data, size);
         return;
     }
+    case LC_T_COMPLETE:
+        REQUIRE(m->result <= 2, "a fetch result %u was accepted", (unsigned)m->result);
+        same_bytes("complete", out, lifecycle__encode_complete(out, m->id, m->result), data, size);
+        return;
+    case LC_T_SAVE_RESTORATION:
+        REQUIRE(m->id == 0, "saveRestoration accepted with id %u", (unsigned)m->id);
+        REQUIRE(m->data_size <= LC_WIRE_MAX_RESTORATION, "restoration data of %u bytes accepted",
+                (unsigned)m->data_size);
+        same_bytes("saveRestoration", out, lifecycle__encode_save_restoration(out, m->data, m->data_size), data, size);
+        return;
     default:
         REQUIRE(0, "decode_app accepted type 0x%x", (unsigned)m->type);
     }

@@ -80,6 +80,9 @@ func difference(_ s: DaemonMessage, _ c: lifecycle__message) -> String? {
     case .resumed:
         guard c.type == type(LC_T_RESUMED) else { return "Swift: resumed, C: type \(c.type)" }
         if c.id != 0 { return "id 0, C \(c.id)" }
+    case .restoration(let data):
+        guard c.type == type(LC_T_RESTORATION) else { return "Swift: restoration, C: type \(c.type)" }
+        if bytes(c) != data { return "restoration data differs" }
     }
     return nil
 }
@@ -106,6 +109,19 @@ func difference(_ s: AppMessage, _ c: lifecycle__message) -> String? {
         for (i, t) in tasks.enumerated() where lifecycle__expiring_task(&m, UInt16(i)) != t {
             return "task \(i) is \(t), C \(lifecycle__expiring_task(&m, UInt16(i)))"
         }
+    case .complete(let sequence, let result):
+        guard c.type == type(LC_T_COMPLETE) else { return "Swift: complete, C: type \(c.type)" }
+        if c.id != sequence { return "sequence \(sequence), C \(c.id)" }
+        if c.result != result.wireCode { return "result \(result.wireCode), C \(c.result)" }
+    case .saveRestoration(let data):
+        guard c.type == type(LC_T_SAVE_RESTORATION) else { return "Swift: save restoration, C: type \(c.type)" }
+        if bytes(c) != data { return "restoration data differs" }
     }
     return nil
+}
+
+/// The restoration data C decoded.
+func bytes(_ c: lifecycle__message) -> [UInt8] {
+    guard let data = c.data else { return [] }
+    return Array(UnsafeBufferPointer(start: data, count: Int(c.data_size)))
 }

@@ -3,7 +3,17 @@
 // lifecycle event it receives, one line per event name as docs/protocol.md
 // spells it, to the file given with --log, before acknowledging it; after
 // willFinishLaunching also "# previous: REASON" when the previous run's
-// termination reason is known. With --hang EVENT it never returns from that
+// termination reason is known, then "# KEY: VALUE" for the launch options
+// launch.reason (unless it is "user", the usual case), launch.url,
+// push.payload and restoration.size when present, in that order, and
+// "# restoration: TEXT" with the restoration data handed over, if any. After
+// didReceiveRemoteNotification it writes "# push.payload: JSON", after
+// openURL "# url: URL". Line breaks in a value are written as spaces, so
+// that every record is one line. It answers performFetch and
+// didReceiveRemoteNotification with new data (complete). With
+// $RECORDER_SAVE_STATE set it saves its value as restoration data
+// (saveRestoration) in didEnterBackground, after writing the line; an empty
+// value forgets what was saved. With --hang EVENT it never returns from that
 // callback (to test the watchdogs). With --allocate-mb N it holds N MiB of
 // touched memory from its start and logs "# allocated N MiB" first.
 // --exit-when-active exits at didBecomeActive when run standalone (the
@@ -11,7 +21,7 @@
 // (the C library has no async API), so manifests can switch recorders.
 //
 //   make clib   ->  .build/clib/c-recorder (liblifecycle.a linked in)
-//   c-recorder --log FILE [--hang EVENT] [--allocate-mb N]
+//   [RECORDER_SAVE_STATE=TEXT] c-recorder --log FILE [--hang EVENT] [--allocate-mb N]
 #define _POSIX_C_SOURCE 200809L
 #include "lifecycle.h"
 
@@ -20,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 struct recorder {
@@ -40,17 +51,32 @@ static int flag(int argc, char **argv, const char *name) {
     return 0;
 }
 
-/* Appends one line; hangs forever when it is the --hang event. */
+/* Appends one line (one write, so that lines never interleave); hangs
+ * forever when it is the --hang event. */
 static void note(struct recorder *r, const char *line) {
-    size_t n = strlen(line);
-    char buffer[512];
-    if (n + 1 < sizeof buffer) {
-        memcpy(buffer, line, n);
-        buffer[n] = '\n';
-        if (write(r->fd, buffer, n + 1) < 0) { /* nothing better to do */ }
-    }
+    struct iovec iov[2] = {{(void *)line, strlen(line)}, {"\n", 1}};
+    if (writev(r->fd, iov, 2) < 0) { /* nothing better to do */ }
     if (r->hang && strcmp(line, r->hang) == 0)
         for (;;) pause();
+}
+
+/* Appends "# KEY: VALUE", the value's line breaks as spaces. */
+static void note_value(struct recorder *r, const char *key, const char *value, size_t length) {
+    size_t prefix = strlen(key) + 4;
+    char *line = malloc(prefix + length + 1);
+    if (!line) return;
+    snprintf(line, prefix + 1, "# %s: ", key);
+    for (size_t i = 0; i < length; i++) line[prefix + i] = value[i] == '\n' || value[i] == '\r' ? ' ' : value[i];
+    line[prefix + length] = 0;
+    struct iovec iov[2] = {{line, prefix + length}, {"\n", 1}}; /* the length, for data with NUL bytes */
+    if (writev(r->fd, iov, 2) < 0) { /* nothing better to do */ }
+    free(line);
+}
+
+/* "# KEY: VALUE" for an option of the current event, when it has one. */
+static void note_option(struct recorder *r, lifecycle_app *app, const char *key) {
+    const char *value = lifecycle_event_option(app, key);
+    if (value) note_value(r, key, value, strlen(value));
 }
 
 static void on_event(lifecycle_app *app, lifecycle_event event, void *userdata) {
@@ -63,7 +89,24 @@ static void on_event(lifecycle_app *app, lifecycle_event event, void *userdata) 
             snprintf(line, sizeof line, "# previous: %s", reason);
             note(r, line);
         }
+        const char *why = lifecycle_launch_reason(app);
+        if (why && strcmp(why, "user") != 0) note_option(r, app, "launch.reason");
+        note_option(r, app, "launch.url");
+        note_option(r, app, "push.payload");
+        note_option(r, app, "restoration.size");
+        size_t size = 0;
+        const char *data = lifecycle_restoration_data(app, &size);
+        if (data) note_value(r, "restoration", data, size);
     }
+    if (event == LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION) note_option(r, app, "push.payload");
+    if (event == LIFECYCLE_EVENT_OPEN_URL) note_option(r, app, "url");
+    if (event == LIFECYCLE_EVENT_PERFORM_FETCH || event == LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION)
+        lifecycle_set_fetch_result(app, LIFECYCLE_FETCH_NEW_DATA); /* sent as complete when this returns */
+    const char *state = getenv("RECORDER_SAVE_STATE");
+    if (event == LIFECYCLE_EVENT_DID_ENTER_BACKGROUND && state &&
+        lifecycle_save_restoration(app, state, strlen(state)) != 0)
+        fprintf(stderr, "c-recorder: cannot save the restoration data: %s\n",
+                lifecycle_last_error(app)[0] ? lifecycle_last_error(app) : lifecycle_strerror(errno));
     if (event == LIFECYCLE_EVENT_DID_BECOME_ACTIVE && !lifecycle_is_supervised(app) && r->exit_when_active) exit(0);
 }
 

@@ -7,11 +7,21 @@ It records every lifecycle event it receives, one line per event name as
 docs/protocol.md spells it, to the file given with --log, before the event
 is acknowledged (the acknowledgement is sent when the callback returns);
 after willFinishLaunching also "# previous: REASON" when the previous run's
-termination reason is known. With --hang EVENT it never returns from that
-callback (to test the watchdogs). With --allocate-mb N it holds N MiB of
-touched memory from its start and logs "# allocated N MiB" first.
+termination reason is known, then "# KEY: VALUE" for the launch options
+launch.reason (unless it is "user", the usual case), launch.url,
+push.payload and restoration.size when present, in that order, and
+"# restoration: TEXT" with the restoration data handed over, if any. After
+didReceiveRemoteNotification it writes "# push.payload: JSON", after openURL
+"# url: URL". Line breaks in a value are written as spaces, so that every
+record is one line. It answers performFetch and didReceiveRemoteNotification
+with new data (lifecycle_set_fetch_result: a complete message). With
+$RECORDER_SAVE_STATE set it saves its value as restoration data
+(lifecycle_save_restoration) in didEnterBackground, after writing the line;
+an empty value forgets what was saved. With --hang EVENT it never returns
+from that callback (to test the watchdogs). With --allocate-mb N it holds N
+MiB of touched memory from its start and logs "# allocated N MiB" first.
 
-    recorder.py --log FILE [--hang EVENT] [--allocate-mb N]
+    [RECORDER_SAVE_STATE=TEXT] recorder.py --log FILE [--hang EVENT] [--allocate-mb N]
 
 The library: $LIFECYCLE_LIB if set (a path to liblifecycle.so); else the
 build output of this repository (../../.build/clib/liblifecycle.so from
@@ -35,17 +45,24 @@ LIFECYCLE_OK = 0
 LIFECYCLE_TERMINATED = 1
 WILL_FINISH_LAUNCHING = 1
 DID_BECOME_ACTIVE = 3
+DID_ENTER_BACKGROUND = 5
+PERFORM_FETCH = 10
+DID_RECEIVE_REMOTE_NOTIFICATION = 11
+OPEN_URL = 12
+FETCH_NEW_DATA = 0   # lifecycle_fetch_result
 
 EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 ANY_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
 
 
 class Callbacks(ctypes.Structure):
-    """struct lifecycle_callbacks of lifecycle.h, member for member."""
+    """struct lifecycle_callbacks of lifecycle.h, member for member (the
+    members added in 1.1 come after any_event)."""
     _fields_ = [(name, EVENT_FN) for name in (
         "will_finish_launching", "did_finish_launching", "did_become_active", "will_resign_active",
         "did_enter_background", "will_enter_foreground", "will_terminate",
-        "did_receive_memory_warning", "will_be_killed_for_memory")] + [("any_event", ANY_EVENT_FN)]
+        "did_receive_memory_warning", "will_be_killed_for_memory")] + [("any_event", ANY_EVENT_FN)] + [
+        (name, EVENT_FN) for name in ("perform_fetch", "did_receive_remote_notification", "open_url")]
 
 
 def load_library():
@@ -80,6 +97,11 @@ def load_library():
         "lifecycle_app_name": (c_char_p, [app_p]),
         "lifecycle_event_name": (c_char_p, [c_int]),
         "lifecycle_previous_termination_reason": (c_char_p, [app_p]),
+        "lifecycle_launch_reason": (c_char_p, [app_p]),
+        "lifecycle_event_option": (c_char_p, [app_p, c_char_p]),
+        "lifecycle_set_fetch_result": (c_int, [app_p, c_int]),
+        "lifecycle_restoration_data": (c_void_p, [app_p, ctypes.POINTER(c_size_t)]),
+        "lifecycle_save_restoration": (c_int, [app_p, c_char_p, c_size_t]),
         "lifecycle_strerror": (c_char_p, [c_int]),
         "lifecycle_last_error": (c_char_p, [app_p]),
     }
@@ -117,12 +139,44 @@ class Recorder:
             while True:
                 signal.pause()
 
+    def note_value(self, key, value):
+        """Appends "# KEY: VALUE" (value: bytes), its line breaks as spaces."""
+        value = value.replace(b"\n", b" ").replace(b"\r", b" ")
+        os.write(self.fd, b"# " + key.encode() + b": " + value + b"\n")
+
+    def note_option(self, app, key):
+        """ "# KEY: VALUE" for an option of the current event, when it has one."""
+        value = self.lib.lifecycle_event_option(app, key.encode())
+        if value is not None:
+            self.note_value(key, value)
+
     def on_event(self, app, event, userdata):
         self.note(self.lib.lifecycle_event_name(event).decode())
         if event == WILL_FINISH_LAUNCHING:
             reason = self.lib.lifecycle_previous_termination_reason(app)
             if reason is not None:
                 self.note("# previous: " + reason.decode())
+            why = self.lib.lifecycle_launch_reason(app)
+            if why is not None and why != b"user":
+                self.note_option(app, "launch.reason")
+            for key in ("launch.url", "push.payload", "restoration.size"):
+                self.note_option(app, key)
+            size = ctypes.c_size_t(0)
+            data = self.lib.lifecycle_restoration_data(app, ctypes.byref(size))
+            if data is not None:
+                self.note_value("restoration", ctypes.string_at(data, size.value))
+        if event == DID_RECEIVE_REMOTE_NOTIFICATION:
+            self.note_option(app, "push.payload")
+        if event == OPEN_URL:
+            self.note_option(app, "url")
+        if event in (PERFORM_FETCH, DID_RECEIVE_REMOTE_NOTIFICATION):
+            self.lib.lifecycle_set_fetch_result(app, FETCH_NEW_DATA)   # sent as complete on return
+        state = os.environb.get(b"RECORDER_SAVE_STATE")
+        if event == DID_ENTER_BACKGROUND and state is not None:
+            if self.lib.lifecycle_save_restoration(app, state, len(state)) != 0:
+                err = ctypes.get_errno()
+                detail = self.lib.lifecycle_last_error(app).decode() or self.lib.lifecycle_strerror(err).decode()
+                sys.stderr.write("python-recorder: cannot save the restoration data: %s\n" % detail)
         if event == DID_BECOME_ACTIVE and self.exit_when_active and not self.lib.lifecycle_is_supervised(app):
             os._exit(0)
 

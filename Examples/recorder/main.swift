@@ -4,7 +4,13 @@
 // returns from that callback (to test the watchdogs). With --async it uses
 // the async API (`for await event in LifecycleEvents`) instead of a delegate.
 // With --allocate-mb N it holds N MiB of touched memory from its start (the
-// memory-pressure tests).
+// memory-pressure tests). Wake-ups: performFetch and didReceiveRemoteNotification
+// are answered new-data; after willFinishLaunching the launch options
+// launch.reason (unless "user"), launch.url, push.payload and restoration.size
+// follow as "# KEY: VALUE" lines, then "# restoration: TEXT"; after
+// didReceiveRemoteNotification "# push.payload: JSON", after openURL "# url: URL"
+// (as the C and Python recorders write them). With $RECORDER_SAVE_STATE set it
+// saves that text as restoration data on entering the background.
 @preconcurrency import Glibc
 import LifecycleClient
 
@@ -26,7 +32,37 @@ final class Recorder: ApplicationDelegate {
 
     func willFinishLaunching(_ app: Application, options: LaunchOptions) {
         note("willFinishLaunching")
+        noteLaunch(options)
+    }
+
+    func noteLaunch(_ options: LaunchOptions) {
         if let reason = options.previousTerminationReason { note("# previous: \(reason)") }
+        if let why = options.reason, why != "user" { option("launch.reason", why) }
+        if let url = options.url { option("launch.url", url) }
+        if let payload = options.pushPayload { option("push.payload", payload) }
+        if let data = options.restorationData {
+            option("restoration.size", String(data.count))
+            option("restoration", String(decoding: data, as: UTF8.self))
+        }
+    }
+
+    /// "# KEY: VALUE", line breaks in the value written as spaces.
+    func option(_ key: String, _ value: String) {
+        note("# \(key): " + String(value.map { $0.isNewline ? " " : $0 }))
+    }
+
+    func performFetch(_ app: Application) -> FetchResult {
+        note("performFetch")
+        return .newData
+    }
+    func didReceiveRemoteNotification(_ app: Application, payload: String) -> FetchResult {
+        note("didReceiveRemoteNotification")
+        option("push.payload", payload)
+        return .newData
+    }
+    func openURL(_ app: Application, url: String) {
+        note("openURL")
+        option("url", url)
     }
     func didFinishLaunching(_ app: Application, options: LaunchOptions) { note("didFinishLaunching") }
     func didBecomeActive(_ app: Application) {
@@ -35,7 +71,10 @@ final class Recorder: ApplicationDelegate {
         if !app.isSupervised && CommandLine.arguments.contains("--exit-when-active") { exit(0) }
     }
     func willResignActive(_ app: Application) { note("willResignActive") }
-    func didEnterBackground(_ app: Application) { note("didEnterBackground") }
+    func didEnterBackground(_ app: Application) {
+        note("didEnterBackground")
+        if let state = getenv("RECORDER_SAVE_STATE") { app.saveRestorationData(Array(String(cString: state).utf8)) }
+    }
     func willEnterForeground(_ app: Application) { note("willEnterForeground") }
     func willTerminate(_ app: Application) { note("willTerminate") }
     func didReceiveMemoryWarning(_ app: Application) { note("didReceiveMemoryWarning") }
@@ -85,8 +124,14 @@ if CommandLine.arguments.contains("--async") {
     }
     for await event in events {
         recorder.note(event.name)  // acknowledged when the loop asks for the next
-        if event.name == "willFinishLaunching", let reason = event.launchOptions?.previousTerminationReason {
-            recorder.note("# previous: \(reason)")
+        if event.name == "willFinishLaunching", let options = event.launchOptions { recorder.noteLaunch(options) }
+        if let payload = event.payload { recorder.option("push.payload", payload) }
+        if let url = event.url { recorder.option("url", url) }
+        if event.name == "performFetch" || event.name == "didReceiveRemoteNotification" {
+            events.complete(event, .newData)
+        }
+        if event.name == "didEnterBackground", let state = getenv("RECORDER_SAVE_STATE") {
+            events.saveRestorationData(Array(String(cString: state).utf8))
         }
     }
     exit(0)  // after willTerminate the sequence ends

@@ -16,10 +16,20 @@ public struct LaunchOptions: Sendable, Equatable {
     public var previousTerminationDescription: String?
     /// Seconds since the epoch.
     public var previousTerminationTime: Double?
+    /// Why this run was launched: user, relaunch, fetch, remote-notification, url.
+    public var reason: String?
+    /// Launched to open this URL.
+    public var url: String?
+    /// A remote notification's JSON payload: the one it was launched for,
+    /// or one held for it while it could not be woken.
+    public var pushPayload: String?
+    /// What the app saved with `saveRestorationData` in an earlier run
+    /// (discarded when the user quit it, or it crashed while launching).
+    public var restorationData: [UInt8]?
     /// Every option as sent, for forward compatibility.
     public var all: [String: String]
 
-    init(_ event: EventMessage) {
+    init(_ event: EventMessage, restoration: [UInt8]? = nil) {
         var all: [String: String] = [:]
         for kv in event.options { all[kv.key] = kv.value }
         self.all = all
@@ -27,11 +37,29 @@ public struct LaunchOptions: Sendable, Equatable {
         previousTerminationReason = all[LaunchOptionKey.previousReason.rawValue]
         previousTerminationDescription = all[LaunchOptionKey.previousDescription.rawValue]
         previousTerminationTime = all[LaunchOptionKey.previousTime.rawValue].flatMap(Double.init)
+        reason = all[LaunchOptionKey.reason.rawValue]
+        url = all[LaunchOptionKey.url.rawValue]
+        pushPayload = all[LaunchOptionKey.pushPayload.rawValue]
+        restorationData = all[LaunchOptionKey.restorationSize.rawValue] != nil ? restoration : nil
     }
 
     init(standalone: Void) {
         launchedInBackground = false
         all = [LaunchOptionKey.launchMode.rawValue: LaunchMode.foreground.rawValue]
+    }
+}
+
+/// What a background fetch or a remote notification found
+/// (UIBackgroundFetchResult): the daemon schedules the app's next fetches by it.
+public enum FetchResult: Sendable, Equatable {
+    case newData, noData, failed
+
+    var wire: WakeResult {
+        switch self {
+        case .newData: .newData
+        case .noData: .noData
+        case .failed: .failed
+        }
     }
 }
 
@@ -54,6 +82,15 @@ public protocol ApplicationDelegate: AnyObject {
     /// sets `memory.last_notice`): save what must survive, quickly (250 ms
     /// by default). The kill follows the return, or the deadline.
     func willBeKilledForMemory(_ application: Application)
+    /// A background fetch (fetch mode): get new content within the deadline
+    /// (30 s by default) and say what came of it. The app is suspended again
+    /// after the return.
+    func performFetch(_ application: Application) -> FetchResult
+    /// A remote notification (remote-notification mode), its JSON payload;
+    /// answered like a fetch, within the same kind of deadline.
+    func didReceiveRemoteNotification(_ application: Application, payload: String) -> FetchResult
+    /// Open a URL of a scheme the manifest lists; the app is on its way to the front.
+    func openURL(_ application: Application, url: String)
 }
 
 extension ApplicationDelegate {
@@ -66,6 +103,9 @@ extension ApplicationDelegate {
     public func willTerminate(_ application: Application) {}
     public func didReceiveMemoryWarning(_ application: Application) {}
     public func willBeKilledForMemory(_ application: Application) {}
+    public func performFetch(_ application: Application) -> FetchResult { .noData }
+    public func didReceiveRemoteNotification(_ application: Application, payload: String) -> FetchResult { .noData }
+    public func openURL(_ application: Application, url: String) {}
 }
 
 /// Identifies a background task; `.invalid` when none could be begun.
@@ -97,6 +137,8 @@ public final class Application {
     /// How long beginBackgroundTask waits for the daemon's reply, in ms
     /// (LIFECYCLE_TASK_REPLY_TIMEOUT_MS in C; the daemon answers at once).
     var taskReplyTimeoutMilliseconds: Int64 = 5000
+    /// Restoration data received just before willFinishLaunching.
+    var restoration: [UInt8]?
     /// The channel error, once there was one: final. Nothing is sent after
     /// it, and the loop ends with it (`main` then exits with status 1).
     var channelError: ChannelError?
@@ -167,6 +209,21 @@ public final class Application {
             case .violation(let why): fail(.protocolViolation(why)); return .invalid
             }
         }
+    }
+
+    // MARK: State restoration
+
+    /// Asks the daemon to keep `data` (at most 64 KiB) and hand it back in
+    /// the launch options of the next launch, so that an app killed while
+    /// suspended comes back where it was. Typically called in
+    /// didEnterBackground; each call replaces the last, and empty data
+    /// forgets it. False when it is too large (nothing is sent), or when
+    /// not supervised.
+    @discardableResult
+    public func saveRestorationData(_ data: [UInt8]) -> Bool {
+        guard channel != nil, data.count <= Wire.maxRestorationSize, channelError == nil else { return false }
+        send(.saveRestoration(data))
+        return true
     }
 
     public func endBackgroundTask(_ id: BackgroundTaskIdentifier) {
@@ -251,9 +308,13 @@ public final class Application {
         switch message {
         case .event(let e):
             if let end = e.budgetEnd { budgetEnd = end }
-            dispatch(e)
-            send(.acknowledge(sequence: e.sequence))
+            if let result = dispatch(e) {
+                send(.complete(sequence: e.sequence, result: result.wire))
+            } else {
+                send(.acknowledge(sequence: e.sequence))
+            }
             if e.event == .willTerminate { exit(0) }
+        case .restoration(let data): restoration = data
         case .backgroundTasksExpiring(let tasks):
             for t in tasks { expirationHandlers.removeValue(forKey: t)?() }
         case .backgroundTaskReply(_, let task, _):
@@ -262,10 +323,12 @@ public final class Application {
         }
     }
 
-    func dispatch(_ e: EventMessage) {
+    /// Runs the event's callback; for a wake-up, returns its answer.
+    func dispatch(_ e: EventMessage) -> FetchResult? {
         switch e.event {
         case .willFinishLaunching:
-            launchOptions = LaunchOptions(e)
+            launchOptions = LaunchOptions(e, restoration: restoration)
+            restoration = nil
             state = e.launchedInBackground ? .background : .inactive
             delegate.willFinishLaunching(self, options: launchOptions!)
         case .didFinishLaunching: delegate.didFinishLaunching(self, options: launchOptions ?? LaunchOptions(e))
@@ -276,7 +339,14 @@ public final class Application {
         case .willTerminate: delegate.willTerminate(self)
         case .didReceiveMemoryWarning: delegate.didReceiveMemoryWarning(self)
         case .willBeKilledForMemory: delegate.willBeKilledForMemory(self)
+        case .performFetch: return delegate.performFetch(self)
+        case .didReceiveRemoteNotification:
+            let payload = e.options.first { $0.key == LaunchOptionKey.pushPayload.rawValue }?.value ?? "{}"
+            return delegate.didReceiveRemoteNotification(self, payload: payload)
+        case .openURL:
+            delegate.openURL(self, url: e.options.first { $0.key == LaunchOptionKey.eventURL }?.value ?? "")
         }
+        return nil
     }
 
     /// Runs every due timer; returns how long to wait for the next (ms, -1 none).

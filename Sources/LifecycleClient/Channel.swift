@@ -81,7 +81,11 @@ final class Channel: @unchecked Sendable {
         let bytes = m.encoded()
         locked {
             switch m {
-            case .acknowledge(let seq): lastAcknowledged = max(lastAcknowledged, seq)
+            case .acknowledge(let seq), .complete(let seq, _):
+                // Answered already (the async API's early answer, then its
+                // acknowledgement at the next event): said once.
+                if seq <= lastAcknowledged { return }
+                lastAcknowledged = seq
             case .endBackgroundTask(let task): openTasks.remove(task)
             default: break
             }

@@ -13,6 +13,10 @@ public struct LifecycleEventInfo: Sendable, Equatable {
     public var budgetEnd: Int64?
     /// For launch events.
     public var launchOptions: LaunchOptions?
+    /// didReceiveRemoteNotification: the JSON payload.
+    public var payload: String?
+    /// openURL: the URL.
+    public var url: String?
 }
 
 /// The lifecycle as an async sequence, for apps that prefer `for await` to
@@ -42,12 +46,28 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
         channel.send(.acknowledge(sequence: event.sequence))
     }
 
+    /// Answers performFetch or didReceiveRemoteNotification with what the
+    /// work found (left unanswered, the next `next()` says no data).
+    public func complete(_ event: LifecycleEventInfo, _ result: FetchResult) {
+        channel.send(.complete(sequence: event.sequence, result: result.wire))
+    }
+
+    /// As Application.saveRestorationData: kept by the daemon, handed back
+    /// at the next launch. False when larger than 64 KiB (nothing is sent).
+    @discardableResult
+    public func saveRestorationData(_ data: [UInt8]) -> Bool {
+        guard data.count <= Wire.maxRestorationSize else { return false }
+        channel.send(.saveRestoration(data))
+        return true
+    }
+
     public func makeAsyncIterator() -> Iterator { Iterator(channel: channel) }
 
     public struct Iterator: AsyncIteratorProtocol {
         let channel: Channel
         var unacknowledged: UInt32?
         var ended = false
+        var restoration: [UInt8]?
 
         public mutating func next() async -> LifecycleEventInfo? {
             if let s = unacknowledged { channel.send(.acknowledge(sequence: s)) }
@@ -62,6 +82,9 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
                 let e: EventMessage
                 switch received {
                 case .message(.event(let event)): e = event
+                case .message(.restoration(let data)):
+                    restoration = data
+                    continue
                 case .message(.backgroundTaskReply(_, let task?, _)):
                     // Nobody here asked for it; end the task it carries, as Application does.
                     channel.send(.endBackgroundTask(task: task))
@@ -73,9 +96,15 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
                 unacknowledged = e.sequence
                 if e.event == .willTerminate { ended = true }
                 let launch = e.event == .willFinishLaunching || e.event == .didFinishLaunching
+                let options = launch ? LaunchOptions(e, restoration: restoration) : nil
+                if e.event == .didFinishLaunching { restoration = nil }
+                func option(_ key: String) -> String? { e.options.first { $0.key == key }?.value }
                 return LifecycleEventInfo(
                     name: e.event.rawValue, sequence: e.sequence, deadline: e.deadline,
-                    budgetEnd: e.budgetEnd, launchOptions: launch ? LaunchOptions(e) : nil)
+                    budgetEnd: e.budgetEnd, launchOptions: options,
+                    payload: e.event == .didReceiveRemoteNotification
+                        ? option(LaunchOptionKey.pushPayload.rawValue) : nil,
+                    url: e.event == .openURL ? option(LaunchOptionKey.eventURL) : nil)
             }
         }
 

@@ -30,6 +30,10 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     public var signal: String?
     /// `tail`: the output that follows this byte of the log file (from an earlier answer).
     public var offset: UInt64?
+    /// `push`: the remote notification's JSON payload (an object, at most 4 KiB).
+    public var payload: String?
+    /// `open`: the URL.
+    public var url: String?
 
     public init(
         _ command: Command, app: String? = nil, apps: [String]? = nil,
@@ -49,7 +53,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case interruptionBegin = "interruption-begin"
         case interruptionEnd = "interruption-end"
         case daemonReexec = "daemon-reexec"
-        case reload, restart, signal, avail, tail
+        case reload, restart, signal, avail, tail, fetch, push, open
     }
 }
 
@@ -299,6 +303,16 @@ public struct AppStatus: Codable, Sendable {
     public var failed: FailureInfo?
     /// Its output is being lost, and why (a full disk, a read-only log directory).
     public var outputProblem: String?
+    /// Its next background fetch may come in this many seconds (fetch mode).
+    public var nextFetchIn: Double?
+    /// The user quit it: no fetch or push wake-ups until it is launched.
+    public var quit: Bool?
+    /// A push waits for it (held, or coalesced over its budget).
+    public var heldPush: Bool?
+    /// The wake-up it is working on: performFetch or didReceiveRemoteNotification.
+    public var waking: LifecycleEvent?
+    /// The size of the restoration data kept for it, bytes (absent: none).
+    public var restorationBytes: Int?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,
@@ -475,6 +489,12 @@ public struct EventRecord: Codable, Sendable, Equatable {
         case failed
         /// An operator sent it a signal (`supervisorctl signal`; `detail`: its name).
         case signal
+        /// A fetch, push or URL moved on (`reason`: fetch, fetch-skipped, push,
+        /// push-held, push-handed-over, answered, unanswered, open-url,
+        /// url-dropped; `detail` says more; `to`: an answer's result).
+        case wake
+        /// Its restoration data was saved, forgotten or discarded (`detail`).
+        case restoration
     }
 
     /// The `app` of records about no app in particular (memory levels).

@@ -118,6 +118,11 @@ extension AppStatus {
             j.raw("}")
         }
         if let outputProblem { j.key("outputProblem"); j.string(outputProblem) }
+        if let nextFetchIn { j.key("nextFetchIn"); j.number(nextFetchIn) }
+        if let quit { j.key("quit"); j.bool(quit) }
+        if let heldPush { j.key("heldPush"); j.bool(heldPush) }
+        if let waking { j.key("waking"); j.string(waking.rawValue) }
+        if let restorationBytes { j.key("restorationBytes"); j.number(restorationBytes) }
         j.raw("}")
     }
 }
@@ -391,6 +396,11 @@ extension AppStatus {
                 }
                 a.failed = f
             case "outputProblem": a.outputProblem = try r.string()
+            case "nextFetchIn": a.nextFetchIn = try r.double()
+            case "quit": a.quit = try r.bool()
+            case "heldPush": a.heldPush = try r.bool()
+            case "waking": a.waking = try raw(&r)
+            case "restorationBytes": a.restorationBytes = try r.integer()
             default: throw JSONReader.Unexpected()
             }
         }

@@ -75,10 +75,55 @@ struct AppRecord: Sendable, Equatable, Codable {
     var restarts: Restarts?
     /// `restart`: launched again into this place once the stop has ended it.
     var restartTo: LaunchMode?
+    /// Fetches, pushes and URLs of this run (Wakeups.swift).
+    var wakes = Wakes()
+    /// What the next boot needs of its wake-ups: kept durably by the shell.
+    var history = AppHistory()
+    /// Why this run was launched, and what for (its launch options).
+    var launchReason: LaunchReason = .user
+    var launchURL: String?
+    var launchPush: Push?
 
     private enum CodingKeys: String, CodingKey {
         case phase, state, since, generation, launchMode, sequence, awaiting, tasks, nextTask, expired, budgetEnd
         case graceEnd, stop, killing, last, warningPending, lastUsed, lastNotice, restarts, restartTo
+        case wakes, history, launchReason, launchURL, launchPush
+    }
+
+    init(policy: AppPolicy = AppPolicy()) { self.policy = policy }
+
+    /// Every key may be missing: a record saved by an earlier daemon (an
+    /// upgrade with apps running) lacks what was added since.
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        func get<T: Decodable>(_ key: CodingKeys, _ fallback: T) throws -> T {
+            try c.decodeIfPresent(T.self, forKey: key) ?? fallback
+        }
+        phase = try get(.phase, .notRunning)
+        state = try get(.state, .notRunning)
+        since = try get(.since, .zero)
+        generation = try get(.generation, 0)
+        launchMode = try get(.launchMode, .foreground)
+        sequence = try get(.sequence, 0)
+        awaiting = try c.decodeIfPresent(Awaiting.self, forKey: .awaiting)
+        tasks = try get(.tasks, [:])
+        nextTask = try get(.nextTask, 1)
+        expired = try get(.expired, [])
+        budgetEnd = try c.decodeIfPresent(Instant.self, forKey: .budgetEnd)
+        graceEnd = try c.decodeIfPresent(Instant.self, forKey: .graceEnd)
+        stop = try c.decodeIfPresent(StopCause.self, forKey: .stop)
+        killing = try c.decodeIfPresent(TerminationReason.self, forKey: .killing)
+        last = try c.decodeIfPresent(TerminationRecord.self, forKey: .last)
+        warningPending = try get(.warningPending, false)
+        lastUsed = try get(.lastUsed, .zero)
+        lastNotice = try c.decodeIfPresent(TerminationReason.self, forKey: .lastNotice)
+        restarts = try c.decodeIfPresent(Restarts.self, forKey: .restarts)
+        restartTo = try c.decodeIfPresent(LaunchMode.self, forKey: .restartTo)
+        wakes = try get(.wakes, Wakes())
+        history = try get(.history, AppHistory())
+        launchReason = try get(.launchReason, .user)
+        launchURL = try c.decodeIfPresent(String.self, forKey: .launchURL)
+        launchPush = try c.decodeIfPresent(Push.self, forKey: .launchPush)
     }
 }
 
@@ -89,6 +134,8 @@ extension AppPolicy {
         case .didEnterBackground: backgroundTimeout
         case .willTerminate: terminateTimeout
         case .willBeKilledForMemory: memory.lastNoticeTimeout
+        case .performFetch: fetch.timeout
+        case .didReceiveRemoteNotification: push.timeout
         default: eventTimeout
         }
     }

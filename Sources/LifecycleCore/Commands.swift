@@ -21,11 +21,17 @@ extension Supervisor {
         guard app.phase == .notRunning else { return refuse(.alreadyRunning(id, app.state)) }
         if mode == .foreground && front.locked { return refuse(.screenLocked) }
         forgetEnds(id)
+        if mode == .foreground { recordUse(id) }
+        userLaunched(id)
         start(id, mode)
     }
 
-    /// A new run, by a user or a relaunch.
-    mutating func start(_ id: AppID, _ mode: LaunchMode) {
+    /// A new run, by a user, a relaunch or a wake-up; `setUp` adds what
+    /// the run is for (Wakeups.swift). A push held for the app goes in its
+    /// launch options.
+    mutating func start(
+        _ id: AppID, _ mode: LaunchMode, reason: LaunchReason = .user, setUp: (inout AppRecord) -> Void = { _ in }
+    ) {
         let app = apps[id]!
         if mode == .foreground { takeForegroundSlot(id) }
         effects.append(.spawn(id, generation: app.generation + 1, mode: mode))
@@ -38,6 +44,19 @@ extension Supervisor {
                 : $0.policy.awaitsReadiness ? .awaitingReady : .running(.launched)
             $0.launchMode = mode
             $0.lastUsed = now
+            $0.launchReason = reason
+            $0.launchURL = nil
+            $0.launchPush = nil
+            $0.wakes = Wakes()
+            setUp(&$0)
+        }
+        if apps[id]!.launchPush == nil, let held = apps[id]!.history.held {
+            update(id) {
+                $0.launchPush = held
+                $0.history.held = nil
+            }
+            timers.cancel(id, .push)
+            note(id, .pushHandedOver)
         }
         if apps[id]!.phase == .awaitingReady { timers.arm(id, .ready, at: now + apps[id]!.policy.launchTimeout) }
         advance(id)
@@ -48,6 +67,7 @@ extension Supervisor {
         if front.locked { return refuse(.screenLocked) }
         if app.phase == .notRunning { return launch(id, .foreground) }
         if app.stop != nil || app.killing != nil { return refuse(.stopping(id)) }
+        recordUse(id)
         takeForegroundSlot(id)
         advance(id)
     }
@@ -100,7 +120,9 @@ extension Supervisor {
     /// A user's stop: also of a restart under way (it is not launched again).
     mutating func userStop(_ id: AppID) {
         if apps[id]!.restartTo != nil { update(id) { $0.restartTo = nil } }
+        let running = apps[id]!.phase != .notRunning
         stop(id, cause: .user)
+        if running { userQuit(id) }
     }
 
     /// Stopped as the user would, then, once it has ended, launched again
@@ -123,6 +145,7 @@ extension Supervisor {
         }
         if apps[id]!.restartTo != nil { update(id) { $0.restartTo = nil } }
         kill(id, .killedByUser)
+        userQuit(id)
     }
 
     mutating func shutdown() {

@@ -13,6 +13,7 @@ extension Supervisor {
         for (id, policy) in policies.sorted(by: { $0.key < $1.key }) {
             guard let app = apps[id] else {
                 apps[id] = AppRecord(policy: policy)
+                scheduleFetch(id)
                 continue
             }
             var updated = app
@@ -25,6 +26,7 @@ extension Supervisor {
             }
             if updated.restarts == nil { timers.cancel(id, .restart) }
             if updated != app { update(id) { $0 = updated } }
+            if app.phase == .notRunning, policy != app.policy { scheduleFetch(id) }
         }
         for id in appIDs where policies[id] == nil && apps[id]?.removing != true {
             if apps[id]!.phase == .notRunning {
@@ -32,6 +34,7 @@ extension Supervisor {
             } else {
                 update(id) { $0.removing = true }
                 stop(id, cause: .user)
+                scheduleFetch(id)
             }
         }
         refreshLimited()
@@ -47,11 +50,12 @@ extension Supervisor {
                 $0.pending = nil
             }
             refreshLimited()
+            scheduleFetch(id)
         }
     }
 
     private mutating func forget(_ id: AppID) {
-        timers.cancelAll(id)
+        timers.cancelAll(id, includingWakeups: true)
         front.remove(id)
         footprints[id] = nil
         apps[id] = nil

@@ -4,7 +4,9 @@
 
 extension Supervisor {
     /// Sends one event and moves the app's told position accordingly.
-    mutating func deliver(_ id: AppID, _ event: LifecycleEvent, silent: Bool = false) {
+    mutating func deliver(
+        _ id: AppID, _ event: LifecycleEvent, silent: Bool = false, payload: String? = nil, url: String? = nil
+    ) {
         var app = apps[id]!
         app.sequence &+= 1
         switch event {
@@ -23,7 +25,7 @@ extension Supervisor {
             if app.policy.delivery == .signals { app.graceEnd = now + app.policy.backgroundGrace }
         case .willTerminate: app.phase = .terminating
         case .didReceiveMemoryWarning: app.warningPending = false
-        case .willBeKilledForMemory: break
+        case .willBeKilledForMemory, .performFetch, .didReceiveRemoteNotification, .openURL: break
         }
         let library = app.policy.delivery == .library
         var deadline: Instant? = nil
@@ -37,7 +39,11 @@ extension Supervisor {
         let delivered = Delivered(
             event: event, sequence: app.sequence, deadline: deadline,
             budgetEnd: app.phase == .running(.background) ? app.budgetEnd : nil,
-            mode: app.launchMode, previous: event.isLaunchEvent ? app.last : nil)
+            mode: app.launchMode, previous: event.isLaunchEvent ? app.last : nil,
+            launch: event.isLaunchEvent
+                ? LaunchContext(reason: app.launchReason, url: app.launchURL, pushPayload: app.launchPush?.payload)
+                : nil,
+            payload: payload, url: url)
         apps[id] = app
         if !silent { effects.append(.deliver(id, delivered)) }
         sync(id)

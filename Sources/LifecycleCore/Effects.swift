@@ -27,6 +27,10 @@ public enum Effect: Sendable, Equatable {
     case relaunchScheduled(AppID, at: Instant, attempt: Int)
     /// It ended too often within the window: left down until a user launches it.
     case failed(AppID, AppFailure)
+    /// A wake-up (fetch, push, URL) moved on: for the record.
+    case wake(AppID, WakeNote)
+    /// Forget the app's restoration data (a user quit, a crash during launch).
+    case discardRestoration(AppID, why: String)
     /// A command was refused; nothing else happened.
     case refused(Refusal)
     /// The app is killed for memory: the record of why, emitted right after its
@@ -49,6 +53,12 @@ public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
     case notLocked
     case noInterruption
     case shuttingDown
+    case modeNotDeclared(AppID, String)
+    case quitByUser(AppID)
+    case inFront(AppID)
+    case fetchInProgress(AppID)
+    case badURL(String)
+    case unknownScheme(String)
 
     /// Stable, like TerminationCode: never renamed.
     public var code: String {
@@ -62,6 +72,12 @@ public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
         case .notLocked: "not-locked"
         case .noInterruption: "no-interruption"
         case .shuttingDown: "shutting-down"
+        case .modeNotDeclared: "mode-not-declared"
+        case .quitByUser: "quit-by-user"
+        case .inFront: "in-front"
+        case .fetchInProgress: "fetch-in-progress"
+        case .badURL: "bad-url"
+        case .unknownScheme: "unknown-scheme"
         }
     }
 
@@ -76,6 +92,12 @@ public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
         case .notLocked: "not locked"
         case .noInterruption: "no interruption is in progress"
         case .shuttingDown: "the daemon is shutting down"
+        case .modeNotDeclared(let id, let mode): "'\(id)' does not declare the \(mode) background mode"
+        case .quitByUser(let id): "'\(id)' was quit by the user: no wake-ups until it is launched again"
+        case .inFront(let id): "'\(id)' is in front"
+        case .fetchInProgress(let id): "'\(id)' is already fetching"
+        case .badURL(let url): "'\(url)' is not a URL (scheme:rest)"
+        case .unknownScheme(let scheme): "no app opens '\(scheme):' URLs"
         }
     }
 }
@@ -91,6 +113,20 @@ public struct Delivered: Sendable, Equatable {
     public var budgetEnd: Instant?
     public var mode: LaunchMode
     public var previous: TerminationRecord?
+    /// Launch events: why this run was launched, and what for.
+    public var launch: LaunchContext?
+    /// didReceiveRemoteNotification: the payload.
+    public var payload: String?
+    /// openURL: the URL.
+    public var url: String?
+}
+
+/// Why a run was launched, with what it was launched for.
+public struct LaunchContext: Sendable, Equatable {
+    public var reason: LaunchReason
+    public var url: String?
+    /// A push's payload: the one it was launched for, or one held for it.
+    public var pushPayload: String?
 }
 
 /// How and when one run of an app ended.

@@ -17,6 +17,12 @@ public enum Input: Sendable, Equatable {
     /// had (a not-running app is launched into the foreground).
     case restart(AppID)
     case shutdown
+    /// `supervisorctl fetch`: a background fetch now (Wakeups.swift).
+    case fetch(AppID)
+    /// A remote notification for the app, its JSON payload.
+    case push(AppID, payload: String)
+    /// Open a URL: the app listing its scheme comes to the front.
+    case openURL(String)
     /// The configuration read again: every app it declares, with its
     /// policy (Configuration.swift).
     case reconfigure([AppID: AppPolicy])
@@ -28,6 +34,8 @@ public enum Input: Sendable, Equatable {
     /// decides whether that was the manifest's limit).
     case exited(AppID, generation: UInt64, ExitStatus)
     case acknowledged(AppID, generation: UInt64, sequence: UInt32)
+    /// The answer to performFetch or didReceiveRemoteNotification.
+    case completed(AppID, generation: UInt64, sequence: UInt32, result: WakeResult)
     case beginBackgroundTask(AppID, generation: UInt64, request: UInt32, name: String)
     case endBackgroundTask(AppID, generation: UInt64, task: TaskID)
     case protocolViolation(AppID, generation: UInt64, message: String)

@@ -33,8 +33,19 @@ public struct AppPolicy: Sendable, Equatable, Codable {
     public var awaitsReadiness = false
     /// Relaunched after it ends on its own? (Restarts.swift)
     public var restart = RestartPolicy()
+    /// fetch mode: the minimum interval, and the time to answer (Wakeups.swift).
+    public var fetch = FetchPolicy()
+    /// remote-notification mode: the hourly budget, and the time to answer.
+    public var push = PushPolicy()
+    /// URL schemes it opens, lowercase (`supervisorctl open`).
+    public var urlSchemes: [String] = []
 
     public init() {}
+
+    /// The mode is declared, and the app can be told of it (a library app).
+    public func declares(_ mode: BackgroundModes) -> Bool {
+        delivery == .library && backgroundModes.contains(mode)
+    }
 
     /// A continuous background mode keeps it running instead of suspended.
     public var continuousBackground: Bool { backgroundModes.isContinuous }

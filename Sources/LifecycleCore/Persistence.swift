@@ -151,9 +151,10 @@ extension Supervisor {
         front = state.front.resized(to: foregroundSlots)
         for id in state.front.apps where apps[id] == nil { front.remove(id) }
         replan = state.front.apps.filter { apps[$0] != nil && !front.holds($0) }
+        unscheduled = Set(self.apps.keys.filter { !fetchScheduleHolds($0) })
         shuttingDown = afterCrash ? false : state.shuttingDown
         timers = state.timers
-        for id in state.apps.keys where apps[id] == nil { timers.cancelAll(id) }
+        for id in state.apps.keys where apps[id] == nil { timers.cancelAll(id, includingWakeups: true) }
         gauge = state.gauge
         gauge.thresholds = memory
         memoryLevel = state.memoryLevel

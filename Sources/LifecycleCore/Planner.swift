@@ -14,7 +14,7 @@ extension Supervisor {
         case .interrupted?: return .inactive
         case nil: break
         }
-        if app.policy.continuousBackground || !app.tasks.isEmpty { return .background }
+        if app.policy.continuousBackground || !app.tasks.isEmpty || app.wakes.holdsRunning { return .background }
         if let grace = app.graceEnd, now < grace { return .background }
         return .suspended
     }
@@ -51,7 +51,9 @@ extension Supervisor {
                     update(id) { $0.phase = .running(.background) }
                 }
             case .running(let told):
-                if !step(id, told: told, goal: goal) { return }
+                if step(id, told: told, goal: goal) { continue }
+                // Settled where it belongs: the wake-ups it is owed, one at a time.
+                guard case .running(let settled) = apps[id]!.phase, deliverWake(id, told: settled) else { return }
             }
         }
     }

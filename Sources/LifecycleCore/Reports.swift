@@ -15,11 +15,28 @@ extension Supervisor {
         }
         update(id) { $0.awaiting = nil }
         timers.cancel(id, .ack)
+        if awaiting.event.isWake { answered(id, awaiting.event, .noData) }
         switch awaiting.event {
         case .willTerminate: break  // the exit completes it
         case .willBeKilledForMemory: kill(id, app.lastNotice!)
         default: advance(id)
         }
+    }
+
+    /// The answer to a wake-up: it acknowledges the event and says what the work found.
+    mutating func completed(_ id: AppID, _ seq: UInt32, _ result: WakeResult) {
+        let app = apps[id]!
+        if app.killing != nil { return }
+        guard let awaiting = app.awaiting, awaiting.sequence == seq, awaiting.event.isWake else {
+            return kill(
+                id,
+                .protocolViolation(
+                    message: "completed event \(seq), which is not a fetch or push awaiting its answer"))
+        }
+        update(id) { $0.awaiting = nil }
+        timers.cancel(id, .ack)
+        answered(id, awaiting.event, result)
+        advance(id)
     }
 
     mutating func beginTask(_ id: AppID, request: UInt32, name: String) {
@@ -106,6 +123,12 @@ extension Supervisor {
         let record = TerminationRecord(reason: reason, generation: apps[id]!.generation, at: now)
         let inFront = front.holds(id)
         let restartTo = apps[id]!.restartTo
+        let wakes = apps[id]!.wakes
+        let duringLaunch: Bool
+        switch apps[id]!.phase {
+        case .launching, .awaitingReady: duringLaunch = true
+        default: duringLaunch = false
+        }
         timers.cancelAll(id)
         front.remove(id)
         if footprints.removeValue(forKey: id) != nil { apps.markChanged(id) }
@@ -118,9 +141,19 @@ extension Supervisor {
             fresh.since = $0.since
             fresh.last = record
             fresh.restarts = $0.restarts
+            fresh.history = $0.history
             $0 = fresh
         }
         effects.append(.terminated(id, record))
+        wakesEnded(id, wakes, reason)
+        if duringLaunch, reason.isCrash {
+            effects.append(.discardRestoration(id, why: "it crashed during launch (\(reason.code.rawValue))"))
+        }
+        switch reason {
+        case .stoppedByUser where restartTo == nil, .killedByUser:
+            effects.append(.discardRestoration(id, why: "the user quit it"))
+        default: break
+        }
         if pressureVictim == id {
             pressureVictim = nil
             effects.append(.remeasure)

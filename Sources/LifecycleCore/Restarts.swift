@@ -48,9 +48,7 @@ public struct RestartPolicy: Sendable, Equatable, Codable {
     public func relaunches(after reason: TerminationReason) -> Bool {
         switch reason {
         case .stoppedByUser, .killedByUser, .shutdown, .exitedOnSuspend, .memoryPressure: return false
-        case .exited(let code) where code == 0: return when == .always
-        case .signaled(let s) where Self.cleanSignals.contains(s): return when == .always
-        default: return when != .no
+        default: return reason.isCrash ? when != .no : when == .always
         }
     }
 
@@ -66,6 +64,21 @@ public struct RestartPolicy: Sendable, Equatable, Codable {
             d = d * 2
         }
         return min(d, maxDelay)
+    }
+}
+
+extension TerminationReason {
+    /// It failed, in systemd's sense: a non-zero exit, a signal nobody here
+    /// sent but SIGHUP, SIGINT, SIGTERM and SIGPIPE, a watchdog, a protocol
+    /// violation, its own memory limit, a failed launch or freeze, an end
+    /// unknown. Ends someone asked for, or a kill for pressure, are not.
+    public var isCrash: Bool {
+        switch self {
+        case .stoppedByUser, .killedByUser, .shutdown, .exitedOnSuspend, .memoryPressure: false
+        case .exited(let code): code != 0
+        case .signaled(let s): !RestartPolicy.cleanSignals.contains(s)
+        default: true
+        }
     }
 }
 
@@ -112,6 +125,7 @@ extension Supervisor {
             let failure = AppFailure(reason: reason, ends: attempt, window: policy.window, at: now)
             update(id) { $0.restarts = Restarts(failed: failure) }
             effects.append(.failed(id, failure))
+            scheduleFetch(id)  // none while failed
             return
         }
         let step = policy.step(attempt)
@@ -136,7 +150,7 @@ extension Supervisor {
         guard let app = apps[id], app.phase == .notRunning, let due = app.restarts?.due else { return }
         update(id) { $0.restarts?.due = nil }
         let slotFree = front.apps.count < front.slots && !front.locked
-        start(id, due.inFront && slotFree ? .foreground : .background)
+        start(id, due.inFront && slotFree ? .foreground : .background, reason: .relaunch)
     }
 
     /// A user launched it (or a reload stopped it restarting): the count

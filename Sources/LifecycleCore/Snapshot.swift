@@ -12,12 +12,32 @@ extension Supervisor {
             launching: app.phase == .awaitingReady || { if case .launching = app.phase { true } else { false } }(),
             changePending: app.pending != nil, removing: app.removing,
             relaunchAt: app.restarts?.due != nil ? timers.deadline(id, .restart) : nil,
-            recentEnds: app.restarts?.ends.count ?? 0, failure: app.restarts?.failed)
+            recentEnds: app.restarts?.ends.count ?? 0, failure: app.restarts?.failed,
+            nextFetch: app.history.window, quit: app.history.quit, heldPush: app.history.held != nil,
+            waking: app.wakes.inFlight?.event)
     }
 
     /// What a resumed app channel must be told again: the sequence number
     /// of the event awaiting its acknowledgement, the tasks the app holds,
     /// and those already warned of their expiration.
+    /// What the next boot must know of the app (the shell keeps it durably).
+    public func history(_ id: AppID) -> (history: AppHistory, last: TerminationRecord?)? {
+        apps[id].map { ($0.history, $0.last) }
+    }
+
+    /// A fresh core takes what an earlier boot left (instants already on
+    /// this boot's clock): before its first step. Only for apps that have
+    /// not run yet in this core.
+    public mutating func restoreHistory(_ saved: [AppID: (history: AppHistory, last: TerminationRecord?)]) {
+        for (id, entry) in saved.sorted(by: { $0.key < $1.key }) {
+            guard apps[id]?.phase == .notRunning, apps[id]?.generation == 0 else { continue }
+            apps[id]!.history = entry.history
+            if apps[id]!.last == nil { apps[id]!.last = entry.last }
+            if let window = entry.history.window { timers.arm(id, .fetch, at: window.latest) }
+            unscheduled.insert(id)
+        }
+    }
+
     public func channelState(_ id: AppID) -> (awaiting: UInt32?, tasks: [TaskID], warned: [TaskID])? {
         guard let app = apps[id] else { return nil }
         return (app.awaiting?.sequence, app.tasks.keys.sorted(), app.expired.intersection(app.tasks.keys).sorted())
@@ -52,6 +72,14 @@ public struct AppSnapshot: Sendable, Equatable {
     public var recentEnds = 0
     /// It ended too often: down until a user launches it.
     public var failure: AppFailure?
+    /// When its next background fetch may come, and must.
+    public var nextFetch: FetchWindow?
+    /// The user quit it: no wake-ups until it is launched.
+    public var quit = false
+    /// A push waits for it (held or coalesced).
+    public var heldPush = false
+    /// The wake-up it is working on (performFetch, didReceiveRemoteNotification).
+    public var waking: LifecycleEvent?
 }
 
 public struct BackgroundTask: Sendable, Equatable, Codable {

@@ -10,6 +10,7 @@
 //   Commands.swift       what users ask: launch, activate, home, lock, interruptions, stop, kill
 //   Configuration.swift  a reload: apps appear, change (at their next launch) and go
 //   Restarts.swift       the crash policy: relaunches with backoff, and giving up
+//   Wakeups.swift        background fetch, pushes, open URL, and their schedule
 //   Reports.swift        what the world reports: acknowledgements, tasks, readiness, exits
 //   Planner.swift        each app's target, and the next step towards it
 //   Delivery.swift       one event at a time, with its deadline
@@ -62,11 +63,19 @@ public struct Supervisor: Sendable {
     /// Apps a restore under a changed config left out of the front: the
     /// first step plans them (a restore itself emits nothing).
     var replan: [AppID] = []
+    /// Fetches due within this window of each other wake the machine once
+    /// (the daemon's `fetch_window`); zero: each app on its own.
+    public var fetchWindow: Duration = .seconds(300)
+    /// Apps whose fetch schedule is made at the next step, when the time
+    /// is known: every app of a fresh core; of a restored one, those the
+    /// configuration it runs under gave or took the fetch mode.
+    var unscheduled: Set<AppID> = []
 
     public init(foregroundSlots: Int = 1, apps: [AppID: AppPolicy], memory: MemoryThresholds = MemoryThresholds()) {
         front = Foreground(slots: foregroundSlots)
         gauge = MemoryGauge(thresholds: memory)
         for (id, policy) in apps { self.apps[id] = AppRecord(policy: policy) }
+        unscheduled = Set(apps.keys)
         limited = apps.filter { $0.value.memory.limit != nil }.keys.sorted()  // the policies given
     }
 
@@ -76,6 +85,8 @@ public struct Supervisor: Sendable {
         self.now = max(self.now, now)
         effects = []
         touched = []
+        for id in unscheduled.sorted() where apps[id] != nil { scheduleFetch(id) }
+        unscheduled = []
         fireDueTimers()  // a deadline that passed before the input wins
         apply(input)
         for id in replan where apps[id] != nil { advance(id) }
@@ -104,6 +115,9 @@ public struct Supervisor: Sendable {
         case .kill(let id): command(id) { $0.userKill(id) }
         case .restart(let id): command(id) { $0.restart(id) }
         case .shutdown: shutdown()
+        case .fetch(let id): command(id) { $0.fetchNow(id) }
+        case .push(let id, let payload): command(id) { $0.push(id, payload) }
+        case .openURL(let url): unlessShuttingDown { $0.openURL(url) }
         case .reconfigure(let policies): reconfigure(policies)
         case .launchFailed(let id, let gen, let message):
             if isCurrent(id, gen) { ended(id, reason: .launchFailed(message: message)) }
@@ -111,6 +125,8 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { exited(id, status) }
         case .acknowledged(let id, let gen, let seq):
             if isCurrent(id, gen) { acknowledged(id, seq) }
+        case .completed(let id, let gen, let seq, let result):
+            if isCurrent(id, gen) { completed(id, seq, result) }
         case .beginBackgroundTask(let id, let gen, let request, let name):
             if isCurrent(id, gen) { beginTask(id, request: request, name: name) }
         case .endBackgroundTask(let id, let gen, let task):
@@ -216,5 +232,20 @@ public struct Supervisor: Sendable {
                 (timers.deadline(id, .restart) != nil) == (app.restarts?.due != nil)
                     && (app.restarts?.due == nil || app.phase == .notRunning)
             }, "a relaunch is due exactly when its timer runs, and only for an app with no process")
+        assert(
+            apps.allSatisfy { id, app in
+                timers.deadline(id, .fetch) == app.history.window?.latest
+                    && (app.history.window == nil || (app.policy.declares(.fetch) && !app.history.quit))
+            }, "a fetch is scheduled exactly when its timer runs at the window's end, never after a quit")
+        assert(
+            apps.values.allSatisfy { app in
+                (app.awaiting?.event.isWake != true || app.wakes.inFlight != nil)
+                    && (app.wakes.inFlight == nil || app.awaiting?.event.isWake == true || app.killing != nil)
+                    && (app.phase != .notRunning || app.wakes == Wakes())
+            }, "a wake-up is in flight exactly while its answer is awaited (or the app is being killed), only in a run")
+        assert(
+            apps.values.allSatisfy { app in
+                app.history.pushWakes.filter { now - $0 < Self.hour }.count <= max(app.policy.push.budget, 0)
+            }, "no more push wake-ups within an hour than the budget")
     }
 }

@@ -19,6 +19,11 @@ enum TimerKind: Int, CaseIterable, Comparable, Sendable, Codable {
     case ready
     /// A crashed app's relaunch is due (Restarts.swift).
     case restart
+    /// The latest moment of the app's next fetch window: it and every app
+    /// whose window has opened are fetched (Wakeups.swift).
+    case fetch
+    /// The budget frees a wake-up for the push held for the app.
+    case push
 
     static func < (a: TimerKind, b: TimerKind) -> Bool { a.rawValue < b.rawValue }
 }
@@ -48,14 +53,21 @@ struct TimerTable: Sendable, Codable {
         for kind in kinds { deadlines[TimerKey(app, kind)] = nil }
     }
 
-    mutating func cancelAll(_ app: AppID) {
-        for kind in TimerKind.allCases { deadlines[TimerKey(app, kind)] = nil }
+    /// Every timer of the app's run: not its fetch schedule and held push,
+    /// which outlive runs (`includingWakeups`: those too, for an app that goes).
+    mutating func cancelAll(_ app: AppID, includingWakeups: Bool = false) {
+        for kind in TimerKind.allCases where includingWakeups || (kind != .fetch && kind != .push) {
+            deadlines[TimerKey(app, kind)] = nil
+        }
     }
 
     func deadline(_ app: AppID, _ kind: TimerKind) -> Instant? { deadlines[TimerKey(app, kind)] }
 
     /// The earliest deadline, if any.
     var next: Instant? { deadlines.values.min() }
+
+    /// The earliest deadline of a run (not a fetch schedule or a held push).
+    var nextOfRuns: Instant? { deadlines.filter { $0.key.kind != .fetch && $0.key.kind != .push }.values.min() }
 
     /// Removes and returns the earliest timer due at `now`; ties go by app
     /// name, then kind, so that a run replays exactly.
@@ -102,6 +114,8 @@ extension Supervisor {
         case .ready:
             if app.phase == .awaitingReady { kill(id, .launchWatchdog) }
         case .restart: relaunch(id)
+        case .fetch: fetchBatch()
+        case .push: retryHeldPush(id)
         }
     }
 

@@ -4,6 +4,7 @@ import CLifecycleShim
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
+import LifecycleWire
 import Logging
 
 /// The daemon shell: one sd-event loop that turns kernel and socket events
@@ -67,6 +68,10 @@ public final class Daemon {
     var cleanupTimers: [String: EventLoop.Source] = [:]
     /// Where the state is saved for the next daemon (nil in shell tests).
     var store: StateStore?
+    /// What outlives a reboot: wake-up history, restoration data (State/History.swift).
+    var history: HistoryStore
+    /// Where app messages are received, one at a time (as large as the largest).
+    var channelBuffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
     /// A step since the last save changed something worth saving; the save
     /// runs once per turn of the loop (a timer due at once), not per step.
     var unsaved = false
@@ -238,6 +243,8 @@ public final class Daemon {
             directory: settings.config.stateDirectory, keep: settings.config.memory.killHistory,
             logger: logger)
         records = Records(keep: settings.config.eventHistory)
+        history = HistoryStore(directory: settings.config.stateDirectory)
+        supervisor.fetchWindow = settings.config.fetchWindow
         try start(standalone: standalone)
     }
 
@@ -298,6 +305,7 @@ public final class Daemon {
         makeNotifyDirectory()
         output = AppOutput(config: config, logger: logger)
         restoreState(loaded, handoff: handoff)
+        restoreHistory()
         output?.reattach()
         sweepTimer?.arm(at: 0)  // on the loop's first turn: the start does not wait for 1,000 files
         removeStaleNotifySockets()
@@ -399,6 +407,7 @@ public final class Daemon {
             return
         }
         store?.remove()  // every app has stopped: nothing to take back
+        if let problem = history.flush() { logger.warning("\(problem)") }
         closeResumeSocket()
         control?.close()
         if let controlPath { UnixSocket.unlink(controlPath, ifStill: controlIdentity) }

@@ -70,6 +70,23 @@ extension Daemon {
                 "\(id) \(failure.description); down until launched",
                 metadata: metadata(id, ["reason": "\(failure.reason.code.rawValue)", "ends": "\(failure.ends)"]))
             record(id, .failed, reason: failure.reason.code.rawValue, detail: failure.description)
+        case .wake(let id, let note):
+            logger.info("\(id): \(note)", metadata: metadata(id, ["wake": "\(note.code)"]))
+            var result: String? = nil
+            var event: LifecycleEvent? = nil
+            switch note {
+            case .answered(let e, let r, _):
+                result = r.rawValue
+                event = e
+            case .unanswered(let e, _): event = e
+            default: break
+            }
+            record(id, .wake, to: result, event: event, reason: note.code, detail: note.description)
+        case .discardRestoration(let id, let why):
+            guard history.blobs[id] != nil else { break }
+            history.discardRestoration(id)
+            logger.info("\(id): restoration data discarded: \(why)", metadata: metadata(id))
+            record(id, .restoration, detail: "restoration data discarded: \(why)")
         case .refused: break  // the front answers the caller
         case .memoryKill(let k): recordKill(k)
         case .remeasure:

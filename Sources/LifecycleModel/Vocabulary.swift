@@ -31,6 +31,15 @@ public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
     /// The app is about to be killed for memory (only apps whose manifest
     /// asks for a last notice). Not a transition.
     case willBeKilledForMemory
+    /// A background fetch: get new content, then answer with a WakeResult
+    /// (fetch background mode). Not a transition.
+    case performFetch
+    /// A remote notification (push) with its JSON payload; answered like a
+    /// fetch. Not a transition.
+    case didReceiveRemoteNotification
+    /// Open a URL of a scheme the manifest lists (the app is coming to the
+    /// front). Not a transition.
+    case openURL
 
     /// The event's code on the app channel (docs/protocol.md). Codes are
     /// never reused; the C header's LIFECYCLE_EVENT_* constants must equal
@@ -46,6 +55,9 @@ public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
         case .willTerminate: 7
         case .didReceiveMemoryWarning: 8
         case .willBeKilledForMemory: 9
+        case .performFetch: 10
+        case .didReceiveRemoteNotification: 11
+        case .openURL: 12
         }
     }
 
@@ -55,7 +67,17 @@ public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
     }
 
     /// Events that move an app between states (the rest only inform it).
-    public var isTransition: Bool { self != .didReceiveMemoryWarning && self != .willBeKilledForMemory }
+    public var isTransition: Bool {
+        switch self {
+        case .didReceiveMemoryWarning, .willBeKilledForMemory, .performFetch, .didReceiveRemoteNotification, .openURL:
+            false
+        default: true
+        }
+    }
+
+    /// Events that wake the app for work in the background, answered with
+    /// a WakeResult (an acknowledgement alone counts as no data).
+    public var isWake: Bool { self == .performFetch || self == .didReceiveRemoteNotification }
 
     /// Events sent as part of launching (they carry launch options).
     public var isLaunchEvent: Bool { self == .willFinishLaunching || self == .didFinishLaunching }
@@ -76,8 +98,10 @@ public enum Delivery: String, Sendable, Codable, CaseIterable {
 }
 
 /// The background modes a manifest may declare (`background_modes`), as a
-/// set. Today's modes are all continuous: they keep the app running in the
-/// background instead of suspending it.
+/// set. audio, location and voip are continuous: they keep the app running
+/// in the background instead of suspending it. fetch and remote-notification
+/// are not: they let the daemon wake a suspended app (or launch it) for a
+/// moment of work.
 public struct BackgroundModes: OptionSet, Sendable, Hashable, Codable {
     public let rawValue: UInt32
     public init(rawValue: UInt32) { self.rawValue = rawValue }
@@ -85,10 +109,15 @@ public struct BackgroundModes: OptionSet, Sendable, Hashable, Codable {
     public static let audio = BackgroundModes(rawValue: 1 << 0)
     public static let location = BackgroundModes(rawValue: 1 << 1)
     public static let voip = BackgroundModes(rawValue: 1 << 2)
+    /// Woken now and then to fetch content (performFetch); suspended between.
+    public static let fetch = BackgroundModes(rawValue: 1 << 3)
+    /// Woken, or launched, for remote notifications (didReceiveRemoteNotification).
+    public static let remoteNotification = BackgroundModes(rawValue: 1 << 4)
 
     /// Every mode with its manifest spelling, in documentation order.
     public static let named: [(name: String, mode: BackgroundModes)] = [
-        ("audio", .audio), ("location", .location), ("voip", .voip),
+        ("audio", .audio), ("location", .location), ("voip", .voip), ("fetch", .fetch),
+        ("remote-notification", .remoteNotification),
     ]
     /// Modes that keep the app running in the background.
     public static let continuous: BackgroundModes = [.audio, .location, .voip]
@@ -154,4 +183,52 @@ public enum LaunchOptionKey: String, Sendable, CaseIterable {
     case previousReason = "previous.reason"
     case previousDescription = "previous.description"
     case previousTime = "previous.time"
+    /// Why this run was launched: a LaunchReason.
+    case reason = "launch.reason"
+    /// Launched to open this URL (`launch.reason` is "url").
+    case url = "launch.url"
+    /// A remote notification's JSON payload: the one the app was launched
+    /// for, or one held for it while it could not be woken.
+    case pushPayload = "push.payload"
+    /// Restoration data the app saved follows (its size in bytes); the
+    /// bytes come in a restoration message just before this event.
+    case restorationSize = "restoration.size"
+
+    /// Not a launch option: the option of an openURL event that holds its URL.
+    public static let eventURL = "url"
+}
+
+/// Why a run was launched (`launch.reason`).
+public enum LaunchReason: String, Sendable, Codable, CaseIterable {
+    /// launch, activate, restart: someone asked for it.
+    case user
+    /// Its crash policy brought it back.
+    case relaunch
+    /// A background fetch was due (fetch mode).
+    case fetch
+    /// A remote notification came (remote-notification mode).
+    case remoteNotification = "remote-notification"
+    /// A URL of one of its schemes was opened.
+    case url
+}
+
+/// What an app answers to performFetch or didReceiveRemoteNotification
+/// (UIBackgroundFetchResult). The wire code is the byte of the answer.
+public enum WakeResult: String, Sendable, Codable, CaseIterable {
+    case newData = "new-data"
+    case noData = "no-data"
+    case failed
+
+    public var wireCode: UInt8 {
+        switch self {
+        case .newData: 0
+        case .noData: 1
+        case .failed: 2
+        }
+    }
+
+    public init?(wireCode: UInt8) {
+        guard let r = Self.allCases.first(where: { $0.wireCode == wireCode }) else { return nil }
+        self = r
+    }
 }

@@ -25,7 +25,11 @@ public final class Database {
     public let path: String
 
     /// Opens (or creates) `path` and takes it for this process alone.
-    public init(path: String) throws(DatabaseError) {
+    /// `synchronous`: SQLite's setting. OFF (the runtime state store) leaves
+    /// committed transactions to the page cache, which outlives the process;
+    /// NORMAL (durable history) also keeps the file whole through a power
+    /// cut, losing at most the transactions since the log was last synced.
+    public init(path: String, synchronous: String = "OFF") throws(DatabaseError) {
         self.path = path
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
@@ -39,7 +43,7 @@ public final class Database {
         // process's memory (no -shm file), and no other process can write.
         try execute("PRAGMA locking_mode = EXCLUSIVE")
         try execute("PRAGMA journal_mode = WAL")
-        try execute("PRAGMA synchronous = OFF")
+        try execute("PRAGMA synchronous = \(synchronous)")
         try execute("BEGIN EXCLUSIVE; COMMIT")  // the lock, now rather than at the first write
     }
 

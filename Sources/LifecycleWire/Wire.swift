@@ -21,8 +21,13 @@
 
 public enum Wire {
     public static let version: UInt8 = 1
+    /// Most restoration data an app may save (and is handed back).
+    public static let maxRestorationSize = 65536
+    /// Largest remote-notification payload, in UTF-8 bytes (as APNs).
+    public static let maxPushPayload = 4096
     /// No message is larger; a larger datagram is a protocol violation.
-    public static let maxMessageSize = 4096
+    /// Room for the largest restoration data and its header.
+    public static let maxMessageSize = maxRestorationSize + 1024
     /// Longest background task name, in UTF-8 bytes.
     public static let maxTaskName = 256
     /// Most messages a client keeps while it waits for a background task
@@ -87,6 +92,9 @@ public enum DaemonMessage: Sendable, Equatable {
     case backgroundTasksExpiring([UInt32])
     /// The daemon took the channel back: what was owed follows.
     case resumed
+    /// The restoration data the app saved in an earlier run: sent just
+    /// before willFinishLaunching, whose options say its size.
+    case restoration([UInt8])
 }
 
 /// App to daemon.
@@ -97,6 +105,12 @@ public enum AppMessage: Sendable, Equatable {
     /// First message on a resumed channel: the last event the app
     /// acknowledged, its name, and the tasks it holds open.
     case resume(lastAcknowledged: UInt32, app: String, tasks: [UInt32])
+    /// The answer to performFetch or didReceiveRemoteNotification: it
+    /// acknowledges that event and says what the work found.
+    case complete(sequence: UInt32, result: WakeResult)
+    /// Keep these bytes (at most Wire.maxRestorationSize) and hand them
+    /// back at the next launch; empty: forget what was kept.
+    case saveRestoration([UInt8])
 }
 
 /// Message type codes: daemon-to-app below 0x80, app-to-daemon above.
@@ -105,10 +119,13 @@ enum MessageType: UInt8 {
     case backgroundTaskReply = 0x02
     case backgroundTasksExpiring = 0x03
     case resumed = 0x04
+    case restoration = 0x05
     case acknowledge = 0x81
     case beginBackgroundTask = 0x82
     case endBackgroundTask = 0x83
     case resume = 0x84
+    case complete = 0x85
+    case saveRestoration = 0x86
 }
 
 /// Why a message could not be decoded. Each names what was wrong.
@@ -132,6 +149,10 @@ struct Writer {
     mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
     mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes += $0 } }
     mutating func i64(_ v: Int64?) { withUnsafeBytes(of: (v ?? -1).littleEndian) { bytes += $0 } }
+    mutating func blob(_ b: [UInt8]) {
+        u32(UInt32(b.count))
+        bytes += b
+    }
     mutating func string(_ s: String) {
         let fitting =
             s.utf8.count <= Int(UInt16.max) ? s : DaemonMessage.shortened(s, by: s.utf8.count - Int(UInt16.max))
@@ -177,6 +198,11 @@ struct Reader {
         let raw = try take(n, what)
         guard let s = String(validating: raw, as: UTF8.self) else { throw WireError("\(what): not UTF-8") }
         return s
+    }
+    mutating func blob(_ what: String, max: Int) throws(WireError) -> [UInt8] {
+        let n = Int(try u32("\(what) length"))
+        guard n <= max else { throw WireError("\(what): \(n) bytes, more than \(max)") }
+        return Array(try take(n, what))
     }
     func end() throws(WireError) {
         guard offset == bytes.count else { throw WireError("\(bytes.count - offset) unexpected trailing bytes") }
@@ -239,6 +265,10 @@ extension DaemonMessage {
             return w.bytes
         case .resumed:
             return Writer(type: .resumed, id: 0).bytes
+        case .restoration(let data):
+            var w = Writer(type: .restoration, id: 0)
+            w.blob(Array(data.prefix(Wire.maxRestorationSize)))
+            return w.bytes
         }
     }
 
@@ -304,6 +334,9 @@ extension DaemonMessage {
         case .resumed:
             guard id == 0 else { throw WireError("resumed: id must be 0, got \(id)") }
             message = .resumed
+        case .restoration:
+            guard id == 0 else { throw WireError("restoration: id must be 0, got \(id)") }
+            message = .restoration(try r.blob("restoration data", max: Wire.maxRestorationSize))
         default:
             throw WireError("message type 0x\(String(type.rawValue, radix: 16)) is sent by apps, not the daemon")
         }
@@ -334,6 +367,14 @@ extension AppMessage {
             w.u16(UInt16(fitting.count))
             for t in fitting { w.u32(t) }
             return w.bytes
+        case .complete(let sequence, let result):
+            var w = Writer(type: .complete, id: sequence)
+            w.u8(result.wireCode)
+            return w.bytes
+        case .saveRestoration(let data):
+            var w = Writer(type: .saveRestoration, id: 0)
+            w.blob(Array(data.prefix(Wire.maxRestorationSize)))
+            return w.bytes
         }
     }
 
@@ -355,6 +396,13 @@ extension AppMessage {
             var tasks: [UInt32] = []
             for _ in 0..<count { tasks.append(try r.u32("task")) }
             message = .resume(lastAcknowledged: id, app: app, tasks: tasks)
+        case .complete:
+            let raw = try r.u8("result")
+            guard let result = WakeResult(wireCode: raw) else { throw WireError("unknown fetch result \(raw)") }
+            message = .complete(sequence: id, result: result)
+        case .saveRestoration:
+            guard id == 0 else { throw WireError("saveRestoration: id must be 0, got \(id)") }
+            message = .saveRestoration(try r.blob("restoration data", max: Wire.maxRestorationSize))
         default:
             throw WireError("message type 0x\(String(type.rawValue, radix: 16)) is sent by the daemon, not apps")
         }

@@ -29,8 +29,29 @@ struct Status: ParsableCommand {
 }
 
 enum StatusTable {
+    /// What waits for the app: its wake-up in progress, next fetch, a held
+    /// push, a user quit, restoration data.
+    static func wakeups(_ a: AppStatus) -> String {
+        var parts: [String] = []
+        switch a.waking {
+        case .performFetch?: parts.append("fetching")
+        case .didReceiveRemoteNotification?: parts.append("push")
+        default: break
+        }
+        if a.quit == true { parts.append("quit") }
+        if let next = a.nextFetchIn { parts.append("fetch in \(duration(next))") }
+        if a.heldPush == true { parts.append("push held") }
+        if let size = a.restorationBytes { parts.append("restore \(bytes(UInt64(size)))") }
+        return parts.isEmpty ? "-" : parts.joined(separator: ", ")
+    }
+
     static func render(_ report: StatusReport) -> String {
-        var rows = [["NAME", "STATE", "PID", "SINCE", "BG TASKS", "MEMORY", "BAND", "STATUS LINE", "LAST TERMINATION"]]
+        var rows = [
+            [
+                "NAME", "STATE", "PID", "SINCE", "BG TASKS", "MEMORY", "BAND", "WAKE-UPS", "STATUS LINE",
+                "LAST TERMINATION",
+            ]
+        ]
         for a in report.apps {
             var tasks = a.backgroundTasks.isEmpty ? "-" : "\(a.backgroundTasks.count)"
             if let left = a.backgroundTimeRemaining, !a.backgroundTasks.isEmpty { tasks += " (\(duration(left)) left)" }
@@ -50,7 +71,7 @@ enum StatusTable {
             rows.append([
                 a.name, state, a.pid.map { String($0) } ?? "-",
                 a.state == .notRunning && a.lastTermination == nil ? "-" : duration(a.secondsInState),
-                tasks, memory, a.band?.rawValue ?? "-", a.statusLine.map { "\"\($0)\"" } ?? "-",
+                tasks, memory, a.band?.rawValue ?? "-", wakeups(a), a.statusLine.map { "\"\($0)\"" } ?? "-",
                 a.failed.map { "\($0.description); down until launched" } ?? a.lastTermination?.description ?? "-",
             ])
         }

@@ -19,10 +19,10 @@ import Testing
         ("daemon-type", "is sent by the daemon, not apps"),
         ("truncated", "truncated: id needs 4 bytes"),
         ("trailing", "unexpected trailing bytes"),
-        ("oversized", "message larger than 4096 bytes"),
+        ("oversized", "message larger than 66560 bytes"),
         ("ack-unsent", "which was not awaiting an acknowledgement"),
         ("bad-name", "task name: not UTF-8"),
-        ("flood", "flood: more than 2000 background-task requests in one second"),
+        ("flood", "flood: more than 2000 requests in one second"),
     ]
 
     @Test(arguments: cases.map(\.mode))

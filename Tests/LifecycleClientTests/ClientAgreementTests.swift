@@ -214,7 +214,7 @@ let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().del
             .encoded()
         big += [UInt8](repeating: 0, count: Wire.maxMessageSize + 1 - big.count)
         d.sendRaw(big)
-        #expect(app.run()?.description == "protocol violation by the daemon: message of 4097 bytes exceeds 4096")
+        #expect(app.run()?.description == "protocol violation by the daemon: message of 66561 bytes exceeds 66560")
     }
 
     @Test func aClosedChannelIsSaidSo() throws {

@@ -51,6 +51,17 @@ struct Simulation {
     /// How many relaunches and failures the run saw (the checks are not vacuous).
     var relaunches = 0
     var failures = 0
+    /// Wake-ups: delivered and not yet answered; apps the user quit; push
+    /// wake-ups spent; each app's fetch window before the step; the time of
+    /// the step before; how many fetches, pushes and answers the run saw.
+    var wakeInFlight: [AppID: LifecycleEvent] = [:]
+    var quit: Set<AppID> = []
+    var pushWakes: [AppID: [Instant]] = [:]
+    var windowsBefore: [AppID: FetchWindow] = [:]
+    var previousNow = Instant.zero
+    var wakes = 0
+    var answers = 0
+    let fetchWindow: Duration
     let policies: [AppID: AppPolicy]
     let slots: Int
 
@@ -78,12 +89,23 @@ struct Simulation {
                 p.restart.limit = Int.random(in: 0...4, using: &rng)
                 p.restart.window = .seconds(Int64.random(in: 5...60, using: &rng))
             }
+            if p.delivery == .library {
+                if Bool.random(using: &rng) { p.backgroundModes.insert(.fetch) }
+                if Bool.random(using: &rng) { p.backgroundModes.insert(.remoteNotification) }
+                if Bool.random(using: &rng) { p.urlSchemes = ["s\(i)"] }
+            }
+            p.fetch.interval = .seconds(Int64.random(in: 1...20, using: &rng))
+            p.fetch.timeout = .seconds(Int64.random(in: 1...6, using: &rng))
+            p.push.timeout = .seconds(Int64.random(in: 1...6, using: &rng))
+            p.push.budget = Int.random(in: 0...3, using: &rng)
             policies["app\(i)"] = p
         }
         ids = policies.keys.sorted()
         self.policies = policies
         slots = Int.random(in: 1...2, using: &rng)
+        fetchWindow = .seconds(Int64.random(in: 0...20, using: &rng))
         sup = Supervisor(foregroundSlots: slots, apps: policies)
+        sup.fetchWindow = fetchWindow
     }
 
     /// The core through the bytes a daemon would save and read back.
@@ -108,13 +130,17 @@ struct Simulation {
                 shared: try! JSONDecoder().decode(CoreState.Shared.self, from: diskShared),
                 apps: disk.mapValues { try! JSONDecoder().decode(CoreState.App.self, from: $0) })
         }
-        return Supervisor(restoring: state, foregroundSlots: slots, apps: policies)
+        var restored = Supervisor(restoring: state, foregroundSlots: slots, apps: policies)
+        restored.fetchWindow = fetchWindow
+        return restored
     }
 
     /// One step of the core, and of its restored twin, which must agree.
     mutating func step(_ input: Input) -> [Effect] {
         if let r = restoreAt, steps <= r { persist() }
         if steps == restoreAt { twin = roundTrip(sup) }
+        windowsBefore = [:]
+        for id in ids { windowsBefore[id] = sup.snapshot(id)!.nextFetch }
         let effects = sup.handle(input, now: now)
         if var t = twin {
             let theirs = t.handle(input, now: now)
@@ -122,8 +148,10 @@ struct Simulation {
                 fail("the restored core diverged after \(input): \(theirs) instead of \(effects)")
             } else if t.nextDeadline() != sup.nextDeadline() {
                 fail("the restored core's next deadline is \(String(describing: t.nextDeadline()))")
-            } else if ids.contains(where: { t.snapshot($0) != sup.snapshot($0) }) {
-                fail("the restored core shows another status after \(input)")
+            } else if let id = ids.first(where: { t.snapshot($0) != sup.snapshot($0) }) {
+                fail(
+                    "the restored core shows another status of \(id) after \(input): "
+                        + "\(String(describing: t.snapshot(id))) instead of \(String(describing: sup.snapshot(id)))")
             }
             twin = t
         }
@@ -136,20 +164,26 @@ struct Simulation {
         for _ in 0..<count {
             steps += 1
             let input = nextInput()
+            if getenv("SIM_TRACE_STEPS") != nil { print("step \(steps) at \(now): \(input)") }
             let effects = step(input)
             react(to: effects)
             check(effects, after: input)
+            previousNow = now
             if !violations.isEmpty { return }
         }
-        // Let everything settle: every wait must end in an ack or a kill.
+        // Let everything settle: every wait must end in an ack or a kill
+        // (fetch schedules and held pushes come back for ever: not waited for).
         for _ in 0..<200 {
-            guard let t = [sup.nextDeadline(), pending.map(\.at).min()].compactMap({ $0 }).min() else { break }
+            guard let t = [sup.timers.nextOfRuns, pending.map(\.at).min()].compactMap({ $0 }).min() else { break }
             now = max(now, t)
+            if getenv("SIM_TRACE_STEPS") != nil { print("settle at \(now)") }
             let effects = step(takeDue() ?? .tick)
             react(to: effects)
             check(effects, after: .tick)
+            previousNow = now
             if !violations.isEmpty { return }
         }
+        for (id, event) in wakeInFlight { fail("\(id): \(event) neither answered nor ended after settling") }
     }
 
     mutating func takeDue() -> Input? {
@@ -185,7 +219,10 @@ struct Simulation {
             }
             return .tick
         case 58..<59: return .shutdown
-        case 59..<67:
+        case 59..<62: return .fetch(id)
+        case 62..<66: return .push(id, payload: "{\"n\":\(steps)}")
+        case 66..<67: return .openURL("s\(Int.random(in: 0..<6, using: &rng)):x")
+        case 67..<73:
             var footprints: [AppID: UInt64] = [:]
             for app in ids where sup.snapshot(app)!.state != .notRunning && Bool.random(using: &rng) {
                 footprints[app] = UInt64.random(in: 1...200, using: &rng) << 20
@@ -223,6 +260,15 @@ struct Simulation {
                             after: .milliseconds(Int64.random(in: 0...6000, using: &rng)),
                             .exited(id, generation: gen, .exited(0)))
                     }
+                } else if d.event.isWake, Int.random(in: 0..<10, using: &rng) > 1 {
+                    // Usually answered within the deadline; sometimes late; sometimes only acknowledged.
+                    let answer: Input =
+                        Int.random(in: 0..<5, using: &rng) == 0
+                        ? .acknowledged(id, generation: gen, sequence: d.sequence)
+                        : .completed(
+                            id, generation: gen, sequence: d.sequence,
+                            result: WakeResult.allCases.randomElement(using: &rng)!)
+                    schedule(after: .milliseconds(Int64.random(in: 0...7000, using: &rng)), answer)
                 } else if d.deadline != nil, Int.random(in: 0..<10, using: &rng) > 0 {
                     // Usually within the deadline; sometimes too late.
                     schedule(
@@ -263,6 +309,7 @@ struct Simulation {
 
     mutating func check(_ effects: [Effect], after input: Input) {
         checkRelaunches(effects, after: input)
+        checkWakeups(effects, after: input)
         // Effects in order: transitions must follow the reference's paths.
         for effect in effects {
             switch effect {
@@ -372,8 +419,16 @@ extension Simulation {
         }
         if let id = userLaunched, sup.snapshot(id)!.failure == nil { failedApps.remove(id) }
         var lastEnd: [AppID: TerminationReason] = [:]
+        var wakeLaunched: Set<AppID> = []
         for effect in effects {
             switch effect {
+            case .wake(let id, .fetchStarted(launched: true, manual: _)), .wake(let id, .pushWoke(launched: true)):
+                wakeLaunched.insert(id)
+            case .wake(let id, .urlOpened(_, launched: true)):
+                wakeLaunched.insert(id)
+                failedApps.remove(id)  // a user's launch, as `launch`
+            case .spawn(let id, _, _) where wakeLaunched.contains(id):
+                relaunchDue[id] = nil
             case .terminated(let id, let record):
                 lastEnd[id] = record.reason
                 if case .stoppedByUser = record.reason {} else { restarting.remove(id) }
@@ -408,21 +463,97 @@ extension Simulation {
     }
 }
 
+extension Simulation {
+    /// Wake-ups: every fetch and push delivered ends in an answer or the
+    /// end of the run; none starts after a user quit until a user launch;
+    /// a scheduled fetch starts within its window, never after its latest
+    /// moment had passed at an earlier step; push wake-ups keep to the budget.
+    mutating func checkWakeups(_ effects: [Effect], after input: Input) {
+        var launchedByUser: Set<AppID> = []
+        let refused = effects.contains { if case .refused = $0 { true } else { false } }
+        switch input {
+        case .stop(let id), .kill(let id):
+            // A user's quit of a running app (`lastState` is still the state before the step).
+            if !refused, lastState[id, default: .notRunning] != .notRunning { quit.insert(id) }
+        case .launch(let id, _), .activate(let id), .restart(let id):
+            if effects.contains(where: { if case .spawn(id, _, _) = $0 { true } else { false } }) {
+                launchedByUser.insert(id)
+            }
+        default: break
+        }
+        for effect in effects {
+            switch effect {
+            case .spawn(let id, _, _) where launchedByUser.contains(id): quit.remove(id)
+
+            case .deliver(let id, let d) where d.event.isWake:
+                if let other = wakeInFlight[id] { fail("\(id): \(d.event) delivered while \(other) is unanswered") }
+                wakeInFlight[id] = d.event
+                wakes += 1
+            case .wake(let id, let note):
+                switch note {
+                case .answered(let event, _, _), .unanswered(let event, _):
+                    if wakeInFlight.removeValue(forKey: id) != event { fail("\(id): \(note) without it in flight") }
+                    answers += 1
+                case .fetchStarted(_, let manual):
+                    if quit.contains(id) { fail("\(id): fetch after a user quit") }
+                    if !manual {
+                        guard let w = windowsBefore[id] else {
+                            fail("\(id): fetch started with no window")
+                            continue
+                        }
+                        if w.earliest > now { fail("\(id): fetched before its window opened") }
+                        if w.latest <= previousNow { fail("\(id): fetched after its window's end had passed") }
+                        if w.latest - w.earliest > fetchWindow {
+                            fail("\(id): a window wider than the batching window")
+                        }
+                    }
+                case .pushWoke:
+                    if quit.contains(id) { fail("\(id): push wake-up after a user quit") }
+                    let recent = pushWakes[id, default: []].filter { now - $0 < .seconds(3600) } + [now]
+                    if recent.count > sup.policy(id).push.budget { fail("\(id): push wake-ups over the budget") }
+                    pushWakes[id] = recent
+                case .urlOpened(_, launched: true):
+                    quit.remove(id)
+                default: break
+                }
+            default: break
+            }
+        }
+        for case .terminated(let id, _) in effects where wakeInFlight[id] != nil {
+            fail("\(id): ended with \(wakeInFlight[id]!) in flight, and no note of it")
+        }
+    }
+}
+
 extension Supervisor {
     func policy(_ id: AppID) -> AppPolicy { apps[id]!.policy }
 }
 
 @Suite struct SimulationTests {
+    /// To replay one seed: SIM_SEED=N (SIM_TRACE_STEPS=1 prints each input;
+    /// SIM_TRACE=1 prints each seed as it starts, to find one that hangs).
     @Test func thousandsOfRandomRunsKeepTheInvariants() {
         let base = UInt64(0x5EED_0000)
         var relaunches = 0
         var failures = 0
-        defer { #expect(relaunches > 100 && failures > 10, "relaunches \(relaunches), failures \(failures)") }
-        for seed in base..<(base + 2_000) {
+        var wakes = 0
+        var answers = 0
+        defer {
+            #expect(relaunches > 100 && failures > 10, "relaunches \(relaunches), failures \(failures)")
+            #expect(wakes > 500, "fetches and pushes delivered: \(wakes)")
+            #expect(answers > 500, "answered or ended: \(answers)")
+        }
+        for seed
+            in (getenv("SIM_SEED").flatMap { UInt64(String(cString: $0)) }.map { $0..<($0 + 1) }
+            ?? base..<(base + 2_000))
+        {
+            if getenv("SIM_TRACE") != nil { print("seed \(seed)") }
             var sim = Simulation(seed: seed)
             sim.run(steps: 300)
             relaunches += sim.relaunches
             failures += sim.failures
+            wakes += sim.wakes
+            answers += sim.answers
             if !sim.violations.isEmpty {
                 Issue.record(
                     "seed \(seed) (replay with Simulation(seed: \(seed))): \(sim.violations.prefix(3).joined(separator: "; "))"

@@ -177,7 +177,8 @@ func daemonError(_ text: String) -> ConfigError? {
             .deletingLastPathComponent().path
         let (config, apps, problems) = try ConfigLoader.load(path: root + "/config/lifecycled.toml")
         #expect(problems.isEmpty)
-        #expect(Set(apps.map(\.name)) == ["recorder", "saver", "worker", "plain", "c-recorder", "python-recorder"])
+        #expect(
+            Set(apps.map(\.name)) == ["recorder", "saver", "worker", "plain", "c-recorder", "python-recorder", "news"])
         #expect(config.foregroundSlots == 1)
     }
 }

@@ -24,6 +24,11 @@ import Testing
             a.recentEnds = 3
             a.failed = FailureInfo(reason: "exited", description: "failed", ends: 6, windowSeconds: 600, time: 1.0)
             a.outputProblem = "disk full"
+            a.nextFetchIn = 899.5
+            a.quit = true
+            a.heldPush = true
+            a.waking = .performFetch
+            a.restorationBytes = 2048
         }
         return a
     }

@@ -118,7 +118,7 @@ import LifecycleWire
         rejects([0x01, 0x01, 0, 0, 0, 0, 0, 0], "message type 0x1 is sent by the daemon, not apps")
         rejects([0x01, 0x82, 0, 0, 0, 0, 0, 0, 0x02, 0x00, 0xFF, 0xFE], "task name: not UTF-8")
         rejects([0x01, 0x82, 0, 0, 0, 0, 0, 0, 0x05, 0x01], "task name: 261 bytes, more than 256")
-        rejects(Array(repeating: 1, count: 4097), "message of 4097 bytes exceeds 4096")
+        rejects(Array(repeating: 1, count: 66561), "message of 66561 bytes exceeds 66560")
     }
 
     @Test func everyTruncationOfAValidMessageIsRejected() {

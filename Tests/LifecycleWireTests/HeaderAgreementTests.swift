@@ -22,14 +22,20 @@ import Testing
         case .willTerminate: LIFECYCLE_EVENT_WILL_TERMINATE
         case .didReceiveMemoryWarning: LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING
         case .willBeKilledForMemory: LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY
+        case .performFetch: LIFECYCLE_EVENT_PERFORM_FETCH
+        case .didReceiveRemoteNotification: LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION
+        case .openURL: LIFECYCLE_EVENT_OPEN_URL
         }
     }
 
-    /// "didEnterBackground" -> "DID_ENTER_BACKGROUND", as the header spells it.
+    /// "didEnterBackground" -> "DID_ENTER_BACKGROUND", "openURL" -> "OPEN_URL",
+    /// as the header spells them (a run of capitals is one word).
     static func upperSnake(_ name: String) -> String {
         var out = ""
+        var previousUpper = false
         for c in name {
-            if c.isUppercase, !out.isEmpty { out += "_" }
+            if c.isUppercase, !out.isEmpty, !previousUpper { out += "_" }
+            previousUpper = c.isUppercase
             out += c.uppercased()
         }
         return out

@@ -53,6 +53,26 @@
  * acknowledges later with lifecycle_acknowledge(); the deadline still
  * applies, and no other event arrives before that acknowledgement.
  *
+ * @par Wake events, URLs and restoration
+ * performFetch and didReceiveRemoteNotification wake the app for a moment of
+ * work in the background (manifest background modes `fetch` and
+ * `remote-notification`); their answer says what the work found. The
+ * callback (or, after lifecycle_defer(), the code that acknowledges) calls
+ * lifecycle_set_fetch_result() before the event is acknowledged, and the
+ * acknowledgement goes out as a `complete` message with that result; an
+ * event acknowledged without one counts as LIFECYCLE_FETCH_NO_DATA. Their
+ * deadline is longer (30 s by default), and an app woken for one is
+ * suspended again after its answer. didReceiveRemoteNotification carries the
+ * push's JSON payload (lifecycle_event_payload()); openURL, sent to an app
+ * brought to the front (after its didBecomeActive) for a URL of a scheme its
+ * manifest lists, the URL (lifecycle_event_url()); a not-running app is
+ * launched for the URL instead. An app launched for one of these says why in
+ * its launch options (lifecycle_launch_reason(), `launch.url`,
+ * `push.payload`). Restoration data (at most LIFECYCLE_MAX_RESTORATION
+ * bytes) that the app saved with lifecycle_save_restoration() in an earlier
+ * run is handed back at launch, before willFinishLaunching:
+ * lifecycle_restoration_data().
+ *
  * @par Thread safety
  *  - The library starts **no threads**, installs **no signal handlers** and
  *    keeps **no global state**: everything lives in the lifecycle_app
@@ -87,15 +107,19 @@
  *                usable SOCK_SEQPACKET socket.
  *  - EINVAL      a NULL or invalid argument (a token that is not pending, a
  *                callbacks struct from a newer header with unknown callbacks
- *                set, a task name that is not UTF-8).
+ *                set, a task name that is not UTF-8, a fetch result outside
+ *                a wake event).
+ *  - EMSGSIZE    lifecycle_save_restoration(): more than
+ *                LIFECYCLE_MAX_RESTORATION bytes (nothing is sent).
  *  - ENOMEM      out of memory.
  *  - EBUSY       lifecycle_dispatch(), lifecycle_run() or lifecycle_close()
  *                called from inside a callback.
  *  - ENOTCONN    lifecycle_dispatch() on a standalone app.
  *  - EPROTO      the daemon sent a message that does not decode (wrong
  *                version, unknown type, flags or event, truncated, trailing
- *                bytes, bad UTF-8, over 4096 bytes), or broke the protocol's
- *                rules (an event while another awaits its acknowledgement).
+ *                bytes, bad UTF-8, over LIFECYCLE_MAX_MESSAGE bytes), or
+ *                broke the protocol's rules (an event while another awaits
+ *                its acknowledgement).
  *  - ENOBUFS     more than LIFECYCLE_MAX_QUEUED messages arrived while
  *                waiting for a background task reply.
  *  - ECONNRESET  lifecycled closed the channel (and it could not be
@@ -124,10 +148,11 @@
  *  - it blocks **inside the call that found the break** --
  *    lifecycle_dispatch(), lifecycle_run(), lifecycle_acknowledge(),
  *    lifecycle_begin_background_task(), lifecycle_end_background_task(),
- *    also from inside a callback -- and runs no callback meanwhile. It
- *    connects to the resume socket, retrying every 100 ms (doubling up to
- *    1 s), sends `resume` (the last acknowledgement sent, the tasks held
- *    open) and waits up to 5 s for `resumed`, all within
+ *    lifecycle_save_restoration(), also from inside a callback -- and runs
+ *    no callback meanwhile. It connects to the resume socket, retrying
+ *    every 100 ms (doubling up to 1 s), sends `resume` (the last
+ *    acknowledgement sent, the tasks held open) and waits up to 5 s for
+ *    `resumed`, all within
  *    LIFECYCLE_RESUME_WAIT_MS (60 s). Then the call goes on as if nothing had
  *    happened; after that time it fails with ECONNRESET, "lifecycled closed
  *    the channel", as without a resume socket;
@@ -143,8 +168,10 @@
  *  - what the restarted daemon sends again is handled once: an event the
  *    app has handled is acknowledged again only if its acknowledgement was
  *    lost (never twice, and not while its callback runs or is deferred), and
- *    runs no callback; a task already warned of its expiration runs no
- *    handler again.
+ *    runs no callback (a wake event acknowledged again is answered with the
+ *    result it had); a task already warned of its expiration runs no
+ *    handler again; restoration data whose save found the break is sent
+ *    again on the resumed channel.
  * Event deadlines are absolute: the time the daemon was away counts. An app
  * not started by a daemon that names a resume socket (or with
  * lifecycle_connect_fd()) finds a broken channel final at once, as before.
@@ -174,14 +201,19 @@ extern "C" {
 /** Major version of this library; the soname is liblifecycle.so.MAJOR. */
 #define LIFECYCLE_VERSION_MAJOR 1
 /** Minor version: additions that keep the ABI. */
-#define LIFECYCLE_VERSION_MINOR 0
+#define LIFECYCLE_VERSION_MINOR 1
 /** Patch version: fixes. */
 #define LIFECYCLE_VERSION_PATCH 0
 
 /** The protocol version this library speaks (the header's version byte). */
 #define LIFECYCLE_PROTOCOL_VERSION 1
-/** No message on the channel is larger, in bytes. */
-#define LIFECYCLE_MAX_MESSAGE 4096
+/** No message on the channel is larger, in bytes: room for the largest
+ *  restoration data (LIFECYCLE_MAX_RESTORATION) and 1024 bytes more. */
+#define LIFECYCLE_MAX_MESSAGE 66560
+/** Most restoration data an app may save (and is handed back), in bytes. */
+#define LIFECYCLE_MAX_RESTORATION 65536
+/** Longest remote-notification payload (push.payload), in UTF-8 bytes. */
+#define LIFECYCLE_MAX_PUSH_PAYLOAD 4096
 /** Longest background task name sent, in UTF-8 bytes (longer names are cut
  *  on a character boundary). */
 #define LIFECYCLE_MAX_TASK_NAME 256
@@ -228,7 +260,18 @@ typedef enum lifecycle_event {
     LIFECYCLE_EVENT_WILL_TERMINATE = 7,              /**< willTerminate */
     LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING = 8,  /**< didReceiveMemoryWarning */
     LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY = 9,   /**< willBeKilledForMemory */
+    LIFECYCLE_EVENT_PERFORM_FETCH = 10,              /**< performFetch (a wake event) */
+    LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION = 11, /**< didReceiveRemoteNotification (a wake event) */
+    LIFECYCLE_EVENT_OPEN_URL = 12,                   /**< openURL */
 } lifecycle_event;
+
+/** What the work a wake event asked for found (UIBackgroundFetchResult), as
+ *  the answer's byte on the wire: see lifecycle_set_fetch_result(). */
+typedef enum lifecycle_fetch_result {
+    LIFECYCLE_FETCH_NEW_DATA = 0, /**< new content was fetched */
+    LIFECYCLE_FETCH_NO_DATA = 1,  /**< nothing new (also: acknowledged without a result) */
+    LIFECYCLE_FETCH_FAILED = 2,   /**< the attempt failed */
+} lifecycle_fetch_result;
 
 /** The app's state as it sees itself (like UIApplication.State). */
 typedef enum lifecycle_app_state {
@@ -276,8 +319,19 @@ typedef struct lifecycle_callbacks {
     /** About to be killed for memory (manifest `memory.last_notice`): save
      *  what must survive, within 250 ms by default. */
     lifecycle_event_fn will_be_killed_for_memory;
-    /** Every event whose own member above is NULL. */
+    /** Every event whose own member is NULL (those above and below). */
     void (*any_event)(lifecycle_app *app, lifecycle_event event, void *userdata);
+    /* Since 1.1, after any_event so that apps built with 1.0 keep working. */
+    /** A background fetch (manifest mode `fetch`): get new content, then
+     *  answer with lifecycle_set_fetch_result() before the acknowledgement
+     *  (30 s by default). */
+    lifecycle_event_fn perform_fetch;
+    /** A remote notification (manifest mode `remote-notification`), its
+     *  JSON payload in lifecycle_event_payload(); answered like a fetch. */
+    lifecycle_event_fn did_receive_remote_notification;
+    /** Open the URL of lifecycle_event_url() (a scheme the manifest lists);
+     *  the app has just been brought to the front for it. */
+    lifecycle_event_fn open_url;
 } lifecycle_callbacks;
 
 /** An acknowledgement token from lifecycle_defer(); 0 is no token. */
@@ -440,6 +494,38 @@ LIFECYCLE_API lifecycle_token lifecycle_defer(lifecycle_app *app);
  */
 LIFECYCLE_API int lifecycle_acknowledge(lifecycle_app *app, lifecycle_token token);
 
+/**
+ * Sets the answer to the current wake event (performFetch or
+ * didReceiveRemoteNotification): its acknowledgement -- when the callback
+ * returns, or lifecycle_acknowledge() after lifecycle_defer() -- is sent as
+ * a `complete` message with this result. Without it the event is
+ * acknowledged plainly, which the daemon counts as LIFECYCLE_FETCH_NO_DATA.
+ * May be called more than once; the last result set is sent. The daemon
+ * spaces an app's fetches by its answers (no data, answer after answer,
+ * makes them rarer).
+ * @return 0; -1 with EINVAL when the current event is not a wake event (or
+ *   is already acknowledged) or `result` is not a lifecycle_fetch_result.
+ */
+LIFECYCLE_API int lifecycle_set_fetch_result(lifecycle_app *app, lifecycle_fetch_result result);
+
+/**
+ * An option of the current event by key, or NULL (also when there is no
+ * current event). didReceiveRemoteNotification carries `push.payload`,
+ * openURL `url`; the launch events carry the launch options. Valid until
+ * the event is acknowledged. Values are NUL-terminated UTF-8 (a value
+ * containing U+0000 appears cut there); when a key repeats, the first wins.
+ */
+LIFECYCLE_API const char *lifecycle_event_option(const lifecycle_app *app, const char *key);
+
+/** In didReceiveRemoteNotification: the notification's JSON payload (at
+ *  most LIFECYCLE_MAX_PUSH_PAYLOAD bytes), as lifecycle_event_option(app,
+ *  "push.payload"); NULL otherwise. Valid until the event is acknowledged. */
+LIFECYCLE_API const char *lifecycle_event_payload(const lifecycle_app *app);
+
+/** In openURL: the URL to open, as lifecycle_event_option(app, "url"); NULL
+ *  otherwise. Valid until the event is acknowledged. */
+LIFECYCLE_API const char *lifecycle_event_url(const lifecycle_app *app);
+
 /**@}*/
 /* ---------------------------------------------------------------------- */
 /** @name State and launch options */
@@ -472,9 +558,22 @@ LIFECYCLE_API const char *lifecycle_previous_termination_description(const lifec
 LIFECYCLE_API double lifecycle_previous_termination_time(const lifecycle_app *app);
 
 /**
- * Any launch option by key (`launch.mode`, `previous.reason`, ... and keys
- * future daemons add), or NULL. Values are NUL-terminated UTF-8; a value
- * containing U+0000 appears cut there. When a key repeats, the first wins.
+ * Why this run was launched (the launch option `launch.reason`): `user`
+ * (launched, activated or restarted by someone), `relaunch` (its crash
+ * policy), `fetch` (a background fetch follows), `remote-notification`
+ * (the payload is in the launch option `push.payload`) or `url` (the URL is
+ * in `launch.url`); NULL before the launch events or from a daemon that
+ * does not say. A launch option: valid until lifecycle_close().
+ */
+LIFECYCLE_API const char *lifecycle_launch_reason(const lifecycle_app *app);
+
+/**
+ * Any launch option by key (`launch.mode`, `previous.reason`,
+ * `launch.reason`, `launch.url`, `push.payload` (a push the app was
+ * launched for, or one held for it while it could not be woken),
+ * `restoration.size`, ... and keys future daemons add), or NULL. Values
+ * are NUL-terminated UTF-8; a value containing U+0000 appears cut there.
+ * When a key repeats, the first wins.
  */
 LIFECYCLE_API const char *lifecycle_launch_option(const lifecycle_app *app, const char *key);
 
@@ -488,6 +587,38 @@ LIFECYCLE_API size_t lifecycle_launch_option_count(const lifecycle_app *app);
  */
 LIFECYCLE_API int lifecycle_launch_option_at(const lifecycle_app *app, size_t index, const char **key,
                                              const char **value);
+
+/**@}*/
+/* ---------------------------------------------------------------------- */
+/** @name State restoration */
+/**@{*/
+
+/**
+ * The restoration data handed back at launch: what the app saved with
+ * lifecycle_save_restoration() in an earlier run, received just before
+ * willFinishLaunching (whose launch option `restoration.size` gives its
+ * size). Sets *size (if `size` is not NULL) to its length. The bytes are
+ * followed by a NUL byte not counted in *size, so that text can be used as
+ * a string. Valid until lifecycle_close().
+ * @return the data; NULL (and *size 0) when none was handed over -- a first
+ *   run, nothing saved, or data the daemon discarded (after a user quit or
+ *   a crash during launch).
+ */
+LIFECYCLE_API const void *lifecycle_restoration_data(const lifecycle_app *app, size_t *size);
+
+/**
+ * Asks lifecycled to keep `size` bytes of `data` and hand them back at the
+ * app's next launch (lifecycle_restoration_data()), like iOS state
+ * restoration: save what the user was doing when entering the background.
+ * Each save replaces the one before; `size` 0 (`data` may then be NULL)
+ * forgets what was kept. The daemon discards the data when the user quits
+ * the app or a launch crashes. A standalone app has nowhere to save: 0,
+ * nothing kept.
+ * @return 0; -1 with errno: EMSGSIZE when `size` exceeds
+ *   LIFECYCLE_MAX_RESTORATION (nothing is sent); EINVAL (NULL `app`, or
+ *   NULL `data` with a size); or a channel error.
+ */
+LIFECYCLE_API int lifecycle_save_restoration(lifecycle_app *app, const void *data, size_t size);
 
 /**@}*/
 /* ---------------------------------------------------------------------- */
@@ -538,8 +669,8 @@ LIFECYCLE_API int64_t lifecycle_background_time_remaining(const lifecycle_app *a
 /** @name Utilities (any thread) */
 /**@{*/
 
-/** The event's name as docs/protocol.md spells it ("didEnterBackground"),
- *  or NULL for an unknown value. A static string. */
+/** The event's name as docs/protocol.md spells it ("didEnterBackground",
+ *  "openURL"), or NULL for an unknown value. A static string. */
 LIFECYCLE_API const char *lifecycle_event_name(lifecycle_event event);
 
 /** CLOCK_MONOTONIC now, in nanoseconds: the clock of every deadline. */

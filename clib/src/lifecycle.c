@@ -5,8 +5,12 @@
  * No threads, no global state: everything is in struct lifecycle_app. The
  * hot path (one event: recvmsg into the app's buffer, decode in place,
  * callback, send the 8-byte acknowledgement) allocates nothing; memory is
- * allocated only for launch options (once per launch), the background task
- * table, and messages queued while a task reply is awaited.
+ * allocated only for launch options (once per launch), the options of the
+ * events that carry them (one block, grown when a larger one comes, then
+ * reused), restoration data (once per launch), the background task table,
+ * messages queued while a task reply is awaited, and the reply buffer of a
+ * resume. The two receive buffers (LIFECYCLE_MAX_MESSAGE, 65 KiB, each) are
+ * part of the app object, on the heap, never on the stack.
  *
  * When lifecycled restarts, the channel breaks and, if the daemon named a
  * resume socket, is resumed in place (docs/protocol.md, "Resuming the
@@ -72,6 +76,20 @@ struct lifecycle_app {
     uint32_t generation;
 
     int64_t budget_end; /* -1: none */
+
+    /* The current event's options, copied (a deferred event outlives the
+     * receive buffer) into one block reused from event to event: 2 *
+     * event_option_count pointers, then the strings. */
+    char **event_options;
+    size_t event_option_count, event_options_capacity;
+    /* The fetch result set for the current (or last) event, -1 for none:
+     * its acknowledgement is then a `complete`. Kept after it, so that an
+     * acknowledgement lost with a broken channel is sent again the same. */
+    int result;
+
+    /* Restoration data handed over at launch (with a NUL byte after it). */
+    uint8_t *restoration;
+    size_t restoration_size;
 
     /* Launch options: one allocation, 2 * option_count pointers then strings. */
     int launched_in_background; /* -1 before the launch events */
@@ -168,6 +186,7 @@ static lifecycle_app *create(int fd, const lifecycle_callbacks *callbacks, size_
     app->state = LIFECYCLE_STATE_INACTIVE;
     app->deadline = -1;
     app->budget_end = -1;
+    app->result = -1;
     app->launched_in_background = -1;
     app->next_request = 1;
     app->resume_wait_ms = LIFECYCLE_RESUME_WAIT_MS;
@@ -239,6 +258,8 @@ API int lifecycle_close(lifecycle_app *app) {
     }
     free(app->tasks);
     free(app->options);
+    free(app->event_options);
+    free(app->restoration);
     free(app->name);
     free(app->resume_path);
     free(app);
@@ -262,13 +283,17 @@ API size_t lifecycle_pending(const lifecycle_app *app) { return app ? app->queue
 
 static int resume(lifecycle_app *app);
 
-/* Sends one message. Returns 0; 1 when the channel broke and was resumed
- * instead: the message is not sent, and needs not be (see resume()); -1
- * after a channel error. */
-static int send_bytes(lifecycle_app *app, const uint8_t *bytes, size_t size) {
+/* Sends one message, gathered from `count` pieces. Returns 0; 1 when the
+ * channel broke and was resumed instead: the message is not sent (an
+ * acknowledgement needs not be, see resume()); -1 after a channel error. */
+static int send_message(lifecycle_app *app, struct iovec *iov, int count) {
     if (broken(app)) return -1;
+    struct msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = iov;
+    mh.msg_iovlen = (size_t)count;
     for (;;) {
-        ssize_t n = send(app->fd, bytes, size, MSG_NOSIGNAL);
+        ssize_t n = sendmsg(app->fd, &mh, MSG_NOSIGNAL);
         if (n >= 0) return 0;
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) { /* a non-blocking fd with a full buffer: wait */
@@ -279,6 +304,11 @@ static int send_bytes(lifecycle_app *app, const uint8_t *bytes, size_t size) {
         if ((err == EPIPE || err == ECONNRESET) && app->resume_path) return resume(app) ? -1 : 1;
         return channel_error(app, err == EPIPE ? ECONNRESET : err, "send: %s", strerror(err));
     }
+}
+
+static int send_bytes(lifecycle_app *app, const uint8_t *bytes, size_t size) {
+    struct iovec iov = {(void *)bytes, size};
+    return send_message(app, &iov, 1);
 }
 
 static int oversized(lifecycle_app *app, ssize_t n) {
@@ -329,12 +359,16 @@ static int decode(lifecycle_app *app, const uint8_t *bytes, size_t size, struct 
     return 0;
 }
 
-/* An acknowledgement lost with a broken channel is not sent again: the
- * resume names the last one sent, so the daemon sends the event again and
+/* Acknowledges an event: with `complete` and its fetch result when one was
+ * set (result >= 0, wake events), else with `acknowledge`. An
+ * acknowledgement lost with a broken channel is not sent again: the resume
+ * names the last one sent, so the daemon sends the event again and
  * repeated() acknowledges it. */
-static int send_acknowledge(lifecycle_app *app, uint32_t sequence) {
-    uint8_t out[LC_WIRE_HEADER];
-    int r = send_bytes(app, out, lifecycle__encode_acknowledge(out, sequence));
+static int send_acknowledge(lifecycle_app *app, uint32_t sequence, int result) {
+    uint8_t out[LC_WIRE_HEADER + 1];
+    size_t size = result < 0 ? lifecycle__encode_acknowledge(out, sequence)
+                             : lifecycle__encode_complete(out, sequence, (uint8_t)result);
+    int r = send_bytes(app, out, size);
     if (r == 0) {
         app->last_acknowledged = sequence;
         app->acknowledged_any = 1;
@@ -364,7 +398,7 @@ static void pause_until(int64_t until) {
  * closed or no answer in time: the daemon may still be starting); -1 after a
  * channel error (a message that does not decode, or another before
  * `resumed`). */
-static int try_resume(lifecycle_app *app, const uint8_t *message, size_t size, int64_t give_up) {
+static int try_resume(lifecycle_app *app, const uint8_t *message, size_t size, int64_t give_up, uint8_t *reply) {
     struct sockaddr_un address;
     memset(&address, 0, sizeof address);
     address.sun_family = AF_UNIX;
@@ -380,13 +414,12 @@ static int try_resume(lifecycle_app *app, const uint8_t *message, size_t size, i
     }
     int64_t until = lifecycle_now() + (int64_t)RESUME_REPLY_TIMEOUT_MS * 1000000;
     if (until > give_up) until = give_up;
-    uint8_t reply[LC_WIRE_MAX_MESSAGE];
     for (;;) {
         int64_t left = until - lifecycle_now();
         if (left <= 0) { close(s); return 1; }
         struct pollfd p = {s, POLLIN, 0};
         if (poll(&p, 1, (int)((left + 999999) / 1000000)) <= 0) continue; /* the loop looks at the time */
-        struct iovec iov = {reply, sizeof reply};
+        struct iovec iov = {reply, LC_WIRE_MAX_MESSAGE};
         struct msghdr mh;
         memset(&mh, 0, sizeof mh);
         mh.msg_iov = &iov;
@@ -438,17 +471,25 @@ static int resume(lifecycle_app *app) {
     uint8_t message[LC_WIRE_HEADER + 2 + LC_WIRE_MAX_APP_NAME + 2 + 4 * LC_WIRE_MAX_RESUME_TASKS];
     size_t size =
         lifecycle__encode_resume(message, app->last_acknowledged, app->name, strlen(app->name), held, count);
+    /* Not app->buffer or app->wait_buffer: a message in them may still be
+     * in use (a resume can start inside a callback). */
+    uint8_t *reply = malloc(LC_WIRE_MAX_MESSAGE);
+    if (!reply) return channel_error(app, ENOMEM, "out of memory for resuming the channel");
     int64_t give_up = lifecycle_now() + (int64_t)app->resume_wait_ms * 1000000;
     int64_t interval = (int64_t)RESUME_FIRST_PAUSE_MS * 1000000;
     for (;;) {
-        int r = try_resume(app, message, size, give_up);
-        if (r <= 0) return r;
+        int r = try_resume(app, message, size, give_up, reply);
+        if (r <= 0) {
+            free(reply);
+            return r;
+        }
         int64_t next = lifecycle_now() + interval;
         pause_until(next < give_up ? next : give_up);
         if (lifecycle_now() >= give_up) break;
         interval *= 2;
         if (interval > (int64_t)RESUME_LONGEST_PAUSE_MS * 1000000) interval = (int64_t)RESUME_LONGEST_PAUSE_MS * 1000000;
     }
+    free(reply);
     return channel_error(app, ECONNRESET, "lifecycled closed the channel");
 }
 
@@ -456,7 +497,9 @@ void lifecycle__set_resume_wait(lifecycle_app *app, int milliseconds) { app->res
 
 /* MARK: - Launch options */
 
-static int store_options(lifecycle_app *app, const struct lifecycle__message *m) {
+/* The size of a block holding the options of `m`: 2 * option_count
+ * pointers, then the keys and values, each NUL-terminated. */
+static size_t options_size(const struct lifecycle__message *m) {
     size_t bytes = 2u * m->option_count * sizeof(char *);
     const uint8_t *cursor = m->options;
     struct lifecycle__str k, v;
@@ -464,10 +507,13 @@ static int store_options(lifecycle_app *app, const struct lifecycle__message *m)
         lifecycle__next_option(&cursor, &k, &v);
         bytes += (size_t)k.length + 1 + v.length + 1;
     }
-    char **block = malloc(bytes ? bytes : 1);
-    if (!block) return channel_error(app, ENOMEM, "out of memory for the launch options");
+    return bytes;
+}
+
+static void fill_options(char **block, const struct lifecycle__message *m) {
     char *text = (char *)(block + 2u * m->option_count);
-    cursor = m->options;
+    const uint8_t *cursor = m->options;
+    struct lifecycle__str k, v;
     for (unsigned i = 0; i < m->option_count; i++) {
         lifecycle__next_option(&cursor, &k, &v);
         block[2 * i] = text;
@@ -479,6 +525,20 @@ static int store_options(lifecycle_app *app, const struct lifecycle__message *m)
         text[v.length] = 0;
         text += v.length + 1;
     }
+}
+
+/* The value of the first option named `key` in a block, or NULL. */
+static const char *find_option(char *const *options, size_t count, const char *key) {
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(options[2 * i], key) == 0) return options[2 * i + 1];
+    return NULL;
+}
+
+static int store_options(lifecycle_app *app, const struct lifecycle__message *m) {
+    size_t bytes = options_size(m);
+    char **block = malloc(bytes ? bytes : 1);
+    if (!block) return channel_error(app, ENOMEM, "out of memory for the launch options");
+    fill_options(block, m);
     free(app->options);
     app->options = block;
     app->option_count = m->option_count;
@@ -486,11 +546,44 @@ static int store_options(lifecycle_app *app, const struct lifecycle__message *m)
     return 0;
 }
 
+/* The options of the event about to be delivered, in the reused block. */
+static int set_event_options(lifecycle_app *app, const struct lifecycle__message *m) {
+    app->event_option_count = 0;
+    if (!m->option_count) return 0;
+    size_t bytes = options_size(m);
+    if (bytes > app->event_options_capacity) {
+        char **block = realloc(app->event_options, bytes);
+        if (!block) return channel_error(app, ENOMEM, "out of memory for the options of an event");
+        app->event_options = block;
+        app->event_options_capacity = bytes;
+    }
+    fill_options(app->event_options, m);
+    app->event_option_count = m->option_count;
+    return 0;
+}
+
 API const char *lifecycle_launch_option(const lifecycle_app *app, const char *key) {
     if (!app || !key) return NULL;
-    for (size_t i = 0; i < app->option_count; i++)
-        if (strcmp(app->options[2 * i], key) == 0) return app->options[2 * i + 1];
-    return NULL;
+    return find_option(app->options, app->option_count, key);
+}
+
+API const char *lifecycle_event_option(const lifecycle_app *app, const char *key) {
+    if (!app || !key || app->current == LIFECYCLE_EVENT_NONE) return NULL;
+    return find_option(app->event_options, app->event_option_count, key);
+}
+
+API const char *lifecycle_event_payload(const lifecycle_app *app) {
+    if (!app || app->current != LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION) return NULL;
+    return lifecycle_event_option(app, "push.payload");
+}
+
+API const char *lifecycle_event_url(const lifecycle_app *app) {
+    if (!app || app->current != LIFECYCLE_EVENT_OPEN_URL) return NULL;
+    return lifecycle_event_option(app, "url");
+}
+
+API const char *lifecycle_launch_reason(const lifecycle_app *app) {
+    return lifecycle_launch_option(app, "launch.reason");
 }
 
 API size_t lifecycle_launch_option_count(const lifecycle_app *app) { return app ? app->option_count : 0; }
@@ -587,6 +680,7 @@ static void finish_current(lifecycle_app *app) {
     app->current = LIFECYCLE_EVENT_NONE;
     app->token = 0;
     app->deadline = -1;
+    app->event_option_count = 0;
 }
 
 static void call_back(lifecycle_app *app, lifecycle_event e) {
@@ -602,6 +696,9 @@ static void call_back(lifecycle_app *app, lifecycle_event e) {
     case LIFECYCLE_EVENT_WILL_TERMINATE: fn = c->will_terminate; break;
     case LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING: fn = c->did_receive_memory_warning; break;
     case LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY: fn = c->will_be_killed_for_memory; break;
+    case LIFECYCLE_EVENT_PERFORM_FETCH: fn = c->perform_fetch; break;
+    case LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION: fn = c->did_receive_remote_notification; break;
+    case LIFECYCLE_EVENT_OPEN_URL: fn = c->open_url; break;
     case LIFECYCLE_EVENT_NONE: break;
     }
     if (fn) fn(app, app->userdata);
@@ -629,13 +726,14 @@ static int deliver(lifecycle_app *app, lifecycle_event e, uint32_t sequence, int
     app->deadline = deadline;
     app->acknowledged = 0;
     app->token = 0;
+    app->result = -1;
     app->in_callback = 1;
     call_back(app, e);
     app->in_callback = 0;
     if (broken(app)) return -1;
     if (app->acknowledged) { finish_current(app); return 0; } /* acknowledged early with its token */
     if (app->token) return 0;                                 /* deferred */
-    if (app->supervised && send_acknowledge(app, sequence)) return -1;
+    if (app->supervised && send_acknowledge(app, sequence, app->result)) return -1;
     finish_current(app);
     return 0;
 }
@@ -658,10 +756,66 @@ API int lifecycle_acknowledge(lifecycle_app *app, lifecycle_token token) {
         return -1;
     }
     int terminate = app->current == LIFECYCLE_EVENT_WILL_TERMINATE;
-    if (app->supervised && send_acknowledge(app, app->sequence)) return -1;
+    if (app->supervised && send_acknowledge(app, app->sequence, app->result)) return -1;
     app->acknowledged = 1;
     if (!app->in_callback) finish_current(app); /* else when the callback returns */
     return terminate ? LIFECYCLE_TERMINATED : LIFECYCLE_OK;
+}
+
+static int is_wake(lifecycle_event e) {
+    return e == LIFECYCLE_EVENT_PERFORM_FETCH || e == LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION;
+}
+
+API int lifecycle_set_fetch_result(lifecycle_app *app, lifecycle_fetch_result result) {
+    if (!app || !is_wake(app->current) || app->acknowledged || (int)result < (int)LIFECYCLE_FETCH_NEW_DATA ||
+        (int)result > (int)LIFECYCLE_FETCH_FAILED) {
+        errno = EINVAL;
+        return -1;
+    }
+    app->result = (int)result;
+    return 0;
+}
+
+/* MARK: - Restoration */
+
+/* The restoration message, before willFinishLaunching. */
+static int keep_restoration(lifecycle_app *app, const struct lifecycle__message *m) {
+    /* Sent again by a restarted lifecycled: the same bytes keep the pointer
+     * the app may hold. */
+    if (app->restoration && app->restoration_size == m->data_size &&
+        memcmp(app->restoration, m->data, m->data_size) == 0)
+        return 0;
+    uint8_t *copy = malloc((size_t)m->data_size + 1);
+    if (!copy) return channel_error(app, ENOMEM, "out of memory for the restoration data");
+    memcpy(copy, m->data, m->data_size);
+    copy[m->data_size] = 0;
+    free(app->restoration);
+    app->restoration = copy;
+    app->restoration_size = m->data_size;
+    return 0;
+}
+
+API const void *lifecycle_restoration_data(const lifecycle_app *app, size_t *size) {
+    if (size) *size = app && app->restoration ? app->restoration_size : 0;
+    return app ? app->restoration : NULL;
+}
+
+API int lifecycle_save_restoration(lifecycle_app *app, const void *data, size_t size) {
+    if (!app || (size && !data)) { errno = EINVAL; return -1; }
+    if (size > LIFECYCLE_MAX_RESTORATION) {
+        note(app, "restoration data of %zu bytes: more than %d", size, LIFECYCLE_MAX_RESTORATION);
+        errno = EMSGSIZE;
+        return -1;
+    }
+    if (!app->supervised) return 0;
+    uint8_t head[LC_WIRE_HEADER + 4];
+    lifecycle__encode_save_restoration(head, NULL, size);
+    struct iovec iov[2] = {{head, sizeof head}, {(void *)data, size}};
+    /* Unlike an acknowledgement, a save whose send found the break is
+     * needed still: sent again on the resumed channel. */
+    int r;
+    while ((r = send_message(app, iov, size ? 2 : 1)) == 1) {}
+    return r < 0 ? -1 : 0;
 }
 
 /* MARK: - Background tasks */
@@ -808,7 +962,8 @@ API int lifecycle_end_background_task(lifecycle_app *app, uint32_t task) {
 static int repeated(lifecycle_app *app, uint32_t sequence) {
     if (app->acknowledged_any && sequence <= app->last_acknowledged) return 0;
     if (app->current != LIFECYCLE_EVENT_NONE && app->sequence == sequence) return 0;
-    return send_acknowledge(app, sequence);
+    /* The lost acknowledgement was the last event's: with its result. */
+    return send_acknowledge(app, sequence, sequence == app->sequence ? app->result : -1);
 }
 
 static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
@@ -828,6 +983,7 @@ static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
         if (m.event == LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING ||
             (m.event == LIFECYCLE_EVENT_DID_FINISH_LAUNCHING && app->launched_in_background < 0))
             if (store_options(app, &m)) return -1;
+        if (set_event_options(app, &m)) return -1;
         return deliver(app, (lifecycle_event)m.event, m.id, m.deadline);
     case LC_T_TASK_REPLY:
         return stale_reply(app, &m);
@@ -844,6 +1000,8 @@ static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
             if (broken(app)) return -1;
         }
         return 0;
+    case LC_T_RESTORATION:
+        return keep_restoration(app, &m);
     default:
         return 0; /* resumed outside a resume: nothing to do (decode accepts no other type) */
     }
@@ -899,17 +1057,16 @@ static int run_standalone(lifecycle_app *app) {
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, &old);
     app->dispatching = 1;
-    if (!app->options) {
-        struct lifecycle__message m;
-        uint8_t bytes[64];
-        const char *options[] = {"launch.mode", "foreground"};
-        size_t n = lifecycle__encode_event(bytes, 0, LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING, 0, -1, -1, options, 1);
-        char why[LC_WIRE_ERROR_MAX];
-        if (lifecycle__decode_daemon(bytes, n, &m, why) == 0 && store_options(app, &m)) {
-            app->dispatching = 0;
-            pthread_sigmask(SIG_SETMASK, &old, NULL);
-            return -1;
-        }
+    struct lifecycle__message m;
+    uint8_t bytes[64];
+    const char *options[] = {"launch.mode", "foreground"};
+    size_t n = lifecycle__encode_event(bytes, 0, LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING, 0, -1, -1, options, 1);
+    char why[LC_WIRE_ERROR_MAX];
+    if (lifecycle__decode_daemon(bytes, n, &m, why) != 0 || (!app->options && store_options(app, &m)) ||
+        set_event_options(app, &m)) {
+        app->dispatching = 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return -1;
     }
     static const lifecycle_event launch[] = {LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING,
                                              LIFECYCLE_EVENT_DID_FINISH_LAUNCHING,
@@ -952,6 +1109,9 @@ API const char *lifecycle_event_name(lifecycle_event event) {
     case LIFECYCLE_EVENT_WILL_TERMINATE: return "willTerminate";
     case LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING: return "didReceiveMemoryWarning";
     case LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY: return "willBeKilledForMemory";
+    case LIFECYCLE_EVENT_PERFORM_FETCH: return "performFetch";
+    case LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION: return "didReceiveRemoteNotification";
+    case LIFECYCLE_EVENT_OPEN_URL: return "openURL";
     case LIFECYCLE_EVENT_NONE: break;
     }
     return NULL;
@@ -974,6 +1134,7 @@ API const char *lifecycle_strerror(int errnum) {
     case EAGAIN: return "lifecycled refused the background task (no time left, too many tasks, or stopping)";
     case ETIMEDOUT: return "lifecycled did not answer the background task request";
     case ENOMEM: return "out of memory";
+    case EMSGSIZE: return "message too long (restoration data is at most " STRINGIFY(LIFECYCLE_MAX_RESTORATION) " bytes)";
     default: return strerror(errnum);
     }
 }

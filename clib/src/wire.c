@@ -90,6 +90,17 @@ static int string(struct reader *r, const char *what, size_t max, struct lifecyc
     return 0;
 }
 
+/* A u32 length and that many bytes, at most `max` (restoration data). */
+static int blob(struct reader *r, const char *what, size_t max, const uint8_t **out, uint32_t *size) {
+    const uint8_t *p = NULL;
+    if (take(r, 4, what, " length", &p)) return -1;
+    uint32_t n = le32(p);
+    if (n > max) return fail(r, "%s: %u bytes, more than %zu", what, (unsigned)n, max);
+    if (take(r, n, what, "", out)) return -1;
+    *size = n;
+    return 0;
+}
+
 static int end(struct reader *r) {
     if (r->offset != r->size) return fail(r, "%zu unexpected trailing bytes", r->size - r->offset);
     return 0;
@@ -97,7 +108,8 @@ static int end(struct reader *r) {
 
 static int known_type(uint8_t t) {
     return t == LC_T_EVENT || t == LC_T_TASK_REPLY || t == LC_T_TASKS_EXPIRING || t == LC_T_RESUMED ||
-           t == LC_T_ACKNOWLEDGE || t == LC_T_BEGIN_TASK || t == LC_T_END_TASK || t == LC_T_RESUME;
+           t == LC_T_RESTORATION || t == LC_T_ACKNOWLEDGE || t == LC_T_BEGIN_TASK || t == LC_T_END_TASK ||
+           t == LC_T_RESUME || t == LC_T_COMPLETE || t == LC_T_SAVE_RESTORATION;
 }
 
 static int header(struct reader *r, struct lifecycle__message *m) {
@@ -130,7 +142,7 @@ int lifecycle__decode_daemon(const uint8_t *bytes, size_t size, struct lifecycle
     switch (m->type) {
     case LC_T_EVENT: {
         if (u8(&r, "event", &m->event)) return -1;
-        if (m->event < 1 || m->event > 9) return fail(&r, "unknown event %u", (unsigned)m->event);
+        if (m->event < 1 || m->event > LC_WIRE_LAST_EVENT) return fail(&r, "unknown event %u", (unsigned)m->event);
         if (u8(&r, "launch mode", &m->background)) return -1;
         if (m->background > 1) return fail(&r, "unknown launch mode %u", (unsigned)m->background);
         if (u16(&r, "option count", &m->option_count)) return -1;
@@ -162,6 +174,10 @@ int lifecycle__decode_daemon(const uint8_t *bytes, size_t size, struct lifecycle
         /* No payload, and like backgroundTasksExpiring one way to write it: id 0. */
         if (m->id != 0) return fail(&r, "resumed: id must be 0, got %u", (unsigned)m->id);
         break;
+    case LC_T_RESTORATION:
+        if (m->id != 0) return fail(&r, "restoration: id must be 0, got %u", (unsigned)m->id);
+        if (blob(&r, "restoration data", LC_WIRE_MAX_RESTORATION, &m->data, &m->data_size)) return -1;
+        break;
     default:
         return fail(&r, "message type 0x%x is sent by apps, not the daemon", (unsigned)m->type);
     }
@@ -190,6 +206,14 @@ int lifecycle__decode_app(const uint8_t *bytes, size_t size, struct lifecycle__m
             uint32_t t;
             if (u32(&r, "task", &t)) return -1;
         }
+        break;
+    case LC_T_COMPLETE:
+        if (u8(&r, "result", &m->result)) return -1;
+        if (m->result > 2) return fail(&r, "unknown fetch result %u", (unsigned)m->result);
+        break;
+    case LC_T_SAVE_RESTORATION:
+        if (m->id != 0) return fail(&r, "saveRestoration: id must be 0, got %u", (unsigned)m->id);
+        if (blob(&r, "restoration data", LC_WIRE_MAX_RESTORATION, &m->data, &m->data_size)) return -1;
         break;
     default:
         return fail(&r, "message type 0x%x is sent by the daemon, not apps", (unsigned)m->type);
@@ -299,6 +323,25 @@ size_t lifecycle__encode_resume(uint8_t *out, uint32_t last_acknowledged, const 
     return n;
 }
 
+size_t lifecycle__encode_complete(uint8_t *out, uint32_t sequence, uint8_t result) {
+    size_t n = put_header(out, LC_T_COMPLETE, sequence);
+    out[n++] = result;
+    return n;
+}
+
+/* Header, u32 length, then the bytes (unless `data` is NULL). */
+static size_t put_blob_message(uint8_t *out, uint8_t type, const uint8_t *data, size_t size) {
+    if (size > LC_WIRE_MAX_RESTORATION) return 0;
+    size_t n = put_header(out, type, 0);
+    n += put32(out + n, (uint32_t)size);
+    if (data && size) memcpy(out + n, data, size);
+    return n + size;
+}
+
+size_t lifecycle__encode_save_restoration(uint8_t *out, const uint8_t *data, size_t size) {
+    return put_blob_message(out, LC_T_SAVE_RESTORATION, data, size);
+}
+
 size_t lifecycle__encode_event(uint8_t *out, uint32_t sequence, uint8_t event, int background, int64_t deadline,
                                int64_t budget_end, const char *const *options, uint16_t option_count) {
     size_t n = put_header(out, LC_T_EVENT, sequence);
@@ -332,3 +375,7 @@ size_t lifecycle__encode_expiring(uint8_t *out, const uint32_t *tasks, uint16_t 
 }
 
 size_t lifecycle__encode_resumed(uint8_t *out) { return put_header(out, LC_T_RESUMED, 0); }
+
+size_t lifecycle__encode_restoration(uint8_t *out, const uint8_t *data, size_t size) {
+    return put_blob_message(out, LC_T_RESTORATION, data, size);
+}

@@ -28,6 +28,8 @@ enum {
     LC_WIRE_VERSION = LIFECYCLE_PROTOCOL_VERSION,
     LC_WIRE_MAX_MESSAGE = LIFECYCLE_MAX_MESSAGE,
     LC_WIRE_MAX_TASK_NAME = LIFECYCLE_MAX_TASK_NAME,
+    LC_WIRE_MAX_RESTORATION = LIFECYCLE_MAX_RESTORATION, /* restoration data, either way */
+    LC_WIRE_LAST_EVENT = LIFECYCLE_EVENT_OPEN_URL,       /* event codes are 1...this */
     LC_WIRE_MAX_APP_NAME = 256,    /* the app's name in resume: as a task name */
     LC_WIRE_MAX_RESUME_TASKS = 64, /* task ids in resume: the daemon's limit of open tasks */
     LC_WIRE_HEADER = 8,
@@ -39,10 +41,13 @@ enum lifecycle__type {
     LC_T_TASK_REPLY = 0x02,
     LC_T_TASKS_EXPIRING = 0x03,
     LC_T_RESUMED = 0x04,
+    LC_T_RESTORATION = 0x05,
     LC_T_ACKNOWLEDGE = 0x81,
     LC_T_BEGIN_TASK = 0x82,
     LC_T_END_TASK = 0x83,
     LC_T_RESUME = 0x84,
+    LC_T_COMPLETE = 0x85,
+    LC_T_SAVE_RESTORATION = 0x86,
 };
 
 /* A string inside a message: not terminated. */
@@ -55,9 +60,10 @@ struct lifecycle__str {
  * depends on `type`. Times are -1 for "none". */
 struct lifecycle__message {
     uint8_t type;
-    uint32_t id; /* sequence, request id, task id, last acknowledged sequence (LC_T_RESUME), or 0 */
+    uint32_t id; /* sequence (LC_T_EVENT, LC_T_ACKNOWLEDGE, LC_T_COMPLETE), request id, task id, last
+                    acknowledged sequence (LC_T_RESUME), or 0 */
     /* LC_T_EVENT */
-    uint8_t event;         /* 1...9 */
+    uint8_t event;         /* 1...LC_WIRE_LAST_EVENT */
     uint8_t background;    /* launch mode: 0 or 1 */
     uint16_t option_count;
     int64_t deadline;
@@ -70,6 +76,11 @@ struct lifecycle__message {
     const uint8_t *tasks;  /* task_count u32 LE */
     /* LC_T_BEGIN_TASK: the task's name; LC_T_RESUME: the app's name */
     struct lifecycle__str name;
+    /* LC_T_COMPLETE: the fetch result, 0...2 (lifecycle_fetch_result) */
+    uint8_t result;
+    /* LC_T_RESTORATION, LC_T_SAVE_RESTORATION: the data (not terminated) */
+    const uint8_t *data;
+    uint32_t data_size;    /* at most LC_WIRE_MAX_RESTORATION */
 };
 
 /* Decodes a daemon-to-app message. Returns 0, or -1 with the reason in
@@ -99,6 +110,15 @@ LIFECYCLE_INTERNAL size_t lifecycle__encode_end_task(uint8_t *out, uint32_t task
  * LC_WIRE_MAX_RESUME_TASKS. */
 LIFECYCLE_INTERNAL size_t lifecycle__encode_resume(uint8_t *out, uint32_t last_acknowledged, const char *name,
                                                    size_t length, const uint32_t *tasks, uint16_t count);
+/* complete: the answer to a wake event (performFetch,
+ * didReceiveRemoteNotification) with its result (0...2). */
+LIFECYCLE_INTERNAL size_t lifecycle__encode_complete(uint8_t *out, uint32_t sequence, uint8_t result);
+/* saveRestoration: `size` bytes of `data` (size 0: forget what was kept).
+ * Returns 0 when `size` exceeds LC_WIRE_MAX_RESTORATION. With `data` NULL
+ * only the first 12 bytes (header and length) are written, so that the data
+ * can be sent from where it is; the length returned is still the whole
+ * message's. */
+LIFECYCLE_INTERNAL size_t lifecycle__encode_save_restoration(uint8_t *out, const uint8_t *data, size_t size);
 
 /* Daemon-side encoders (for the tests' fake daemon). Returns 0 when the
  * message would not fit. `options` holds 2*option_count strings, key then
@@ -110,6 +130,8 @@ LIFECYCLE_INTERNAL size_t lifecycle__encode_task_reply(uint8_t *out, uint32_t re
                                                        int64_t budget_end);
 LIFECYCLE_INTERNAL size_t lifecycle__encode_expiring(uint8_t *out, const uint32_t *tasks, uint16_t count);
 LIFECYCLE_INTERNAL size_t lifecycle__encode_resumed(uint8_t *out);
+/* restoration: as saveRestoration, from the daemon (id 0). */
+LIFECYCLE_INTERNAL size_t lifecycle__encode_restoration(uint8_t *out, const uint8_t *data, size_t size);
 
 /* 1 when bytes[0..<length] is valid UTF-8 (as Swift's String(validating:)). */
 LIFECYCLE_INTERNAL int lifecycle__valid_utf8(const uint8_t *bytes, size_t length);

@@ -198,6 +198,93 @@ static void test_golden(void) {
     CHECK("golden resume without tasks decodes: last acknowledged 0, \"recorder\", no tasks",
           ok && m.type == LC_T_RESUME && m.id == 0 && str_is(m.name, "recorder") && m.task_count == 0);
 
+    v = vec("daemon.restoration");
+    const uint8_t four[] = {0x00, 0x01, 0xfe, 0xff};
+    CHECK("golden restoration encodes byte for byte",
+          same(out, lifecycle__encode_restoration(out, four, 4), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden restoration decodes: id 0, data 00 01 fe ff",
+          ok && m.type == LC_T_RESTORATION && m.id == 0 && same(m.data, m.data_size, four, 4));
+
+    v = vec("daemon.perform-fetch");
+    CHECK("golden performFetch encodes byte for byte",
+          same(out, lifecycle__encode_event(out, 20, 10, 1, 30000000000, -1, NULL, 0), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden performFetch decodes: seq 20, event 10, bg, deadline 30 s, no budget end, no options",
+          ok && m.type == LC_T_EVENT && m.id == 20 && m.event == LIFECYCLE_EVENT_PERFORM_FETCH && m.background == 1 &&
+              m.deadline == 30000000000 && m.budget_end == -1 && m.option_count == 0);
+
+    v = vec("daemon.remote-notification");
+    const char *push[] = {"push.payload", "{\"aps\":{\"alert\":\"hi\"}}"};
+    CHECK("golden didReceiveRemoteNotification encodes byte for byte",
+          same(out, lifecycle__encode_event(out, 21, 11, 1, 30000000000, -1, push, 1), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    cursor = m.options;
+    if (ok && m.option_count == 1) lifecycle__next_option(&cursor, &k, &val);
+    CHECK("golden didReceiveRemoteNotification decodes: seq 21, event 11, bg, push.payload",
+          ok && m.id == 21 && m.event == LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION && m.background == 1 &&
+              m.deadline == 30000000000 && m.option_count == 1 && str_is(k, "push.payload") &&
+              str_is(val, "{\"aps\":{\"alert\":\"hi\"}}"));
+
+    v = vec("daemon.open-url");
+    const char *url[] = {"url", "myapp://item/42"};
+    CHECK("golden openURL encodes byte for byte",
+          same(out, lifecycle__encode_event(out, 22, 12, 0, 5000000000, -1, url, 1), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    cursor = m.options;
+    if (ok && m.option_count == 1) lifecycle__next_option(&cursor, &k, &val);
+    CHECK("golden openURL decodes: seq 22, event 12, fg, deadline 5 s, url",
+          ok && m.id == 22 && m.event == LIFECYCLE_EVENT_OPEN_URL && m.background == 0 && m.deadline == 5000000000 &&
+              m.option_count == 1 && str_is(k, "url") && str_is(val, "myapp://item/42"));
+
+    v = vec("daemon.launch-for-url");
+    const char *launch[] = {"launch.mode", "foreground", "launch.reason", "url", "launch.url", "myapp://item/42",
+                            "restoration.size", "4"};
+    CHECK("golden launch for a URL encodes byte for byte",
+          same(out, lifecycle__encode_event(out, 1, 1, 0, 5000000000, -1, launch, 4), v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    int options_ok = ok && m.option_count == 4;
+    cursor = m.options;
+    for (unsigned i = 0; options_ok && i < 4; i++) {
+        lifecycle__next_option(&cursor, &k, &val);
+        options_ok = str_is(k, launch[2 * i]) && str_is(val, launch[2 * i + 1]);
+    }
+    CHECK("golden launch for a URL decodes: willFinishLaunching, its four launch options in order",
+          options_ok && m.id == 1 && m.event == LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING);
+
+    struct { const char *name; uint32_t sequence; uint8_t result; } completes[] = {
+        {"app.complete-new-data", 20, LIFECYCLE_FETCH_NEW_DATA},
+        {"app.complete-no-data", 21, LIFECYCLE_FETCH_NO_DATA},
+        {"app.complete-failed", 21, LIFECYCLE_FETCH_FAILED},
+    };
+    for (size_t i = 0; i < sizeof completes / sizeof completes[0]; i++) {
+        char name[160];
+        v = vec(completes[i].name);
+        snprintf(name, sizeof name, "golden %s encodes byte for byte", completes[i].name);
+        CHECK(name, same(out, lifecycle__encode_complete(out, completes[i].sequence, completes[i].result), v->bytes, v->size));
+        ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
+        snprintf(name, sizeof name, "golden %s decodes: sequence %u, result %u", completes[i].name,
+                 (unsigned)completes[i].sequence, (unsigned)completes[i].result);
+        CHECK(name, ok && m.type == LC_T_COMPLETE && m.id == completes[i].sequence && m.result == completes[i].result);
+    }
+
+    v = vec("app.save-restoration");
+    CHECK("golden saveRestoration encodes byte for byte",
+          same(out, lifecycle__encode_save_restoration(out, four, 4), v->bytes, v->size));
+    ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden saveRestoration decodes: id 0, data 00 01 fe ff",
+          ok && m.type == LC_T_SAVE_RESTORATION && m.id == 0 && same(m.data, m.data_size, four, 4));
+    uint8_t head[LC_WIRE_HEADER + 4];
+    CHECK("the saveRestoration encoder without data writes the header and length, and counts the data",
+          lifecycle__encode_save_restoration(head, NULL, 4) == v->size && memcmp(head, v->bytes, sizeof head) == 0);
+
+    v = vec("app.save-restoration-empty");
+    CHECK("golden empty saveRestoration encodes byte for byte",
+          same(out, lifecycle__encode_save_restoration(out, NULL, 0), v->bytes, v->size));
+    ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden empty saveRestoration decodes: no data",
+          ok && m.type == LC_T_SAVE_RESTORATION && m.id == 0 && m.data_size == 0);
+
     /* Cross-checks: daemon messages are not app messages and vice versa. */
     int crossed = 1;
     for (size_t i = 0; i < vector_count; i++) {
@@ -250,7 +337,7 @@ static void test_rejects(void) {
         CHECK(name, versions);
         int types = 1;
         for (int t = 0; t < 256; t++) {
-            if (t >= LC_T_EVENT && t <= LC_T_RESUMED) continue;
+            if (t >= LC_T_EVENT && t <= LC_T_RESTORATION) continue;
             b[1] = (uint8_t)t;
             if (lifecycle__decode_daemon(b, v->size, &m, why) == 0) types = 0;
         }
@@ -267,22 +354,49 @@ static void test_rejects(void) {
         CHECK(name, flags);
     }
 
+    CHECK("LIFECYCLE_MAX_MESSAGE is 66560 (65536 bytes of restoration data and 1024 more)",
+          LIFECYCLE_MAX_MESSAGE == 66560 && LIFECYCLE_MAX_RESTORATION == 65536);
     static uint8_t big[LC_WIRE_MAX_MESSAGE + 1];
     memset(big, 1, sizeof big);
-    CHECK("a 4097-byte message is rejected: \"message of 4097 bytes exceeds 4096\"",
-          lifecycle__decode_app(big, sizeof big, &m, why) == -1 && strcmp(why, "message of 4097 bytes exceeds 4096") == 0);
+    CHECK("a 66561-byte message is rejected: \"message of 66561 bytes exceeds 66560\"",
+          lifecycle__decode_app(big, sizeof big, &m, why) == -1 && strcmp(why, "message of 66561 bytes exceeds 66560") == 0);
     CHECK("the daemon-side decoder rejects it too",
-          lifecycle__decode_daemon(big, sizeof big, &m, why) == -1 && strcmp(why, "message of 4097 bytes exceeds 4096") == 0);
+          lifecycle__decode_daemon(big, sizeof big, &m, why) == -1 && strcmp(why, "message of 66561 bytes exceeds 66560") == 0);
 
-    /* A message of exactly 4096 bytes is fine. */
-    static char value[LC_WIRE_MAX_MESSAGE];
-    size_t vlen = LC_WIRE_MAX_MESSAGE - 28 - 2 - 1 - 2;
+    /* A message of exactly 66560 bytes is fine: an event with two options
+     * (one string holds at most 65535 bytes). */
+    static char value[LC_WIRE_MAX_MESSAGE], second[LC_WIRE_MAX_MESSAGE];
+    size_t vlen = 0xFFFF, slen = LC_WIRE_MAX_MESSAGE - 28 - (2 + 1 + 2 + vlen) - (2 + 1 + 2);
     memset(value, 'x', vlen);
     value[vlen] = 0;
-    const char *kv[] = {"k", value};
-    uint8_t out[LC_WIRE_MAX_MESSAGE];
-    size_t n = lifecycle__encode_event(out, 1, 1, 0, -1, -1, kv, 1);
-    CHECK("an event of exactly 4096 bytes decodes", n == 4096 && lifecycle__decode_daemon(out, n, &m, why) == 0);
+    memset(second, 'y', slen);
+    second[slen] = 0;
+    const char *kv[] = {"k", value, "l", second};
+    static uint8_t out[LC_WIRE_MAX_MESSAGE];
+    size_t n = lifecycle__encode_event(out, 1, 1, 0, -1, -1, kv, 2);
+    CHECK("an event of exactly 66560 bytes decodes", n == 66560 && lifecycle__decode_daemon(out, n, &m, why) == 0);
+    const char *too_long[] = {"k", value, "lm", second};
+    CHECK("the event encoder writes no event over 66560 bytes", lifecycle__encode_event(out, 1, 1, 0, -1, -1, too_long, 2) == 0);
+
+    /* Restoration data: 65536 bytes fit, either way; the encoders refuse more. */
+    static uint8_t data[LC_WIRE_MAX_RESTORATION + 1];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(i * 7);
+    n = lifecycle__encode_restoration(out, data, LC_WIRE_MAX_RESTORATION);
+    int ok = lifecycle__decode_daemon(out, n, &m, why) == 0;
+    CHECK("a restoration of 65536 bytes decodes, byte for byte",
+          ok && n == 12 + 65536 && m.data_size == 65536 && memcmp(m.data, data, 65536) == 0);
+    n = lifecycle__encode_save_restoration(out, data, LC_WIRE_MAX_RESTORATION);
+    ok = lifecycle__decode_app(out, n, &m, why) == 0;
+    CHECK("a saveRestoration of 65536 bytes decodes, byte for byte",
+          ok && n == 12 + 65536 && m.data_size == 65536 && memcmp(m.data, data, 65536) == 0);
+    CHECK("the encoders write no restoration data over 65536 bytes",
+          lifecycle__encode_restoration(out, data, sizeof data) == 0 &&
+              lifecycle__encode_save_restoration(out, data, sizeof data) == 0);
+    n = lifecycle__encode_save_restoration(out, data, 3);
+    out[8] = 0xFF; out[9] = 0xFF; out[10] = 0xFF; out[11] = 0xFF; /* a length of 4 GiB */
+    CHECK("a restoration length of 4294967295 is rejected before anything is read",
+          lifecycle__decode_app(out, n, &m, why) == -1 &&
+              strcmp(why, "restoration data: 4294967295 bytes, more than 65536") == 0);
 
     struct { const char *what; const char *bytes; int valid; } utf8[] = {
         {"ASCII", "abc", 1},
@@ -308,7 +422,7 @@ static void test_rejects(void) {
     uint32_t many[LC_WIRE_MAX_RESUME_TASKS + 1];
     for (uint32_t i = 0; i <= LC_WIRE_MAX_RESUME_TASKS; i++) many[i] = i + 1;
     n = lifecycle__encode_resume(out, 9, "recorder", 8, many, LC_WIRE_MAX_RESUME_TASKS);
-    int ok = lifecycle__decode_app(out, n, &m, why) == 0;
+    ok = lifecycle__decode_app(out, n, &m, why) == 0;
     CHECK("a resume with 64 open tasks decodes",
           ok && m.task_count == 64 && lifecycle__expiring_task(&m, 63) == 64 && n == LC_WIRE_HEADER + 2 + 8 + 2 + 4 * 64);
     CHECK("the encoder writes no resume with 65 tasks",
@@ -362,6 +476,16 @@ struct rec {
     int peer;                  /* the daemon's end: nothing may be acknowledged during a callback */
     int early_acks;
     int close_in_callback;     /* a socket to close when a callback runs: lifecycled dies meanwhile */
+    int answer;                /* 1 + the fetch result to set in every callback (0: none) */
+    int answer_rc, answer_errno;
+    char payload_seen[LIFECYCLE_MAX_PUSH_PAYLOAD + 1];
+    char url_seen[256];
+    char reason_seen[64];      /* the event option launch.reason */
+    int payload_null, url_null;
+    const void *restoration_seen;
+    size_t restoration_size_seen;
+    const char *save_on;       /* event name: save restoration data "saved" in its callback */
+    int save_rc;
 };
 
 static void record(lifecycle_app *app, lifecycle_event e, void *user) {
@@ -396,6 +520,20 @@ static void record(lifecycle_app *app, lifecycle_event e, void *user) {
         r->task = lifecycle_begin_background_task(app, "upload", NULL, NULL);
         r->begin_errno = errno;
     }
+    const char *payload = lifecycle_event_payload(app), *url = lifecycle_event_url(app);
+    const char *reason = lifecycle_event_option(app, "launch.reason");
+    r->payload_null = payload == NULL;
+    r->url_null = url == NULL;
+    snprintf(r->payload_seen, sizeof r->payload_seen, "%s", payload ? payload : "");
+    snprintf(r->url_seen, sizeof r->url_seen, "%s", url ? url : "");
+    snprintf(r->reason_seen, sizeof r->reason_seen, "%s", reason ? reason : "");
+    r->restoration_seen = lifecycle_restoration_data(app, &r->restoration_size_seen);
+    if (r->answer) {
+        errno = 0;
+        r->answer_rc = lifecycle_set_fetch_result(app, (lifecycle_fetch_result)(r->answer - 1));
+        r->answer_errno = errno;
+    }
+    if (r->save_on && strcmp(r->save_on, name) == 0) r->save_rc = lifecycle_save_restoration(app, "saved", 5);
     if (e == r->defer_on) {
         r->token = lifecycle_defer(app);
         if (r->ack_in_callback) lifecycle_acknowledge(app, r->token);
@@ -421,8 +559,12 @@ EVENT_CALLBACK(cb_wef, LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND)
 EVENT_CALLBACK(cb_wt, LIFECYCLE_EVENT_WILL_TERMINATE)
 EVENT_CALLBACK(cb_mw, LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING)
 EVENT_CALLBACK(cb_kfm, LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY)
+EVENT_CALLBACK(cb_pf, LIFECYCLE_EVENT_PERFORM_FETCH)
+EVENT_CALLBACK(cb_rn, LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION)
+EVENT_CALLBACK(cb_ou, LIFECYCLE_EVENT_OPEN_URL)
 
-static const lifecycle_callbacks callbacks = {cb_wfl, cb_dfl, cb_dba, cb_wra, cb_deb, cb_wef, cb_wt, cb_mw, cb_kfm, NULL};
+static const lifecycle_callbacks callbacks = {cb_wfl, cb_dfl, cb_dba, cb_wra, cb_deb, cb_wef, cb_wt,
+                                              cb_mw,  cb_kfm, NULL,   cb_pf,  cb_rn,  cb_ou};
 
 /* MARK: - The daemon's end */
 
@@ -436,7 +578,7 @@ static void send_raw(int fd, const uint8_t *b, size_t n) {
 
 static void send_event(int fd, uint32_t seq, lifecycle_event e, int bg, int64_t deadline, int64_t budget_end,
                        const char *const *options, uint16_t count) {
-    uint8_t b[LC_WIRE_MAX_MESSAGE];
+    static uint8_t b[LC_WIRE_MAX_MESSAGE];
     send_raw(fd, b, lifecycle__encode_event(b, seq, (uint8_t)e, bg, deadline, budget_end, options, count));
 }
 
@@ -457,8 +599,9 @@ static int take(int fd, struct lifecycle__message *m, uint8_t *b, int timeout_ms
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, timeout_ms) <= 0) return 0;
     }
-    ssize_t n = recv(fd, b, LC_WIRE_MAX_MESSAGE, MSG_DONTWAIT);
+    ssize_t n = recv(fd, b, LC_WIRE_MAX_MESSAGE, MSG_DONTWAIT | MSG_TRUNC);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n > LC_WIRE_MAX_MESSAGE) return -1;
     if (n <= 0) return -1;
     char why[LC_WIRE_ERROR_MAX];
     return lifecycle__decode_app(b, (size_t)n, m, why) == 0 ? 1 : -1;
@@ -468,6 +611,26 @@ static int got_ack(int fd, uint32_t seq) {
     struct lifecycle__message m;
     uint8_t b[LC_WIRE_MAX_MESSAGE];
     return take(fd, &m, b, -1) == 1 && m.type == LC_T_ACKNOWLEDGE && m.id == seq;
+}
+
+/* The next app message is `complete` for `seq` with `result`. */
+static int got_complete(int fd, uint32_t seq, uint8_t result) {
+    struct lifecycle__message m;
+    static uint8_t b[LC_WIRE_MAX_MESSAGE];
+    return take(fd, &m, b, -1) == 1 && m.type == LC_T_COMPLETE && m.id == seq && m.result == result;
+}
+
+/* The next app message is saveRestoration with exactly these bytes. */
+static int got_save(int fd, const void *data, size_t size) {
+    struct lifecycle__message m;
+    static uint8_t b[LC_WIRE_MAX_MESSAGE];
+    return take(fd, &m, b, -1) == 1 && m.type == LC_T_SAVE_RESTORATION && m.data_size == size &&
+           (size == 0 || memcmp(m.data, data, size) == 0);
+}
+
+static void send_restoration(int fd, const void *data, size_t size) {
+    static uint8_t b[LC_WIRE_MAX_MESSAGE];
+    send_raw(fd, b, lifecycle__encode_restoration(b, data, size));
 }
 
 static int got_nothing(int fd) {
@@ -851,6 +1014,237 @@ static void test_tasks(void) {
     lifecycle_close(app);
 }
 
+/* MARK: - Wake events, URLs, launch reasons */
+
+static void test_wake(void) {
+    int sv[2];
+    struct rec r;
+    lifecycle_app *app = connected(sv, &r, &callbacks);
+    int64_t deadline = lifecycle_now() + 30000000000;
+
+    CHECK("lifecycle_set_fetch_result outside a wake event: EINVAL",
+          lifecycle_set_fetch_result(app, LIFECYCLE_FETCH_NEW_DATA) == -1 && errno == EINVAL);
+    CHECK("no event option, payload or URL outside events",
+          lifecycle_event_option(app, "url") == NULL && lifecycle_event_payload(app) == NULL &&
+              lifecycle_event_url(app) == NULL);
+
+    /* A launch for a fetch: the launch reason, as a launch option and an event option. */
+    const char *launch[] = {"launch.mode", "background", "launch.reason", "fetch"};
+    send_event(sv[1], 1, LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING, 1, deadline, -1, launch, 2);
+    send_event(sv[1], 2, LIFECYCLE_EVENT_DID_FINISH_LAUNCHING, 1, deadline, -1, launch, 2);
+    lifecycle_dispatch(app);
+    CHECK("launched for a fetch: lifecycle_launch_reason is \"fetch\", also as the event's option",
+          lifecycle_launch_reason(app) && strcmp(lifecycle_launch_reason(app), "fetch") == 0 &&
+              strcmp(r.reason_seen, "fetch") == 0 && got_ack(sv[1], 1) && got_ack(sv[1], 2));
+    CHECK("...and no event options once the event is acknowledged", lifecycle_event_option(app, "launch.reason") == NULL);
+
+    /* performFetch answered with new data: complete, not acknowledge. */
+    r.answer = 1 + LIFECYCLE_FETCH_NEW_DATA;
+    send_event(sv[1], 3, LIFECYCLE_EVENT_PERFORM_FETCH, 1, deadline, -1, NULL, 0);
+    CHECK("performFetch reaches perform_fetch", lifecycle_dispatch(app) == LIFECYCLE_OK && strstr(r.log, "performFetch ") &&
+                                                     r.current_seen == LIFECYCLE_EVENT_PERFORM_FETCH &&
+                                                     r.deadline_seen == deadline);
+    CHECK("...the result set in its callback is accepted", r.answer_rc == 0);
+    CHECK("...and the answer is complete(3, new-data), alone", got_complete(sv[1], 3, LIFECYCLE_FETCH_NEW_DATA) &&
+                                                                    got_nothing(sv[1]));
+    CHECK("performFetch leaves the state alone", lifecycle_state(app) == LIFECYCLE_STATE_BACKGROUND);
+
+    /* No result set: a plain acknowledgement (the daemon counts it as no data). */
+    r.answer = 0;
+    send_event(sv[1], 4, LIFECYCLE_EVENT_PERFORM_FETCH, 1, deadline, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("performFetch without a result: a plain acknowledgement", got_ack(sv[1], 4) && got_nothing(sv[1]));
+
+    /* A remote notification: the payload, a failed answer. */
+    static char payload[LIFECYCLE_MAX_PUSH_PAYLOAD + 1];
+    memset(payload, 'p', LIFECYCLE_MAX_PUSH_PAYLOAD);
+    memcpy(payload, "{\"aps\":\"", 8);
+    memcpy(payload + LIFECYCLE_MAX_PUSH_PAYLOAD - 2, "\"}", 2);
+    const char *push[] = {"push.payload", payload};
+    r.answer = 1 + LIFECYCLE_FETCH_FAILED;
+    send_event(sv[1], 5, LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION, 1, deadline, -1, push, 1);
+    lifecycle_dispatch(app);
+    CHECK("didReceiveRemoteNotification: its callback reads the 4096-byte payload; no URL",
+          strstr(r.log, "didReceiveRemoteNotification ") && !r.payload_null && strcmp(r.payload_seen, payload) == 0 &&
+              r.url_null);
+    CHECK("...and answers complete(5, failed)", got_complete(sv[1], 5, LIFECYCLE_FETCH_FAILED) && got_nothing(sv[1]));
+    CHECK("...its payload is gone once it is acknowledged", lifecycle_event_payload(app) == NULL);
+
+    /* openURL: the URL; no result may be set; acknowledged plainly. */
+    const char *url[] = {"url", "myapp://item/42"};
+    r.answer = 1 + LIFECYCLE_FETCH_NEW_DATA;
+    send_event(sv[1], 6, LIFECYCLE_EVENT_OPEN_URL, 0, deadline, -1, url, 1);
+    lifecycle_dispatch(app);
+    CHECK("openURL: its callback reads the URL; no payload",
+          strstr(r.log, "openURL ") && !r.url_null && strcmp(r.url_seen, "myapp://item/42") == 0 && r.payload_null);
+    CHECK("...a fetch result there: EINVAL", r.answer_rc == -1 && r.answer_errno == EINVAL);
+    CHECK("...and it is acknowledged plainly", got_ack(sv[1], 6) && got_nothing(sv[1]));
+    r.answer = 0;
+
+    /* A deferred wake event: the payload stays until the acknowledgement;
+     * the result may be set after the callback; the acknowledgement is complete. */
+    const char *small[] = {"push.payload", "{}"};
+    r.defer_on = LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION;
+    send_event(sv[1], 7, LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION, 1, deadline, -1, small, 1);
+    lifecycle_dispatch(app);
+    uint32_t unknown = 4242;
+    send_expiring(sv[1], &unknown, 1); /* the receive buffer is reused meanwhile */
+    lifecycle_dispatch(app);
+    CHECK("deferred: nothing is sent, the payload is still there (a copy)",
+          got_nothing(sv[1]) && lifecycle_event_payload(app) && strcmp(lifecycle_event_payload(app), "{}") == 0 &&
+              lifecycle_event_option(app, "push.payload") == lifecycle_event_payload(app));
+    CHECK("invalid results are refused: EINVAL",
+          lifecycle_set_fetch_result(app, (lifecycle_fetch_result)3) == -1 && errno == EINVAL &&
+              lifecycle_set_fetch_result(app, (lifecycle_fetch_result)-1) == -1 && errno == EINVAL);
+    CHECK("the result set outside the callback, the last one wins",
+          lifecycle_set_fetch_result(app, LIFECYCLE_FETCH_FAILED) == 0 &&
+              lifecycle_set_fetch_result(app, LIFECYCLE_FETCH_NO_DATA) == 0);
+    CHECK("lifecycle_acknowledge sends complete(7, no-data)",
+          lifecycle_acknowledge(app, r.token) == LIFECYCLE_OK && got_complete(sv[1], 7, LIFECYCLE_FETCH_NO_DATA) &&
+              got_nothing(sv[1]));
+    CHECK("after the acknowledgement: no payload, and no result can be set",
+          lifecycle_event_payload(app) == NULL && lifecycle_set_fetch_result(app, LIFECYCLE_FETCH_NEW_DATA) == -1 &&
+              errno == EINVAL);
+    r.defer_on = LIFECYCLE_EVENT_NONE;
+
+    /* Acknowledged early with its token inside the callback: a result set after that is refused. */
+    r.defer_on = LIFECYCLE_EVENT_PERFORM_FETCH;
+    r.ack_in_callback = 1;
+    r.answer = 1 + LIFECYCLE_FETCH_NEW_DATA; /* set before the early acknowledgement: sent with it */
+    send_event(sv[1], 8, LIFECYCLE_EVENT_PERFORM_FETCH, 1, deadline, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("a wake event deferred and acknowledged in its callback: one complete",
+          got_complete(sv[1], 8, LIFECYCLE_FETCH_NEW_DATA) && got_nothing(sv[1]));
+    r.defer_on = LIFECYCLE_EVENT_NONE;
+    r.ack_in_callback = 0;
+    r.answer = 0;
+
+    /* The options block is reused and grows: a big option after a small one, then a small one again. */
+    send_event(sv[1], 9, LIFECYCLE_EVENT_OPEN_URL, 0, deadline, -1, url, 1);
+    send_event(sv[1], 10, LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION, 1, deadline, -1, push, 1);
+    lifecycle_dispatch(app);
+    int big_ok = strcmp(r.payload_seen, payload) == 0;
+    send_event(sv[1], 11, LIFECYCLE_EVENT_OPEN_URL, 0, deadline, -1, url, 1);
+    lifecycle_dispatch(app);
+    CHECK("event options of any size, one after another",
+          big_ok && strcmp(r.url_seen, "myapp://item/42") == 0 && got_ack(sv[1], 9) && got_ack(sv[1], 10) &&
+              got_ack(sv[1], 11));
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* any_event gets the new events without callbacks of their own, also
+     * for an app built against the 1.0 header (a smaller struct). */
+    lifecycle_callbacks old = {0};
+    old.any_event = record;
+    old.perform_fetch = cb_wt; /* beyond the size given: not read */
+    memset(&r, 0, sizeof r);
+    socket_pair(sv);
+    app = lifecycle_connect_fd(sv[0], &old, offsetof(lifecycle_callbacks, perform_fetch), &r);
+    send_event(sv[1], 1, LIFECYCLE_EVENT_PERFORM_FETCH, 1, -1, -1, NULL, 0);
+    send_event(sv[1], 2, LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION, 1, -1, -1, small, 1);
+    send_event(sv[1], 3, LIFECYCLE_EVENT_OPEN_URL, 0, -1, -1, url, 1);
+    lifecycle_dispatch(app);
+    CHECK("a 1.0-sized callbacks struct: any_event gets performFetch, didReceiveRemoteNotification, openURL",
+          app && strcmp(r.log, "performFetch didReceiveRemoteNotification openURL ") == 0 && got_ack(sv[1], 1) &&
+              got_ack(sv[1], 2) && got_ack(sv[1], 3) && got_nothing(sv[1]));
+    lifecycle_close(app);
+    close(sv[1]);
+}
+
+/* MARK: - Restoration */
+
+static void test_restoration(void) {
+    int sv[2];
+    struct rec r;
+    size_t size = 99;
+    lifecycle_app *app = connected(sv, &r, &callbacks);
+    CHECK("no restoration data before the launch: NULL, size 0",
+          lifecycle_restoration_data(app, &size) == NULL && size == 0 && lifecycle_restoration_data(app, NULL) == NULL);
+
+    /* Handed over before willFinishLaunching, kept for the whole run. */
+    const uint8_t data[] = {'d', 'r', 'a', 'f', 't', 0x00, 0xff};
+    const char *launch[] = {"launch.mode", "foreground", "launch.reason", "user", "restoration.size", "7"};
+    send_restoration(sv[1], data, sizeof data);
+    send_event(sv[1], 1, LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING, 0, -1, -1, launch, 3);
+    lifecycle_dispatch(app);
+    const uint8_t *seen = r.restoration_seen;
+    CHECK("willFinishLaunching sees the restoration data handed over before it, byte for byte",
+          seen && r.restoration_size_seen == sizeof data && memcmp(seen, data, sizeof data) == 0 && got_ack(sv[1], 1));
+    CHECK("...followed by a NUL byte not counted", seen && seen[sizeof data] == 0);
+    CHECK("...and restoration.size among the launch options",
+          lifecycle_launch_option(app, "restoration.size") &&
+              strcmp(lifecycle_launch_option(app, "restoration.size"), "7") == 0);
+    send_event(sv[1], 2, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("the data stays for the run (the same pointer)",
+          lifecycle_restoration_data(app, &size) == seen && size == sizeof data && got_ack(sv[1], 2));
+    send_restoration(sv[1], data, sizeof data);
+    lifecycle_dispatch(app);
+    CHECK("the same data sent again keeps the pointer", lifecycle_restoration_data(app, &size) == seen);
+    send_restoration(sv[1], "other", 5);
+    lifecycle_dispatch(app);
+    const char *other = lifecycle_restoration_data(app, &size);
+    CHECK("other data replaces it", other && size == 5 && strcmp(other, "other") == 0 && got_nothing(sv[1]));
+
+    /* Saving: from a callback and outside one, empty to forget, the limit. */
+    r.save_on = "didEnterBackground";
+    send_event(sv[1], 3, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("saved from didEnterBackground: saveRestoration \"saved\", before the acknowledgement",
+          r.save_rc == 0 && got_save(sv[1], "saved", 5) && got_ack(sv[1], 3) && got_nothing(sv[1]));
+    CHECK("saved outside a callback: binary data as it is",
+          lifecycle_save_restoration(app, data, sizeof data) == 0 && got_save(sv[1], data, sizeof data));
+    CHECK("size 0 (data NULL): forget what was kept",
+          lifecycle_save_restoration(app, NULL, 0) == 0 && got_save(sv[1], NULL, 0) && got_nothing(sv[1]));
+    static uint8_t most[LIFECYCLE_MAX_RESTORATION + 1];
+    for (size_t i = 0; i < sizeof most; i++) most[i] = (uint8_t)(i * 13);
+    CHECK("65536 bytes are saved whole (one 65548-byte datagram)",
+          lifecycle_save_restoration(app, most, LIFECYCLE_MAX_RESTORATION) == 0 &&
+              got_save(sv[1], most, LIFECYCLE_MAX_RESTORATION));
+    errno = 0;
+    CHECK("65537 bytes: -1 with EMSGSIZE, nothing sent",
+          lifecycle_save_restoration(app, most, sizeof most) == -1 && errno == EMSGSIZE && got_nothing(sv[1]));
+    CHECK("...lifecycle_last_error and lifecycle_strerror say why",
+          strstr(lifecycle_last_error(app), "65537 bytes") && strstr(lifecycle_strerror(EMSGSIZE), "65536"));
+    CHECK("...and the channel still works", lifecycle_fd(app) == sv[0] && lifecycle_dispatch(app) == LIFECYCLE_OK);
+    CHECK("NULL data with a size: EINVAL", lifecycle_save_restoration(app, NULL, 3) == -1 && errno == EINVAL &&
+                                               lifecycle_save_restoration(NULL, "x", 1) == -1 && errno == EINVAL);
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* The largest restoration over the socket; queued while a task reply is awaited. */
+    app = connected(sv, &r, &callbacks);
+    send_restoration(sv[1], most, LIFECYCLE_MAX_RESTORATION);
+    send_reply(sv[1], 1, 5, -1);
+    uint32_t task = lifecycle_begin_background_task(app, "x", NULL, NULL);
+    CHECK("a restoration that arrives while a task reply is awaited is kept for dispatch",
+          task == 5 && lifecycle_pending(app) == 1 && lifecycle_restoration_data(app, NULL) == NULL);
+    CHECK("...and dispatch takes all 65536 bytes",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && lifecycle_restoration_data(app, &size) && size == 65536 &&
+              memcmp(lifecycle_restoration_data(app, NULL), most, 65536) == 0);
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* A restoration with a bad length on the socket: a channel error. */
+    app = connected(sv, &r, &callbacks);
+    const struct vector *v = vec("reject.daemon.restoration-truncated");
+    send_raw(sv[1], v->bytes, v->size);
+    CHECK("a truncated restoration: EPROTO, the decoder's words",
+          lifecycle_dispatch(app) == -1 && errno == EPROTO &&
+              strcmp(lifecycle_last_error(app),
+                     "protocol violation by the daemon: truncated: restoration data needs 4 bytes at offset 12, 3 left") == 0);
+    CHECK("...and saving then fails with it", lifecycle_save_restoration(app, "x", 1) == -1 && errno == EPROTO);
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* Standalone: nowhere to save, nothing handed over. */
+    app = lifecycle_standalone(&callbacks, sizeof callbacks, &r);
+    CHECK("standalone: saving does nothing and succeeds; no restoration data",
+          lifecycle_save_restoration(app, "x", 1) == 0 && lifecycle_restoration_data(app, NULL) == NULL &&
+              lifecycle_save_restoration(app, most, sizeof most) == -1 && errno == EMSGSIZE);
+    lifecycle_close(app);
+}
+
 /* MARK: - Malformed messages on the socket */
 
 static void test_malformed(void) {
@@ -875,7 +1269,7 @@ static void test_malformed(void) {
         {"unknown type 0x7f", 1, 0x7f, 0, "unknown message type 0x7f"},
         {"an app-to-daemon type", 1, 0x81, 0, "is sent by apps"},
         {"flags", 2, 1, 0, "unknown flags 0x1"},
-        {"unknown event 10", 8, 10, 0, "unknown event 10"},
+        {"unknown event 13", 8, 13, 0, "unknown event 13"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lifecycle_app *app = connected(sv, &r, &callbacks);
@@ -897,8 +1291,8 @@ static void test_malformed(void) {
     static uint8_t big[LC_WIRE_MAX_MESSAGE + 1];
     memcpy(big, ev->bytes, ev->size);
     send_raw(sv[1], big, sizeof big);
-    CHECK("a 4097-byte datagram: EPROTO, \"message of 4097 bytes exceeds 4096\"",
-          lifecycle_dispatch(app) == -1 && errno == EPROTO && strstr(lifecycle_last_error(app), "message of 4097 bytes exceeds 4096"));
+    CHECK("a 66561-byte datagram: EPROTO, \"message of 66561 bytes exceeds 66560\"",
+          lifecycle_dispatch(app) == -1 && errno == EPROTO && strstr(lifecycle_last_error(app), "message of 66561 bytes exceeds 66560"));
     CHECK("after a channel error every call fails with the same errno",
           lifecycle_dispatch(app) == -1 && errno == EPROTO && lifecycle_run(app) == -1 && errno == EPROTO &&
               lifecycle_end_background_task(app, 3) == -1 && errno == EPROTO);
@@ -1263,6 +1657,38 @@ static void test_resume(void) {
     lifecycle_close(app);
     close(d);
 
+    /* (g) A wake event's answer lost with the break: sent again as it was,
+     * complete with its result, when the daemon sends the event again. */
+    app = started(sv, &r, path);
+    fd = lifecycle_fd(app);
+    child = restarted_daemon(listener, handover, ANSWER, -1);
+    send_event(sv[1], 1, LIFECYCLE_EVENT_PERFORM_FETCH, 1, -1, -1, NULL, 0);
+    r.answer = 1 + LIFECYCLE_FETCH_NEW_DATA;
+    r.close_in_callback = sv[1];
+    result = lifecycle_dispatch(app);
+    d = handed_over(handover[0], &m, b);
+    CHECK("a wake event's answer finds the break: resumed, naming no acknowledgement (0)",
+          result == LIFECYCLE_OK && d >= 0 && exited_well(child) && lifecycle_fd(app) == fd && m.type == LC_T_RESUME &&
+              m.id == 0);
+    send_event(d, 1, LIFECYCLE_EVENT_PERFORM_FETCH, 1, -1, -1, NULL, 0);
+    CHECK("...the event sent again is answered again with its result (complete, new-data), without its callback",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && got_complete(d, 1, LIFECYCLE_FETCH_NEW_DATA) && got_nothing(d) &&
+              strcmp(r.log, "performFetch ") == 0);
+    lifecycle_close(app);
+    close(d);
+
+    /* (h) A save whose send finds the break is sent on the resumed channel. */
+    app = started(sv, &r, path);
+    child = restarted_daemon(listener, handover, ANSWER, -1);
+    close(sv[1]);
+    int saved = lifecycle_save_restoration(app, "state", 5);
+    d = handed_over(handover[0], &m, b);
+    CHECK("a save that finds the break: resumed, then sent on the resumed channel, once",
+          saved == 0 && d >= 0 && exited_well(child) && m.type == LC_T_RESUME && got_save(d, "state", 5) &&
+              got_nothing(d));
+    lifecycle_close(app);
+    close(d);
+
     /* (d) Nobody listening, or a daemon that never answers: after the wait,
      * the break is final as it was without a resume socket. */
     app = started(sv, &r, nobody);
@@ -1425,7 +1851,10 @@ static void test_misc(void) {
           strcmp(lifecycle_event_name(LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING), "willFinishLaunching") == 0 &&
               strcmp(lifecycle_event_name(LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY), "willBeKilledForMemory") == 0 &&
               strcmp(lifecycle_event_name(LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING), "didReceiveMemoryWarning") == 0 &&
-              lifecycle_event_name(LIFECYCLE_EVENT_NONE) == NULL && lifecycle_event_name((lifecycle_event)10) == NULL);
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_PERFORM_FETCH), "performFetch") == 0 &&
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION), "didReceiveRemoteNotification") == 0 &&
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_OPEN_URL), "openURL") == 0 &&
+              lifecycle_event_name(LIFECYCLE_EVENT_NONE) == NULL && lifecycle_event_name((lifecycle_event)13) == NULL);
     CHECK("lifecycle_strerror never returns NULL", lifecycle_strerror(12345) != NULL && lifecycle_strerror(EIO) != NULL);
     CHECK("NULL apps are refused, not crashed on",
           lifecycle_dispatch(NULL) == -1 && errno == EINVAL && lifecycle_run(NULL) == -1 && lifecycle_close(NULL) == -1 &&
@@ -1447,6 +1876,8 @@ int main(int argc, char **argv) {
     test_events();
     test_defer();
     test_tasks();
+    test_wake();
+    test_restoration();
     test_malformed();
     test_run();
     test_resume();

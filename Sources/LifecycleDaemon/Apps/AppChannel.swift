@@ -18,14 +18,27 @@ extension Daemon {
         let m = manifests[id]!
         if m.policy.delivery == .library {
             var options: [KeyValue] = []
+            func option(_ key: LaunchOptionKey, _ value: String) { options.append(KeyValue(key.rawValue, value)) }
+            var restoration: [UInt8]? = nil
             if d.event.isLaunchEvent {
-                options.append(KeyValue(LaunchOptionKey.launchMode.rawValue, d.mode.rawValue))
+                option(.launchMode, d.mode.rawValue)
                 if let p = d.previous {
-                    options.append(KeyValue(LaunchOptionKey.previousReason.rawValue, p.reason.code.rawValue))
-                    options.append(KeyValue(LaunchOptionKey.previousDescription.rawValue, p.reason.description))
-                    options.append(KeyValue(LaunchOptionKey.previousTime.rawValue, String(Records.wallTime(p.at))))
+                    option(.previousReason, p.reason.code.rawValue)
+                    option(.previousDescription, p.reason.description)
+                    option(.previousTime, String(Records.wallTime(p.at)))
+                }
+                if let launch = d.launch {
+                    option(.reason, launch.reason.rawValue)
+                    if let url = launch.url { option(.url, url) }
+                    if let payload = launch.pushPayload { option(.pushPayload, payload) }
+                }
+                if d.event == .willFinishLaunching, let blob = history.blobs[id] {
+                    option(.restorationSize, String(blob.count))
+                    restoration = blob
                 }
             }
+            if let payload = d.payload { option(.pushPayload, payload) }
+            if let url = d.url { options.append(KeyValue(LaunchOptionKey.eventURL, url)) }
             let message = EventMessage(
                 sequence: d.sequence, event: d.event,
                 launchedInBackground: d.mode == .background, deadline: d.deadline?.nanoseconds,
@@ -37,6 +50,11 @@ extension Daemon {
                 logger.info(
                     "\(id): \(d.event.rawValue) waits for the app to resume its channel; its deadline applies",
                     metadata: ["app": "\(id)"])
+            } else if let restoration, !send(id, .restoration(restoration)) {
+                logger.warning(
+                    "\(id): cannot hand over its restoration data (channel full or closed)", metadata: ["app": "\(id)"])
+            }
+            if run.channel < 0 && run.adopted {
             } else if !send(id, .event(message)) {
                 logger.warning(
                     "\(id): cannot deliver \(d.event.rawValue) (channel full or closed); its deadline still applies",
@@ -67,7 +85,11 @@ extension Daemon {
     static var messagesPerTurn: Int { 64 }
 
     func readChannel(_ id: AppID, _ run: Run) {
-        var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
+        // Taken, not copied (a copy of 65 KiB per read would be the cost).
+        var buffer: [UInt8] = []
+        swap(&buffer, &channelBuffer)
+        if buffer.isEmpty { buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize) }
+        defer { channelBuffer = buffer }
         var turn = 0
         while runs[id] === run, turn < Self.messagesPerTurn {
             turn += 1
@@ -91,12 +113,14 @@ extension Daemon {
             case .message(let bytes):
                 do {
                     let message = try AppMessage.decode(bytes)
-                    if case .acknowledge = message {
-                    } else if flooding(run) {
+                    switch message {
+                    case .acknowledge, .complete: break
+                    default:
+                        guard flooding(run) else { break }
                         submit(
                             .protocolViolation(
                                 id, generation: run.generation,
-                                message: "flood: more than \(Self.floodLimit) background-task requests in one second"))
+                                message: "flood: more than \(Self.floodLimit) requests in one second"))
                         return
                     }
                     switch message {
@@ -106,6 +130,16 @@ extension Daemon {
                             record(id, .acknowledged, event: sent.event, sequence: seq, latency: latency)
                         }
                         submit(.acknowledged(id, generation: run.generation, sequence: seq))
+                    case .complete(let seq, let result):
+                        if let sent = run.sent.removeValue(forKey: seq) {
+                            let latency = Double(Posix.monotonicNanoseconds() - sent.at) / 1000
+                            record(
+                                id, .acknowledged, to: result.rawValue, event: sent.event, sequence: seq,
+                                latency: latency)
+                        }
+                        submit(.completed(id, generation: run.generation, sequence: seq, result: result))
+                    case .saveRestoration(let data):
+                        saveRestoration(id, data)
                     case .beginBackgroundTask(let request, let name):
                         submit(.beginBackgroundTask(id, generation: run.generation, request: request, name: name))
                     case .endBackgroundTask(let task):

@@ -58,6 +58,9 @@ public struct DaemonConfig: Sendable {
     /// burst four times as large; beyond it the app waits in its writes
     /// (0: no limit). Under journald, journald's own rate limit applies.
     public var logRate: UInt64 = 1 << 20
+    /// Background fetches that fall due within this window of each other
+    /// wake the machine once (0: each on its own timer).
+    public var fetchWindow: Duration = .seconds(300)
 
     public init() {}
 }
@@ -214,6 +217,11 @@ public enum ConfigLoader {
                 if c.logMaxSize < 4096 { throw doc.error(key, "at least 4K: every line must fit") }
             case "log_backups": c.logBackups = try doc.int(value, key, 0...1000)
             case "log_rate": c.logRate = value.string == "off" ? 0 : try doc.size(value, key, table: "")
+            case "fetch_window":
+                c.fetchWindow = Document.number(value) == 0 ? .zero : try doc.seconds(value, key, table: "")
+                if c.fetchWindow > .seconds(3600) {
+                    throw doc.error(key, "at most 1 h: a fetch waits at most this long")
+                }
             case "log_level":
                 let l = try doc.string(value, key)
                 guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(l) else {
@@ -403,6 +411,38 @@ public enum ConfigLoader {
                     }
                     m.policy.backgroundModes.insert(mode)
                 }
+            case "url_schemes":
+                for raw in try doc.strings(value, key) {
+                    let scheme = raw.lowercased()
+                    let valid =
+                        scheme.first.map { $0.isASCII && $0.isLetter } == true
+                        && scheme.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }
+                    guard valid else {
+                        throw doc.error(key, "\"\(raw)\" is not a URL scheme (a letter, then letters, digits, + - .)")
+                    }
+                    if !m.policy.urlSchemes.contains(scheme) { m.policy.urlSchemes.append(scheme) }
+                }
+            case "fetch":
+                guard let t = value.table else { throw doc.error(key, "expected a table") }
+                try doc.each(t, table: "fetch") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
+                    switch k {
+                    case "interval": m.policy.fetch.interval = try doc.seconds(v, k, table: "fetch")
+                    case "timeout": m.policy.fetch.timeout = try doc.seconds(v, k, table: "fetch")
+                    default: throw doc.error(k, "unknown key", table: "fetch")
+                    }
+                }
+                if m.policy.fetch.interval < .seconds(1) {
+                    throw doc.error("interval", "at least 1 s", table: "fetch")
+                }
+            case "push":
+                guard let t = value.table else { throw doc.error(key, "expected a table") }
+                try doc.each(t, table: "push") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
+                    switch k {
+                    case "budget": m.policy.push.budget = try doc.int(v, k, 0...3600, table: "push")
+                    case "timeout": m.policy.push.timeout = try doc.seconds(v, k, table: "push")
+                    default: throw doc.error(k, "unknown key", table: "push")
+                    }
+                }
             case "exits_on_suspend": m.policy.exitsOnSuspend = try doc.bool(value, key)
             case "readiness":
                 let r = try doc.string(value, key)
@@ -512,6 +552,18 @@ public enum ConfigLoader {
         }
         guard sawCommand else {
             throw ConfigError(file: path, line: nil, key: "command", message: "missing: every app needs a command")
+        }
+        if m.policy.delivery == .signals {
+            let wakes = m.policy.backgroundModes.intersection([.fetch, .remoteNotification])
+            if !wakes.isEmpty {
+                throw doc.error(
+                    "background_modes",
+                    "\(wakes.names.joined(separator: " and ")) need delivery = \"library\": a plain program cannot answer a wake-up"
+                )
+            }
+            if !m.policy.urlSchemes.isEmpty {
+                throw doc.error("url_schemes", "needs delivery = \"library\": a plain program cannot be told a URL")
+            }
         }
         if m.policy.awaitsReadiness && m.policy.delivery == .library {
             throw doc.error(

@@ -47,6 +47,7 @@ extension Daemon {
             setManifest(manifest, for: id)
         }
         status.counts[.notRunning, default: 0] += report.added.count
+        supervisor.fetchWindow = fresh.config.fetchWindow  // from the next schedule on
         _ = submit(.reconfigure(next.mapValues(\.policy)))
         for id in report.added {
             if let mode = next[id]?.autostart {

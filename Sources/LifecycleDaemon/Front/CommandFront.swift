@@ -35,6 +35,12 @@ enum Command: Sendable, Equatable {
     case avail
     /// An app's recent output: the last `lines`, or what follows `offset`.
     case tail(AppID, lines: Int, offset: UInt64?)
+    /// A background fetch now (Xcode's "Simulate Background Fetch").
+    case fetch(AppID)
+    /// A remote notification, with its (checked) JSON payload.
+    case push(AppID, payload: String)
+    /// Route a URL to the app that lists its scheme.
+    case open(url: String)
     case home
     case lock
     case unlock
@@ -56,7 +62,7 @@ enum Command: Sendable, Equatable {
         switch self {
         case .status, .events, .jetsam, .avail: false
         case .launch, .activate, .stop, .kill, .restart, .signal, .tail, .home, .lock, .unlock, .interruptionBegin,
-            .interruptionEnd, .pressure,
+            .interruptionEnd, .pressure, .fetch, .push, .open,
             .daemonReexec, .reload:
             true
         }
@@ -67,7 +73,7 @@ enum Command: Sendable, Equatable {
         switch self {
         case .status(let apps?), .events(let apps?, _): apps
         case .launch(let id, _), .activate(let id), .stop(let id), .kill(let id), .restart(let id), .signal(let id, _),
-            .tail(let id, _, _):
+            .tail(let id, _, _), .fetch(let id), .push(let id, _):
             [id]
         default: []
         }
@@ -175,6 +181,9 @@ final class CommandFront {
         case .stop(let id): return outcome(target.submit(.stop(id)))
         case .kill(let id): return outcome(target.submit(.kill(id)))
         case .restart(let id): return outcome(target.submit(.restart(id)))
+        case .fetch(let id): return outcome(target.submit(.fetch(id)))
+        case .push(let id, let payload): return outcome(target.submit(.push(id, payload: payload)))
+        case .open(let url): return outcome(target.submit(.openURL(url)))
         case .signal(let id, let number):
             if let why = target.sendSignal(id, number) { return outcome([.refused(why)]) }
             return .success(.done)
@@ -241,6 +250,9 @@ extension Command {
         case .pressure: "pressure"
         case .daemonReexec: "daemon-reexec"
         case .reload: "reload"
+        case .fetch: "fetch"
+        case .push: "push"
+        case .open: "open"
         }
     }
 }

@@ -372,6 +372,23 @@ final class ControlServer: RecordSink {
         case .stop: return app().map { .stop($0) }
         case .kill: return app().map { .kill($0) }
         case .restart: return app().map { .restart($0) }
+        case .fetch: return app().map { .fetch($0) }
+        case .push:
+            guard let text = r.payload else {
+                return .failure(CommandFailure(code: .badRequest, message: "'push' needs a payload"))
+            }
+            switch PushPayload.check(text) {
+            case .failure(let problem): return .failure(CommandFailure(code: .badRequest, message: "\(problem)"))
+            case .success(let payload): return app().map { .push($0, payload: payload) }
+            }
+        case .open:
+            guard let url = r.url, !url.isEmpty else {
+                return .failure(CommandFailure(code: .badRequest, message: "'open' needs a URL"))
+            }
+            guard url.utf8.count <= 2048 else {
+                return .failure(CommandFailure(code: .badRequest, message: "URL longer than 2048 bytes"))
+            }
+            return .success(.open(url: url))
         case .avail: return .success(.avail)
         case .tail:
             if let n = r.limit, n < 0 || n > 100_000 {

@@ -63,6 +63,11 @@ extension Daemon: CommandTarget {
             status.outputProblem = outputProblems[id]
             status.relaunchIn = s.relaunchAt.map { max(0, Double(($0 - now).nanoseconds) / 1e9) }
             status.recentEnds = s.recentEnds > 0 ? s.recentEnds : nil
+            status.nextFetchIn = s.nextFetch.map { max(0, Double(($0.earliest - now).nanoseconds) / 1e9) }
+            status.quit = s.quit ? true : nil
+            status.heldPush = s.heldPush ? true : nil
+            status.waking = s.waking
+            status.restorationBytes = history.blobs[id]?.count
             status.failed = s.failure.map {
                 FailureInfo(
                     reason: $0.reason.code.rawValue, description: $0.description, ends: $0.ends,

@@ -48,7 +48,8 @@ extension Daemon {
         unsavedRetry = try? loop.timer { [unowned self] in
             let killsDone = self.killLog.flush(logger: self.logger)
             let stateDone = self.store?.failing != true || self.saveState()
-            if killsDone && stateDone {
+            _ = self.history.flush()
+            if killsDone && stateDone && !self.history.hasPending {
                 self.unsavedRetry?.cancel()
                 self.unsavedRetry = nil
                 return

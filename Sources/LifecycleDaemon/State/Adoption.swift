@@ -21,6 +21,8 @@ extension Daemon {
     @discardableResult
     func saveState(handoff: Handoff? = nil) -> Bool {
         unsaved = false
+        let changed = supervisor.takeChanged()
+        keepHistory(of: changed)
         guard let store else { return false }
         var saved: [AppID: SavedRun] = [:]
         saved.reserveCapacity(runs.byApp.count)
@@ -32,7 +34,7 @@ extension Daemon {
         let state = SavedDaemon(
             bootID: store.bootID, core: supervisor.saved, runs: saved, terminations: terminations,
             handoff: handoff)
-        if let problem = store.save(state, changed: supervisor.takeChanged()) { logger.error("\(problem)") }
+        if let problem = store.save(state, changed: changed) { logger.error("\(problem)") }
         if store.failing { retryUnsavedRecords() }  // nothing else may change to save it again
         return !store.failing
     }
@@ -56,6 +58,7 @@ extension Daemon {
                 restoring: saved.core, foregroundSlots: config.foregroundSlots, apps: settings.policies,
                 memory: config.memory.thresholds(total: MemoryMonitor.memTotal()), afterCrash: afterCrash,
                 crashesMissed: store?.crashesMissed ?? [:])
+            supervisor.fetchWindow = config.fetchWindow
             store?.restored(afterCrash: afterCrash)
             terminations = saved.terminations.filter { manifests[$0.key] != nil }
             // Each recorded process is checked on every core (a pidfd, its
