@@ -6,14 +6,14 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
+.PHONY: deps build release run test test-shim bench bench-wakeups install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
 CLIB := .build/clib
 CLIB_CFLAGS := -std=c11 -Wall -Wextra -Werror -pedantic -O2 -g
 CLIB_HDR := clib/include/lifecycle.h clib/src/wire.h
-CLIB_VERSION := 1.0.0
+CLIB_VERSION := 1.1.0
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 
@@ -67,6 +67,11 @@ test-shim:
 
 bench: release clib
 	.build/release/lifecycled-bench
+
+# Pushes to suspended and not-running apps against an event round trip and a
+# launch, and fetch wake-ups per hour batched against one timer per app (issue 14).
+bench-wakeups: release clib
+	.build/release/lifecycled-bench --wakeups
 
 # Reaction to memory running out, side by side with earlyoom (installed if
 # missing), with a 1 GiB and a 256 MiB victim: docs/performance.md.

@@ -125,7 +125,7 @@ let package = Package(
         .executableTarget(
             name: "lifecycled-bench",
             dependencies: [
-                "LifecycleTestKit", "LifecycleControl", "LifecycleOS", "CLifecycleShim", "LifecycleWire",
+                "LifecycleTestKit", "LifecycleControl", "LifecycleOS", "CLifecycleShim", "LifecycleWire", "LifecycleCore",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ], path: "Benchmarks",
             // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), Benchmarks/systemd a

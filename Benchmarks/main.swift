@@ -327,6 +327,32 @@ func reexecBlackout(_ count: Int, runs: Int) throws -> (answered: Series, roundT
     return (answered, roundTrip)
 }
 
+if CommandLine.arguments.contains("--wakeups") {
+    out("| wake-ups (issue 14), side by side | |")
+    out("|---|---|")
+    let (push, event) = try pushToSuspended()
+    out("| push to a suspended app, request to answer received | \(push.summary) |")
+    out("| event round trip, request to answer received (interruption-begin) | \(event.summary) |")
+    out("| p50 ratio | \(String(format: "%.2f", Double(push.p(50)) / Double(max(event.p(50), 1))))× |")
+    let (pushLaunch, bareLaunch) = try pushToNotRunning()
+    out("| push to a not-running app, request to answer received | \(pushLaunch.summary) |")
+    out("| background launch, request to didEnterBackground acknowledged | \(bareLaunch.summary) |")
+    out(
+        "| p50 ratio | \(String(format: "%.2f", Double(pushLaunch.p(50)) / Double(max(bareLaunch.p(50), 1))))× |")
+    let naive = fetchWakeups(window: .zero, hours: 48)
+    let batched = fetchWakeups(window: .seconds(300), hours: 48)
+    out(
+        "| 100 apps fetching every 15 min, one timer per app (fetch_window = 0) | \(String(format: "%.0f", naive.wakeups)) wake-ups/h, \(String(format: "%.0f", naive.fetches)) fetches/h |"
+    )
+    out(
+        "| the same, batched (fetch_window = 300) | \(String(format: "%.0f", batched.wakeups)) wake-ups/h, \(String(format: "%.0f", batched.fetches)) fetches/h |"
+    )
+    out("| wake-ups saved | \(String(format: "%.1f", naive.wakeups / max(batched.wakeups, 1)))× fewer |")
+    try? FileManager.default.createDirectory(atPath: "bench-results", withIntermediateDirectories: true)
+    try? report.joined(separator: "\n").write(toFile: "bench-results/wakeups.md", atomically: true, encoding: .utf8)
+    exit(0)
+}
+
 if CommandLine.arguments.contains("--restarts") {
     out("Restarts, \(quick ? "quick run" : "full run"): release build, C recorder apps.")
     out("")
