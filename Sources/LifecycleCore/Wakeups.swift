@@ -132,6 +132,12 @@ public enum WakeNote: Sendable, Equatable, CustomStringConvertible {
     case urlOpened(String, launched: Bool)
     case urlDropped(String, why: String)
 
+    /// "2.2 ms", to a tenth.
+    static func milliseconds(_ d: Duration) -> String {
+        let tenths = max(0, d.nanoseconds) / 100_000
+        return "\(tenths / 10).\(tenths % 10) ms"
+    }
+
     /// A stable code for `events`.
     public var code: String {
         switch self {
@@ -157,7 +163,7 @@ public enum WakeNote: Sendable, Equatable, CustomStringConvertible {
         case .pushHeld(let why, let replaced): "push held (\(why))" + (replaced ? ", replacing the one held" : "")
         case .pushHandedOver: "held push handed over in the launch options"
         case .answered(let event, let result, let after):
-            "\(event.rawValue) answered \(result.rawValue) after \(after.formattedSeconds)"
+            "\(event.rawValue) answered \(result.rawValue) after \(Self.milliseconds(after))"
         case .unanswered(let event, let reason): "\(event.rawValue) not answered: \(reason)"
         case .urlOpened(let url, let launched): "open \(url)" + (launched ? ": launched" : "")
         case .urlDropped(let url, let why): "\(url) not opened: \(why)"

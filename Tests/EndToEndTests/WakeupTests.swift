@@ -147,6 +147,60 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    @Test func theAsyncSequenceAnswersAndThePayloadComesFromAFileOrStandardInput() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a", Self.modes, arguments: ["--async"])])
+        let f = try d.follow(["a"])
+        try suspended(d, f, "a")
+        try d.command(ControlRequest(.fetch, app: "a"))
+        #expect(try wake(f, "a", "answered").to == "new-data")
+        try f.state("a", "suspended")
+        try #"{"from":"file"}"#.write(toFile: s + "/payload.json", atomically: true, encoding: .utf8)
+        #expect(try d.ctl(["push", "a", "--file", s + "/payload.json"]).0 == 0)
+        #expect(try wake(f, "a", "answered").to == "new-data")
+        try f.state("a", "suspended")
+        let (rc, _, err) = try run([
+            "/bin/sh", "-c",
+            "echo '{\"from\":\"stdin\"}' | \(binary("supervisorctl")) push a - --socket \(d.path("control.sock"))",
+        ])
+        #expect(rc == 0, "\(err)")
+        try wake(f, "a", "answered")
+        #expect(lines(s + "/a").contains(#"# push.payload: {"from":"file"}"#))
+        #expect(lines(s + "/a").contains(#"# push.payload: {"from":"stdin"}"#))
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func heldPushesAndFetchSchedulesSurviveARestartAndAReloadAddsWakeUps() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a", Self.modes + "\n[push]\nbudget = 1")])
+        let f = try d.follow(["a"])
+        try suspended(d, f, "a")
+        #expect(try d.ctl(["push", "a", #"{"n":1}"#]).0 == 0)
+        try wake(f, "a", "answered")
+        try f.state("a", "suspended")
+        #expect(try d.ctl(["push", "a", #"{"n":2}"#]).0 == 0)
+        try wake(f, "a", "push-held")
+        let before = try d.status("a")
+        _ = try d.crash(with: SIGKILL)
+
+        let again = try DaemonUnderTest(after: d)
+        let after = try again.status("a")
+        #expect(after.pid == before.pid && after.state == .suspended)
+        #expect(after.heldPush == true, "the held push is part of the saved state")
+        #expect(after.nextFetchIn != nil && after.nextFetchIn! <= before.nextFetchIn!)
+
+        // A reload adds an app with a URL scheme and the fetch mode: both work at once.
+        try recorder(s + "/b", Self.modes + "\nurl_schemes = [\"bee\"]").write(
+            toFile: again.path("apps/b.toml"), atomically: true, encoding: .utf8)
+        #expect(try again.ctl(["reload"]).0 == 0)
+        #expect(try again.status("b").nextFetchIn != nil)
+        let g = try again.follow(["b"])
+        #expect(try again.ctl(["open", "bee:hive"]).0 == 0)
+        try g.acknowledged("b", "didBecomeActive")
+        #expect(lines(s + "/b").contains("# launch.url: bee:hive"))
+        #expect(try again.stop() == 0)
+    }
+
     @Test func aBadPayloadIsAClearError() throws {
         let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null", Self.modes)])
         let (code, _, err) = try d.ctl(["push", "a", "{not json"])
