@@ -103,8 +103,8 @@ public struct AppHistory: Sendable, Equatable, Codable {
 struct Wakes: Sendable, Equatable, Codable {
     /// A fetch fell due: delivered once the app is settled in the background.
     var fetch: Bool = false
-    /// A push for the running app.
-    var push: Push?
+    /// Pushes for the running app, oldest first: each delivered in turn.
+    var pushes: [Push] = []
     /// A URL to open, once the app is in front.
     var url: String?
     /// Delivered, not yet answered: the event and when it was sent.
@@ -116,7 +116,11 @@ struct Wakes: Sendable, Equatable, Codable {
     }
 
     /// Something keeps the app out of suspension.
-    var holdsRunning: Bool { fetch || push != nil || inFlight != nil }
+    var holdsRunning: Bool { fetch || !pushes.isEmpty || inFlight != nil }
+
+    /// Pushes a running app has not been given yet, at most: past it the
+    /// oldest goes (a flood of pushes to one app costs it the oldest).
+    static let maxQueuedPushes = 16
 }
 
 /// What happened to a wake-up, for the record (`events`) and the journal.
@@ -352,9 +356,15 @@ extension Supervisor {
         }
         switch app.phase {
         case .launching, .awaitingReady, .running:
-            let replaced = app.wakes.push != nil
-            update(id) { $0.wakes.push = push }
-            note(id, replaced ? .pushHeld(why: "one is waiting for the app", replaced: true) : .pushQueued)
+            let full = app.wakes.pushes.count >= Wakes.maxQueuedPushes
+            update(id) {
+                if full { $0.wakes.pushes.removeFirst() }
+                $0.wakes.pushes.append(push)
+            }
+            note(
+                id,
+                full
+                    ? .pushHeld(why: "\(Wakes.maxQueuedPushes) wait for the app", replaced: true) : .pushQueued)
             advance(id)
         case .terminating:
             hold(id, push, why: "it is ending: handed over at its next launch")
@@ -370,14 +380,14 @@ extension Supervisor {
             }
             if app.phase == .suspended {
                 note(id, .pushWoke(launched: false))
-                update(id) { $0.wakes.push = push }
+                update(id) { $0.wakes.pushes = [push] }
                 advance(id)
             } else {
                 note(id, .pushWoke(launched: true))
                 start(
                     id, .background, reason: .remoteNotification,
                     setUp: {
-                        $0.wakes.push = push; $0.launchPush = push
+                        $0.wakes.pushes = [push]; $0.launchPush = push
                     })
             }
         }
@@ -476,11 +486,11 @@ extension Supervisor {
         let now = now
         var app = apps[id]!
         // A held push rides along with any moment the app runs anyway.
-        if app.wakes.push == nil, let held = app.history.held, app.policy.declares(.remoteNotification),
+        if app.wakes.pushes.isEmpty, let held = app.history.held, app.policy.declares(.remoteNotification),
             !app.history.quit
         {
             update(id) {
-                $0.wakes.push = held
+                $0.wakes.pushes = [held]
                 $0.history.held = nil
             }
             timers.cancel(id, .push)
@@ -491,9 +501,9 @@ extension Supervisor {
             deliver(id, .openURL, url: url)
             return true
         }
-        if let push = app.wakes.push {
+        if let push = app.wakes.pushes.first {
             update(id) {
-                $0.wakes.push = nil
+                $0.wakes.pushes.removeFirst()
                 $0.wakes.inFlight = .init(event: .didReceiveRemoteNotification, since: now)
             }
             deliver(id, .didReceiveRemoteNotification, payload: push.payload)
@@ -529,7 +539,7 @@ extension Supervisor {
 
     /// What an ended run leaves of its wake-ups: one in flight was missed
     /// (a strike when its deadline passed); a push not yet delivered is held
-    /// for the next launch; a fetch owed, or a URL, is dropped.
+    /// for the next launch (the newest, if several waited); a fetch owed, or a URL, is dropped.
     mutating func wakesEnded(_ id: AppID, _ wakes: Wakes, _ reason: TerminationReason) {
         if let inFlight = wakes.inFlight {
             let now = now
@@ -540,7 +550,7 @@ extension Supervisor {
             note(id, .unanswered(inFlight.event, reason))
             if inFlight.event == .performFetch { scheduleFetch(id) }
         }
-        if let push = wakes.push, apps[id]!.history.held == nil {
+        if let push = wakes.pushes.last, apps[id]!.history.held == nil {
             update(id) { $0.history.held = push }
             armHeldPush(id)
         }

@@ -178,6 +178,21 @@ import Testing
         #expect(h.ackAll("mail").last == .didReceiveRemoteNotification)
     }
 
+    @Test func pushesToARunningAppAreEachDeliveredInTurn() {
+        var h = Harness(["news": policy()])
+        h.launchActive("news")
+        for i in 0..<3 { h.send(.push("news", payload: "\(i)")) }
+        var payloads: [String] = []
+        while let d = h.outstanding("news"), d.event == .didReceiveRemoteNotification {
+            payloads.append(d.payload!)
+            complete(&h, "news", .newData)
+        }
+        #expect(payloads == ["0", "1", "2"], "none lost while the first was being answered")
+        for i in 0..<(Wakes.maxQueuedPushes + 2) { h.send(.push("news", payload: "\(i)")) }
+        #expect(h.supervisor.apps["news"]!.wakes.pushes.count == Wakes.maxQueuedPushes)
+        #expect(h.supervisor.apps["news"]!.wakes.pushes.last?.payload == "\(Wakes.maxQueuedPushes + 1)")
+    }
+
     @Test func pushesOverTheBudgetAreCoalescedAndDeliveredWhenItFrees() {
         var p = policy()
         p.push.budget = 2
