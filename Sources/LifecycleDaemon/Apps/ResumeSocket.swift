@@ -85,7 +85,14 @@ extension Daemon {
             // Acknowledged, but the acknowledgement was lost with the old socket.
             submit(.acknowledged(id, generation: run.generation, sequence: seq))
         } else if let seq = owed.awaiting, let event = run.lastEvent, event.sequence == seq {
-            // Never received, or received and still being handled: sent again.
+            // Never received, or received and still being handled: sent again,
+            // with the restoration data that goes before willFinishLaunching.
+            if event.event == .willFinishLaunching,
+                event.options.contains(where: { $0.key == LaunchOptionKey.restorationSize.rawValue }),
+                let blob = history.blobs[id]
+            {
+                send(id, .restoration(blob))
+            }
             send(id, .event(event))
         }
         // Tasks whose reply, or whose end, was lost with the old socket.
