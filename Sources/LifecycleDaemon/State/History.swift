@@ -140,6 +140,16 @@ final class HistoryStore {
 
     var hasPending: Bool { !pendingApps.isEmpty || !pendingBlobs.isEmpty }
 
+    /// Writes what waits and lets the file go (before a daemon-reexec, whose
+    /// new image opens it again; what it cannot write it loses, and says so).
+    @discardableResult
+    func close() -> String? {
+        let problem = flush()
+        statements = nil
+        database = nil
+        return problem
+    }
+
     /// Writes what was queued, in one transaction. On failure (a full disk)
     /// everything stays queued for the next flush; returns the error text
     /// the first time it is seen.

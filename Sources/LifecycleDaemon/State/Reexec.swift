@@ -58,6 +58,7 @@ extension Daemon {
         let argv = CommandLine.arguments.map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         store?.close()  // the new image takes the file
+        history.close()  // and this one, with what was queued written
         LogOutput.standardError.flush(seconds: 1)  // the new image cannot write what this one queued
         execv(executablePath, argv)
         // Still here: the old image carries on, as if nothing was asked.
