@@ -50,15 +50,18 @@ extension Daemon {
                 logger.info(
                     "\(id): \(d.event.rawValue) waits for the app to resume its channel; its deadline applies",
                     metadata: ["app": "\(id)"])
-            } else if let restoration, !send(id, .restoration(restoration)) {
-                logger.warning(
-                    "\(id): cannot hand over its restoration data (channel full or closed)", metadata: ["app": "\(id)"])
-            }
-            if run.channel < 0 && run.adopted {
-            } else if !send(id, .event(message)) {
-                logger.warning(
-                    "\(id): cannot deliver \(d.event.rawValue) (channel full or closed); its deadline still applies",
-                    metadata: ["app": "\(id)"])
+            } else {
+                // The restoration data first: the event's restoration.size names it.
+                if let restoration, !send(id, .restoration(restoration)) {
+                    logger.warning(
+                        "\(id): cannot hand over its restoration data (channel full or closed)",
+                        metadata: ["app": "\(id)"])
+                }
+                if !send(id, .event(message)) {
+                    logger.warning(
+                        "\(id): cannot deliver \(d.event.rawValue) (channel full or closed); its deadline still applies",
+                        metadata: ["app": "\(id)"])
+                }
             }
             record(id, .delivered, event: d.event, sequence: d.sequence)
         } else {
