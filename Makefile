@@ -69,7 +69,8 @@ bench: release clib
 	.build/release/lifecycled-bench
 
 # Pushes to suspended and not-running apps against an event round trip and a
-# launch, and fetch wake-ups per hour batched against one timer per app (issue 14).
+# launch, and fetch wake-ups per hour batched against one timer per app, on the
+# core with a manual clock and on the real daemon at 60x speed (issue 14).
 bench-wakeups: release clib
 	.build/release/lifecycled-bench --wakeups
 

@@ -144,3 +144,37 @@ func fetchWakeups(window: Duration, apps n: Int = 100, hours: Int = 24, seed: UI
     let measured = Double(hours) - 24
     return (Double(wakeups) / measured, Double(fetches) / measured)
 }
+
+/// The same with the real daemon and real apps, its clock 60 times faster
+/// than the model's: 100 Swift recorders fetching every 15 s with a window
+/// of 0 or 5 s (15 min and 5 min scaled), each used once, 150 ms apart over
+/// the first interval, observed for `seconds` after that. The fetches that start at one moment were
+/// decided in one turn of the daemon's loop, woken by one timer: distinct
+/// moments are wake-ups. Returned per scaled hour (60 s of this clock).
+func realFetchWakeups(window: Int, seconds: Int) throws -> (wakeups: Double, fetches: Double) {
+    var apps: [String: String] = [:]
+    for i in 0..<100 { apps["app\(i)"] = recorderApp("background_modes = [\"fetch\"]\n[fetch]\ninterval = 15") }
+    let d = try DaemonUnderTest(apps: apps, daemon: "event_history = 200000\nfetch_window = \(window)")
+    let f = try d.follow()
+    let c = try d.client()
+    // Used one after another over one interval, as users spread over a
+    // day would be: their fetches start out evenly spread, not together.
+    let spread = now()
+    for i in 0..<100 {
+        let wait = max(0, spread + Int64(i) * 150_000_000 - now())
+        var pause = timespec(tv_sec: Int(wait / 1_000_000_000), tv_nsec: Int(wait % 1_000_000_000))
+        nanosleep(&pause, nil)
+        _ = try c.send(ControlRequest(.activate, app: "app\(i)"))
+        try f.acknowledged("app\(i)", "didBecomeActive")
+    }
+    _ = try c.send(ControlRequest(.home))
+    let start = now()
+    var ts = timespec(tv_sec: seconds, tv_nsec: 0)
+    nanosleep(&ts, nil)  // the measurement window: the daemon runs on its own
+    let records = try c.send(ControlRequest(.events)).events ?? []
+    try d.stop()
+    let fetches = records.filter { $0.kind == .wake && $0.reason == "fetch" && $0.monotonic >= start }
+    let moments = Set(fetches.map(\.monotonic)).count
+    let hours = Double(seconds) / 60
+    return (Double(moments) / hours, Double(fetches.count) / hours)
+}
