@@ -341,10 +341,10 @@ public final class Application {
         case .willBeKilledForMemory: delegate.willBeKilledForMemory(self)
         case .performFetch: return delegate.performFetch(self)
         case .didReceiveRemoteNotification:
-            let payload = e.options.first { $0.key == LaunchOptionKey.pushPayload.rawValue }?.value ?? "{}"
+            let payload = e.option(LaunchOptionKey.pushPayload.rawValue) ?? "{}"
             return delegate.didReceiveRemoteNotification(self, payload: payload)
         case .openURL:
-            delegate.openURL(self, url: e.options.first { $0.key == LaunchOptionKey.eventURL }?.value ?? "")
+            delegate.openURL(self, url: e.option(LaunchOptionKey.eventURL) ?? "")
         }
         return nil
     }

@@ -98,13 +98,12 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
                 let launch = e.event == .willFinishLaunching || e.event == .didFinishLaunching
                 let options = launch ? LaunchOptions(e, restoration: restoration) : nil
                 if e.event == .didFinishLaunching { restoration = nil }
-                func option(_ key: String) -> String? { e.options.first { $0.key == key }?.value }
                 return LifecycleEventInfo(
                     name: e.event.rawValue, sequence: e.sequence, deadline: e.deadline,
                     budgetEnd: e.budgetEnd, launchOptions: options,
                     payload: e.event == .didReceiveRemoteNotification
-                        ? option(LaunchOptionKey.pushPayload.rawValue) : nil,
-                    url: e.event == .openURL ? option(LaunchOptionKey.eventURL) : nil)
+                        ? e.option(LaunchOptionKey.pushPayload.rawValue) : nil,
+                    url: e.event == .openURL ? e.option(LaunchOptionKey.eventURL) : nil)
             }
         }
 

@@ -7,7 +7,7 @@ extension Supervisor {
             id: id, state: app.state, since: app.since, generation: app.generation,
             tasks: app.tasks.sorted { $0.key < $1.key }.map { BackgroundTask(id: $0.key, name: $0.value) },
             budgetEnd: app.phase == .running(.background) ? app.budgetEnd : nil,
-            awaiting: app.awaiting?.event, stopping: app.stop != nil || app.killing != nil || app.lastNotice != nil,
+            awaiting: app.awaiting?.event, stopping: app.ending,
             last: app.last, footprint: footprints[id], band: app.policy.memory.band,
             launching: app.phase == .awaitingReady || { if case .launching = app.phase { true } else { false } }(),
             changePending: app.pending != nil, removing: app.removing,

@@ -115,12 +115,26 @@ struct Wakes: Sendable, Equatable, Codable {
         var since: Instant
     }
 
+    /// A fetch is owed or under way.
+    var fetching: Bool { fetch || inFlight?.event == .performFetch }
+
     /// Something keeps the app out of suspension.
     var holdsRunning: Bool { fetch || !pushes.isEmpty || inFlight != nil }
 
     /// Pushes a running app has not been given yet, at most: past it the
     /// oldest goes (a flood of pushes to one app costs it the oldest).
     static let maxQueuedPushes = 16
+}
+
+extension AppRecord {
+    /// On its way out: stopped, killed, or given its last notice.
+    var ending: Bool { stop != nil || killing != nil || lastNotice != nil }
+
+    /// Its next fetch should be scheduled: it declares the mode, the user did
+    /// not quit it, it is not failed or being removed, and no fetch is under way.
+    var wantsFetchScheduled: Bool {
+        policy.declares(.fetch) && !history.quit && !removing && restarts?.failed == nil && !wakes.fetching
+    }
 }
 
 /// What happened to a wake-up, for the record (`events`) and the journal.
@@ -194,8 +208,7 @@ extension Supervisor {
     mutating func scheduleFetch(_ id: AppID, from: Instant? = nil) {
         guard let app = apps[id] else { return }
         let h = app.history
-        let fetching = app.wakes.fetch || app.wakes.inFlight?.event == .performFetch
-        guard app.policy.declares(.fetch), !h.quit, !app.removing, app.restarts?.failed == nil, !fetching else {
+        guard app.wantsFetchScheduled else {
             if h.window != nil { apps[id]!.history.window = nil }
             timers.cancel(id, .fetch)
             return
@@ -218,9 +231,7 @@ extension Supervisor {
     /// under a changed configuration schedules the others again).
     func fetchScheduleHolds(_ id: AppID) -> Bool {
         let app = apps[id]!
-        let fetching = app.wakes.fetch || app.wakes.inFlight?.event == .performFetch
-        let wanted = app.policy.declares(.fetch) && !app.history.quit && !app.removing && app.restarts?.failed == nil
-        return (app.history.window != nil) == (wanted && !fetching)
+        return (app.history.window != nil) == app.wantsFetchScheduled
     }
 
     /// How much longer than its minimum interval the app waits: 4x unused
@@ -307,7 +318,7 @@ extension Supervisor {
         guard app.policy.declares(.fetch) else { return refuse(.modeNotDeclared(id, "fetch")) }
         if app.history.quit { return refuse(.quitByUser(id)) }
         if front.holds(id) { return refuse(.inFront(id)) }
-        if app.wakes.fetch || app.wakes.inFlight?.event == .performFetch { return refuse(.fetchInProgress(id)) }
+        if app.wakes.fetching { return refuse(.fetchInProgress(id)) }
         // This one takes the place of the scheduled one; the next is counted from its answer.
         timers.cancel(id, .fetch)
         if app.history.window != nil { update(id) { $0.history.window = nil } }
@@ -329,11 +340,11 @@ extension Supervisor {
             if app.restarts?.failed != nil { return skip("it failed") }
             note(id, .fetchStarted(launched: true, manual: manual))
             start(id, .background, reason: .fetch, setUp: { $0.wakes.fetch = true })
-        case _ where app.stop != nil || app.killing != nil || app.lastNotice != nil:
+        case _ where app.ending:
             skip("it is ending")
         case _ where front.holds(id):
             skip("it is in front")
-        case _ where app.wakes.fetch || app.wakes.inFlight?.event == .performFetch:
+        case _ where app.wakes.fetching:
             skip("a fetch is in progress")
         default:
             note(id, .fetchStarted(launched: false, manual: manual))
@@ -351,7 +362,7 @@ extension Supervisor {
             return hold(id, push, why: "no remote-notification mode: handed over at its next launch")
         }
         if app.history.quit { return hold(id, push, why: "quit by the user: handed over at its next launch") }
-        if app.stop != nil || app.killing != nil || app.lastNotice != nil {
+        if app.ending {
             return hold(id, push, why: "it is ending: handed over at its next launch")
         }
         switch app.phase {
@@ -432,7 +443,7 @@ extension Supervisor {
         guard let held = apps[id]?.history.held else { return }
         let app = apps[id]!
         // Still nowhere to go: it waits for the next launch.
-        if app.phase == .terminating || app.stop != nil || app.killing != nil || app.restarts?.failed != nil {
+        if app.phase == .terminating || app.ending || app.restarts?.failed != nil {
             return
         }
         update(id) { $0.history.held = nil }
@@ -470,7 +481,7 @@ extension Supervisor {
             note(id, .urlOpened(url, launched: true))
             return start(id, .foreground, reason: .url, setUp: { $0.launchURL = url })
         }
-        if app.stop != nil || app.killing != nil || app.lastNotice != nil { return refuse(.stopping(id)) }
+        if app.ending { return refuse(.stopping(id)) }
         note(id, .urlOpened(url, launched: false))
         update(id) { $0.wakes.url = url }
         recordUse(id)

@@ -77,6 +77,11 @@ public struct EventMessage: Sendable, Equatable, Codable {
     }
 }
 
+extension EventMessage {
+    /// The value of the first option with this key.
+    public func option(_ key: String) -> String? { options.first { $0.key == key }?.value }
+}
+
 public struct KeyValue: Sendable, Equatable, Codable {
     public var key: String
     public var value: String
