@@ -13,7 +13,7 @@ CC := gcc
 CLIB := .build/clib
 CLIB_CFLAGS := -std=c11 -Wall -Wextra -Werror -pedantic -O2 -g
 CLIB_HDR := clib/include/lifecycle.h clib/src/wire.h
-CLIB_VERSION := 1.1.0
+CLIB_VERSION := 1.2.0
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 

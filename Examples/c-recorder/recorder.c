@@ -8,13 +8,20 @@
 // push.payload and restoration.size when present, in that order, and
 // "# restoration: TEXT" with the restoration data handed over, if any. After
 // didReceiveRemoteNotification it writes "# push.payload: JSON", after
-// openURL "# url: URL". Line breaks in a value are written as spaces, so
-// that every record is one line. It answers performFetch and
+// openURL "# url: URL" and, when the URL opens in a scene, "# scene: NAME".
+// Line breaks in a value are written as spaces, so that every record is one
+// line. Scene events (manifest `scenes = true`) are one line each, through
+// their own callbacks: "EVENT SCENE DISPLAY" for a scene transition
+// ("sceneWillEnterForeground nav centre"), with "new" or "restored" after
+// sceneWillConnect ("sceneWillConnect nav centre new"), and
+// "didDiscardSceneSessions NAME,NAME" with the discarded sessions. It
+// answers performFetch and
 // didReceiveRemoteNotification with new data (complete). With
 // $RECORDER_SAVE_STATE set it saves its value as restoration data
 // (saveRestoration) in didEnterBackground, after writing the line; an empty
 // value forgets what was saved. With --hang EVENT it never returns from that
-// callback (to test the watchdogs). With --allocate-mb N it holds N MiB of
+// callback (to test the watchdogs; EVENT is an event's name, or a whole
+// line). With --allocate-mb N it holds N MiB of
 // touched memory from its start and logs "# allocated N MiB" first.
 // --exit-when-active exits at didBecomeActive when run standalone (the
 // launch benchmark's bare-exec baseline). --async is accepted and ignored
@@ -52,12 +59,30 @@ static int flag(int argc, char **argv, const char *name) {
 }
 
 /* Appends one line (one write, so that lines never interleave); hangs
- * forever when it is the --hang event. */
+ * forever when it, or its first word (the event's name), is the --hang
+ * event. */
 static void note(struct recorder *r, const char *line) {
     struct iovec iov[2] = {{(void *)line, strlen(line)}, {"\n", 1}};
     if (writev(r->fd, iov, 2) < 0) { /* nothing better to do */ }
-    if (r->hang && strcmp(line, r->hang) == 0)
+    if (r->hang && (strcmp(line, r->hang) == 0 ||
+                    (strncmp(line, r->hang, strlen(r->hang)) == 0 && line[strlen(r->hang)] == ' ')))
         for (;;) pause();
+}
+
+/* Appends the `count` words as one line, separated by spaces (a scene
+ * event's line: "sceneWillConnect nav centre new"). */
+static void note_words(struct recorder *r, const char *const *words, size_t count) {
+    size_t length = 0;
+    for (size_t i = 0; i < count; i++) length += strlen(words[i]) + 1;
+    char *line = malloc(length + 1);
+    if (!line) return;
+    line[0] = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (i) strcat(line, " ");
+        strcat(line, words[i]);
+    }
+    note(r, line);
+    free(line);
 }
 
 /* Appends "# KEY: VALUE", the value's line breaks as spaces. */
@@ -99,7 +124,10 @@ static void on_event(lifecycle_app *app, lifecycle_event event, void *userdata) 
         if (data) note_value(r, "restoration", data, size);
     }
     if (event == LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION) note_option(r, app, "push.payload");
-    if (event == LIFECYCLE_EVENT_OPEN_URL) note_option(r, app, "url");
+    if (event == LIFECYCLE_EVENT_OPEN_URL) {
+        note_option(r, app, "url");
+        note_option(r, app, "scene");
+    }
     if (event == LIFECYCLE_EVENT_PERFORM_FETCH || event == LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION)
         lifecycle_set_fetch_result(app, LIFECYCLE_FETCH_NEW_DATA); /* sent as complete when this returns */
     const char *state = getenv("RECORDER_SAVE_STATE");
@@ -108,6 +136,32 @@ static void on_event(lifecycle_app *app, lifecycle_event event, void *userdata) 
         fprintf(stderr, "c-recorder: cannot save the restoration data: %s\n",
                 lifecycle_last_error(app)[0] ? lifecycle_last_error(app) : lifecycle_strerror(errno));
     if (event == LIFECYCLE_EVENT_DID_BECOME_ACTIVE && !lifecycle_is_supervised(app) && r->exit_when_active) exit(0);
+}
+
+/* A scene transition: "EVENT SCENE DISPLAY", and "new" or "restored" after
+ * sceneWillConnect. */
+static void on_scene(lifecycle_app *app, const lifecycle_scene *scene, void *userdata) {
+    lifecycle_event event = lifecycle_current_event(app);
+    const char *words[] = {lifecycle_event_name(event), lifecycle_scene_name(scene), lifecycle_scene_display(scene),
+                           lifecycle_scene_restored(scene) ? "restored" : "new"};
+    note_words(userdata, words, event == LIFECYCLE_EVENT_SCENE_WILL_CONNECT ? 4 : 3);
+}
+
+/* "didDiscardSceneSessions NAME,NAME,...". */
+static void on_discard(lifecycle_app *app, const char *const *scenes, size_t count, void *userdata) {
+    (void)app;
+    size_t length = 0;
+    for (size_t i = 0; i < count; i++) length += strlen(scenes[i]) + 1;
+    char *list = malloc(length + 1);
+    if (!list) return;
+    list[0] = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (i) strcat(list, ",");
+        strcat(list, scenes[i]);
+    }
+    const char *words[] = {"didDiscardSceneSessions", list};
+    note_words(userdata, words, 2);
+    free(list);
 }
 
 int main(int argc, char **argv) {
@@ -140,6 +194,13 @@ int main(int argc, char **argv) {
 
     lifecycle_callbacks callbacks = {0};
     callbacks.any_event = on_event;
+    callbacks.scene_will_connect = on_scene;
+    callbacks.scene_will_enter_foreground = on_scene;
+    callbacks.scene_did_become_active = on_scene;
+    callbacks.scene_will_resign_active = on_scene;
+    callbacks.scene_did_enter_background = on_scene;
+    callbacks.scene_did_disconnect = on_scene;
+    callbacks.did_discard_scene_sessions = on_discard;
     lifecycle_app *app = lifecycle_connect(&callbacks, sizeof callbacks, &r);
     if (!app) {
         /* Like the Swift client: outside lifecycled (ENOENT), run standalone;

@@ -12,13 +12,20 @@ launch.reason (unless it is "user", the usual case), launch.url,
 push.payload and restoration.size when present, in that order, and
 "# restoration: TEXT" with the restoration data handed over, if any. After
 didReceiveRemoteNotification it writes "# push.payload: JSON", after openURL
-"# url: URL". Line breaks in a value are written as spaces, so that every
-record is one line. It answers performFetch and didReceiveRemoteNotification
-with new data (lifecycle_set_fetch_result: a complete message). With
+"# url: URL" and, when the URL opens in a scene, "# scene: NAME". Line
+breaks in a value are written as spaces, so that every record is one line.
+Scene events (manifest `scenes = true`) are one line each, read through
+lifecycle_event_scene(): "EVENT SCENE DISPLAY" for a scene transition
+("sceneWillEnterForeground nav centre"), with "new" or "restored" after
+sceneWillConnect ("sceneWillConnect nav centre new"), and
+"didDiscardSceneSessions NAME,NAME" with the discarded sessions. It answers
+performFetch and didReceiveRemoteNotification with new data
+(lifecycle_set_fetch_result: a complete message). With
 $RECORDER_SAVE_STATE set it saves its value as restoration data
 (lifecycle_save_restoration) in didEnterBackground, after writing the line;
 an empty value forgets what was saved. With --hang EVENT it never returns
-from that callback (to test the watchdogs). With --allocate-mb N it holds N
+from that callback (to test the watchdogs; EVENT is an event's name, or a
+whole line). With --allocate-mb N it holds N
 MiB of touched memory from its start and logs "# allocated N MiB" first.
 
     [RECORDER_SAVE_STATE=TEXT] recorder.py --log FILE [--hang EVENT] [--allocate-mb N]
@@ -49,20 +56,31 @@ DID_ENTER_BACKGROUND = 5
 PERFORM_FETCH = 10
 DID_RECEIVE_REMOTE_NOTIFICATION = 11
 OPEN_URL = 12
+SCENE_WILL_CONNECT = 13
+SCENE_DID_DISCONNECT = 18          # 13...18: the scene transitions
+DID_DISCARD_SCENE_SESSIONS = 19
 FETCH_NEW_DATA = 0   # lifecycle_fetch_result
 
 EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 ANY_EVENT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
+SCENE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+DISCARD_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+                              ctypes.c_void_p)
 
 
 class Callbacks(ctypes.Structure):
     """struct lifecycle_callbacks of lifecycle.h, member for member (the
-    members added in 1.1 come after any_event)."""
+    members added in 1.1 come after any_event, those of 1.2 after them).
+    This recorder sets only any_event: the scene events reach it too."""
     _fields_ = [(name, EVENT_FN) for name in (
         "will_finish_launching", "did_finish_launching", "did_become_active", "will_resign_active",
         "did_enter_background", "will_enter_foreground", "will_terminate",
         "did_receive_memory_warning", "will_be_killed_for_memory")] + [("any_event", ANY_EVENT_FN)] + [
-        (name, EVENT_FN) for name in ("perform_fetch", "did_receive_remote_notification", "open_url")]
+        (name, EVENT_FN) for name in ("perform_fetch", "did_receive_remote_notification", "open_url")] + [
+        (name, SCENE_FN) for name in (
+            "scene_will_connect", "scene_will_enter_foreground", "scene_did_become_active",
+            "scene_will_resign_active", "scene_did_enter_background", "scene_did_disconnect")] + [
+        ("did_discard_scene_sessions", DISCARD_FN)]
 
 
 def load_library():
@@ -104,6 +122,11 @@ def load_library():
         "lifecycle_save_restoration": (c_int, [app_p, c_char_p, c_size_t]),
         "lifecycle_strerror": (c_char_p, [c_int]),
         "lifecycle_last_error": (c_char_p, [app_p]),
+        "lifecycle_current_event": (c_int, [app_p]),
+        "lifecycle_event_scene": (c_void_p, [app_p]),
+        "lifecycle_scene_name": (c_char_p, [c_void_p]),
+        "lifecycle_scene_display": (c_char_p, [c_void_p]),
+        "lifecycle_scene_restored": (c_int, [c_void_p]),
     }
     for name, (restype, argtypes) in signatures.items():
         f = getattr(lib, name)
@@ -135,7 +158,7 @@ class Recorder:
 
     def note(self, line):
         os.write(self.fd, (line + "\n").encode())
-        if line == self.hang:
+        if self.hang is not None and (line == self.hang or line.split(" ")[0] == self.hang):
             while True:
                 signal.pause()
 
@@ -151,7 +174,20 @@ class Recorder:
             self.note_value(key, value)
 
     def on_event(self, app, event, userdata):
-        self.note(self.lib.lifecycle_event_name(event).decode())
+        name = self.lib.lifecycle_event_name(event).decode()
+        if SCENE_WILL_CONNECT <= event <= SCENE_DID_DISCONNECT:
+            # "EVENT SCENE DISPLAY", and "new" or "restored" after sceneWillConnect.
+            scene = self.lib.lifecycle_event_scene(app)
+            words = [name, self.lib.lifecycle_scene_name(scene).decode(),
+                     self.lib.lifecycle_scene_display(scene).decode()]
+            if event == SCENE_WILL_CONNECT:
+                words.append("restored" if self.lib.lifecycle_scene_restored(scene) else "new")
+            self.note(" ".join(words))
+            return
+        if event == DID_DISCARD_SCENE_SESSIONS:
+            self.note(name + " " + self.lib.lifecycle_event_option(app, b"scenes").decode())
+            return
+        self.note(name)
         if event == WILL_FINISH_LAUNCHING:
             reason = self.lib.lifecycle_previous_termination_reason(app)
             if reason is not None:
@@ -169,6 +205,7 @@ class Recorder:
             self.note_option(app, "push.payload")
         if event == OPEN_URL:
             self.note_option(app, "url")
+            self.note_option(app, "scene")
         if event in (PERFORM_FETCH, DID_RECEIVE_REMOTE_NOTIFICATION):
             self.lib.lifecycle_set_fetch_result(app, FETCH_NEW_DATA)   # sent as complete on return
         state = os.environb.get(b"RECORDER_SAVE_STATE")

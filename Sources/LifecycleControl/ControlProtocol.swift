@@ -34,6 +34,11 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     public var payload: String?
     /// `open`: the URL.
     public var url: String?
+    /// `activate`, `home`, `lock`, `unlock`, `interruption-*`: one display
+    /// (without it: `activate` the app's own, the others every display).
+    public var display: String?
+    /// `activate`, `discard`: the scene.
+    public var scene: String?
 
     public init(
         _ command: Command, app: String? = nil, apps: [String]? = nil,
@@ -53,7 +58,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case interruptionBegin = "interruption-begin"
         case interruptionEnd = "interruption-end"
         case daemonReexec = "daemon-reexec"
-        case reload, restart, signal, avail, tail, fetch, push, open
+        case reload, restart, signal, avail, tail, fetch, push, open, discard
     }
 }
 
@@ -140,6 +145,9 @@ public struct DaemonStatus: Codable, Sendable {
     /// and whether the last save of the state failed (it is retried too).
     public var killRecordsUnsaved: Int?
     public var stateUnsaved: Bool?
+    /// Every display, in the configuration's order (the first is the one
+    /// `foregroundSlots`, `foreground`, `locked` and `interruptions` describe).
+    public var displays: [DisplayStatus]?
 
     public init(
         pid: Int32, foregroundSlots: Int, foreground: [String], locked: Bool,
@@ -263,6 +271,25 @@ public struct KillRecord: Codable, Sendable, Equatable {
     }
 }
 
+/// One display, in `status`.
+public struct DisplayStatus: Codable, Sendable, Equatable {
+    public var name: String
+    public var slots: Int
+    /// The scenes in its slots, least recently activated first: `app`, or
+    /// `app/scene` for a scene other than main.
+    public var front: [String]
+    public var locked: Bool
+    public var interruptions: Int
+
+    public init(name: String, slots: Int, front: [String], locked: Bool, interruptions: Int) {
+        self.name = name
+        self.slots = slots
+        self.front = front
+        self.locked = locked
+        self.interruptions = interruptions
+    }
+}
+
 public struct AppStatus: Codable, Sendable {
     public var name: String
     public var state: LifecycleState
@@ -313,6 +340,8 @@ public struct AppStatus: Codable, Sendable {
     public var waking: LifecycleEvent?
     /// The size of the restoration data kept for it, bytes (absent: none).
     public var restorationBytes: Int?
+    /// Its scenes (an app without scenes: `main`, once shown; absent: none).
+    public var scenes: [SceneStatus]?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,
@@ -495,6 +524,8 @@ public struct EventRecord: Codable, Sendable, Equatable {
         case wake
         /// Its restoration data was saved, forgotten or discarded (`detail`).
         case restoration
+        /// A scene was disconnected for memory (`reason`: shed; `detail`).
+        case scene
     }
 
     /// The `app` of records about no app in particular (memory levels).

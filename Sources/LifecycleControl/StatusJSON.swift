@@ -123,6 +123,26 @@ extension AppStatus {
         if let heldPush { j.key("heldPush"); j.bool(heldPush) }
         if let waking { j.key("waking"); j.string(waking.rawValue) }
         if let restorationBytes { j.key("restorationBytes"); j.number(restorationBytes) }
+        if let scenes {
+            j.key("scenes")
+            j.raw("[")
+            for (i, s) in scenes.enumerated() {
+                if i > 0 { j.raw(",") }
+                j.raw("{")
+                j.key("name", first: true)
+                j.string(s.name)
+                j.key("display")
+                j.string(s.display)
+                j.key("state")
+                j.string(s.state.rawValue)
+                j.key("inFront")
+                j.bool(s.inFront)
+                if let d = s.discarding { j.key("discarding"); j.bool(d) }
+                if let d = s.shed { j.key("shed"); j.bool(d) }
+                j.raw("}")
+            }
+            j.raw("]")
+        }
         j.raw("}")
     }
 }
@@ -401,6 +421,25 @@ extension AppStatus {
             case "heldPush": a.heldPush = try r.bool()
             case "waking": a.waking = try raw(&r)
             case "restorationBytes": a.restorationBytes = try r.integer()
+            case "scenes":
+                var list: [SceneStatus] = []
+                try r.array { r in
+                    var s = SceneStatus(
+                        name: "", display: "", state: .unattached, inFront: false, discarding: nil, shed: nil)
+                    try r.object { r, key in
+                        switch key {
+                        case "name": s.name = try r.string()
+                        case "display": s.display = try r.string()
+                        case "state": s.state = try raw(&r)
+                        case "inFront": s.inFront = try r.bool()
+                        case "discarding": s.discarding = try r.bool()
+                        case "shed": s.shed = try r.bool()
+                        default: throw JSONReader.Unexpected()
+                        }
+                    }
+                    list.append(s)
+                }
+                a.scenes = list
             default: throw JSONReader.Unexpected()
             }
         }

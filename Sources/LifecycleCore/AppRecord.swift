@@ -83,11 +83,16 @@ struct AppRecord: Sendable, Equatable, Codable {
     var launchReason: LaunchReason = .user
     var launchURL: String?
     var launchPush: Push?
+    /// Its scene sessions, by name (an app that does not use scenes has at
+    /// most one, `main`, which says on which display it is).
+    var scenes: [SceneID: SceneRecord] = [:]
+    /// Sessions discarded and not yet told (didDiscardSceneSessions).
+    var discarded: [SceneID] = []
 
     private enum CodingKeys: String, CodingKey {
         case phase, state, since, generation, launchMode, sequence, awaiting, tasks, nextTask, expired, budgetEnd
         case graceEnd, stop, killing, last, warningPending, lastUsed, lastNotice, restarts, restartTo
-        case wakes, history, launchReason, launchURL, launchPush
+        case wakes, history, launchReason, launchURL, launchPush, scenes, discarded
     }
 
     init(policy: AppPolicy = AppPolicy()) { self.policy = policy }
@@ -124,6 +129,8 @@ struct AppRecord: Sendable, Equatable, Codable {
         launchReason = try get(.launchReason, .user)
         launchURL = try c.decodeIfPresent(String.self, forKey: .launchURL)
         launchPush = try c.decodeIfPresent(Push.self, forKey: .launchPush)
+        scenes = try get(.scenes, [:])
+        discarded = try get(.discarded, [])
     }
 }
 

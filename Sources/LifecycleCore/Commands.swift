@@ -19,7 +19,7 @@ extension Supervisor {
     mutating func launch(_ id: AppID, _ mode: LaunchMode) {
         let app = apps[id]!
         guard app.phase == .notRunning else { return refuse(.alreadyRunning(id, app.state)) }
-        if mode == .foreground && front.locked { return refuse(.screenLocked) }
+        if mode == .foreground && displays[displayOf(id)]!.locked { return refuse(.screenLocked) }
         forgetEnds(id)
         if mode == .foreground { recordUse(id) }
         userLaunched(id)
@@ -62,47 +62,51 @@ extension Supervisor {
         advance(id)
     }
 
-    mutating func activate(_ id: AppID) {
-        let app = apps[id]!
-        if front.locked { return refuse(.screenLocked) }
-        if app.phase == .notRunning { return launch(id, .foreground) }
-        if app.stop != nil || app.killing != nil { return refuse(.stopping(id)) }
+    /// Its most recent scene (Scenes.swift) comes to the front.
+    mutating func activate(_ id: AppID) { activateScene(id, scene: nil, display: nil) }
+
+    /// The app's most recent scene, made ready by `activateScene`, to the front.
+    mutating func bringToFront(_ id: AppID) {
         recordUse(id)
         takeForegroundSlot(id)
         advance(id)
     }
 
-    /// Puts `id` in the most recent foreground slot, sending the least
-    /// recently activated app to the background when the slots are full.
+    /// Puts the app's most recent scene in the most recent slot of its
+    /// display, sending the least recently activated scene there to the
+    /// background when the slots are full.
     mutating func takeForegroundSlot(_ id: AppID) {
-        let evicted = front.take(id)
+        guard let ref = defaultScene(id), let d = apps[id]!.scenes[ref.scene]?.display else { return }
+        let evicted = displays.with(d) { $0.take(ref) }
         sync(id)
         for other in evicted {
-            sync(other)
-            advance(other)
+            sync(other.app)
+            advance(other.app)
         }
     }
 
+    /// Every display's home.
     mutating func goHome() {
-        for id in front.clear() { sync(id); advance(id) }
+        for d in displays.names { displayCommand(d, .home) }
     }
 
+    /// On every display.
     mutating func beginInterruption() {
-        if front.beginInterruption() { advanceForeground() }
+        for d in displays.names { displayCommand(d, .interruptionBegan) }
     }
 
+    /// On every display that has one; refused when none has.
     mutating func endInterruption() {
-        guard let last = front.endInterruption() else { return refuse(.noInterruption) }
-        if last { advanceForeground() }
+        let on = displays.all.filter { $0.interruptions > 0 }.map(\.name)
+        if on.isEmpty { return refuse(.noInterruption) }
+        for d in on { displayCommand(d, .interruptionEnded) }
     }
 
+    /// Every display; refused when every display already was so.
     mutating func setLocked(_ value: Bool) {
-        guard front.setLocked(value) else { return refuse(value ? .alreadyLocked : .notLocked) }
-        advanceForeground()
-    }
-
-    private mutating func advanceForeground() {
-        for id in front.apps { sync(id); advance(id) }
+        let change = displays.all.filter { $0.locked != value }.map(\.name)
+        if change.isEmpty { return refuse(value ? .alreadyLocked : .notLocked) }
+        for d in change { displayCommand(d, value ? .lock : .unlock) }
     }
 
     /// A stop (or kill) of an app waiting to be relaunched cancels the relaunch.
@@ -112,7 +116,7 @@ extension Supervisor {
             return refuse(.notRunning(id))
         }
         if apps[id]!.stop == nil { update(id) { $0.stop = cause } }
-        front.remove(id)
+        displays.remove(app: id)
         sync(id)
         advance(id)
     }
@@ -122,7 +126,10 @@ extension Supervisor {
         if apps[id]!.restartTo != nil { update(id) { $0.restartTo = nil } }
         let running = apps[id]!.phase != .notRunning
         stop(id, cause: .user)
-        if running { userQuit(id) }
+        if running {
+            userQuit(id)
+            discardAllScenes(id)
+        }
     }
 
     /// Stopped as the user would, then, once it has ended, launched again
@@ -132,7 +139,7 @@ extension Supervisor {
         let app = apps[id]!
         if app.phase == .notRunning { return launch(id, .foreground) }
         if app.stop != nil || app.killing != nil { return refuse(.stopping(id)) }
-        let place: LaunchMode = front.holds(id) ? .foreground : .background
+        let place: LaunchMode = displays.holds(app: id) ? .foreground : .background
         update(id) { $0.restartTo = place }
         stop(id, cause: .user)
     }
@@ -146,6 +153,7 @@ extension Supervisor {
         if apps[id]!.restartTo != nil { update(id) { $0.restartTo = nil } }
         kill(id, .killedByUser)
         userQuit(id)
+        discardAllScenes(id)
     }
 
     mutating func shutdown() {
@@ -153,7 +161,7 @@ extension Supervisor {
         for id in appIDs { _ = cancelRelaunch(id) }
         for id in appIDs where apps[id]!.phase != .notRunning {
             if apps[id]!.stop == nil { update(id) { $0.stop = .shutdown } }
-            front.remove(id)
+            displays.remove(app: id)
             sync(id)
             advance(id)
         }

@@ -56,7 +56,7 @@ extension Supervisor {
 
     private mutating func forget(_ id: AppID) {
         timers.cancelAll(id, includingWakeups: true)
-        front.remove(id)
+        displays.remove(app: id)
         footprints[id] = nil
         apps[id] = nil
         effects.append(.forgotten(id))

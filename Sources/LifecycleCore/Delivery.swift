@@ -5,7 +5,8 @@
 extension Supervisor {
     /// Sends one event and moves the app's told position accordingly.
     mutating func deliver(
-        _ id: AppID, _ event: LifecycleEvent, silent: Bool = false, payload: String? = nil, url: String? = nil
+        _ id: AppID, _ event: LifecycleEvent, silent: Bool = false, payload: String? = nil, url: String? = nil,
+        scene: SceneContext? = nil, discarded: [SceneID]? = nil
     ) {
         var app = apps[id]!
         app.sequence &+= 1
@@ -26,6 +27,9 @@ extension Supervisor {
         case .willTerminate: app.phase = .terminating
         case .didReceiveMemoryWarning: app.warningPending = false
         case .willBeKilledForMemory, .performFetch, .didReceiveRemoteNotification, .openURL: break
+        case .sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive, .sceneWillResignActive,
+            .sceneDidEnterBackground, .sceneDidDisconnect, .didDiscardSceneSessions:
+            break  // the scene's state moved (Scenes.swift); the app's stays
         }
         let library = app.policy.delivery == .library
         var deadline: Instant? = nil
@@ -43,7 +47,7 @@ extension Supervisor {
             launch: event.isLaunchEvent
                 ? LaunchContext(reason: app.launchReason, url: app.launchURL, pushPayload: app.launchPush?.payload)
                 : nil,
-            payload: payload, url: url)
+            payload: payload, url: url, scene: scene, discarded: discarded)
         apps[id] = app
         if !silent { effects.append(.deliver(id, delivered)) }
         sync(id)

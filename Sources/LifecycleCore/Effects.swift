@@ -39,6 +39,9 @@ public enum Effect: Sendable, Equatable {
     /// The victim of a pressure kill is gone: measure again now, and report
     /// with `.memory`, so the next kill (if any) is decided on fresh numbers.
     case remeasure
+    /// A background scene was disconnected to free memory, before any app
+    /// is killed (its session stays: it connects again when shown).
+    case sceneShed(AppID, SceneID)
 }
 
 /// Why a command was refused: a stable code for scripts and transports,
@@ -59,6 +62,13 @@ public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
     case fetchInProgress(AppID)
     case badURL(String)
     case unknownScheme(String)
+    case unknownDisplay(DisplayID)
+    case noScenes(AppID)
+    case unknownScene(AppID, SceneID)
+    case tooManyScenes(AppID, Int)
+    case badSceneName(String)
+    /// No scene named, and the app has none on that display to show.
+    case sceneNeeded(AppID, DisplayID)
 
     /// Stable, like TerminationCode: never renamed.
     public var code: String {
@@ -78,6 +88,12 @@ public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
         case .fetchInProgress: "fetch-in-progress"
         case .badURL: "bad-url"
         case .unknownScheme: "unknown-scheme"
+        case .unknownDisplay: "unknown-display"
+        case .noScenes: "no-scenes"
+        case .unknownScene: "unknown-scene"
+        case .tooManyScenes: "too-many-scenes"
+        case .badSceneName: "bad-scene-name"
+        case .sceneNeeded: "scene-needed"
         }
     }
 
@@ -98,6 +114,13 @@ public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
         case .fetchInProgress(let id): "'\(id)' is already fetching"
         case .badURL(let url): "'\(url)' is not a URL (scheme:rest)"
         case .unknownScheme(let scheme): "no app opens '\(scheme):' URLs"
+        case .unknownDisplay(let d): "unknown display '\(d)'"
+        case .noScenes(let id): "'\(id)' does not use scenes (its manifest does not set scenes = true)"
+        case .unknownScene(let id, let s): "'\(id)' has no scene '\(s)'"
+        case .tooManyScenes(let id, let max): "'\(id)' has \(max) scenes already (its max_scenes)"
+        case .badSceneName(let s):
+            "'\(s)' is not a scene name (1 to \(SceneNames.maxLength) of A-Z a-z 0-9 . _ -)"
+        case .sceneNeeded(let id, let d): "'\(id)' has no scene on '\(d)' to show: name one with --scene"
         }
     }
 }
@@ -119,6 +142,19 @@ public struct Delivered: Sendable, Equatable {
     public var payload: String?
     /// openURL: the URL.
     public var url: String?
+    /// Scene events (and openURL to a scene app): the scene, its display,
+    /// and for sceneWillConnect whether its session is restored.
+    public var scene: SceneContext?
+    /// didDiscardSceneSessions: the scenes discarded.
+    public var discarded: [SceneID]?
+}
+
+/// Which scene an event is about.
+public struct SceneContext: Sendable, Equatable {
+    public var scene: SceneID
+    public var display: DisplayID
+    /// sceneWillConnect only: a session connected before (nil otherwise).
+    public var restored: Bool?
 }
 
 /// Why a run was launched, with what it was launched for.

@@ -1,63 +1,112 @@
-// Who is in front. The planner asks this room where an app belongs instead of
-// reading slots, the lock and interruptions itself, so that several displays
-// (each a Foreground of its own) can come without touching the planner.
+// Who is in front, display by display. The planner asks this room where a
+// scene belongs instead of reading slots, the lock and interruptions itself.
+// An app that does not use scenes has one, `main` (docs/lifecycle.md, "Scenes").
+
+/// One scene of one app: what a foreground slot holds.
+public struct SceneRef: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
+    public var app: AppID
+    public var scene: SceneID
+
+    public init(_ app: AppID, _ scene: SceneID) {
+        self.app = app
+        self.scene = scene
+    }
+
+    public static func < (a: SceneRef, b: SceneRef) -> Bool { (a.app, a.scene) < (b.app, b.scene) }
+
+    /// `app`, or `app/scene` for a scene other than main.
+    public var description: String { scene == SceneNames.main ? app : "\(app)/\(scene)" }
+}
 
 /// The foreground of one display: a fixed number of slots, held by the
-/// most recently activated apps, a lock, and interruptions on top.
+/// most recently activated scenes, a lock, and interruptions on top.
 public struct Foreground: Sendable, Equatable, Codable {
-    /// How many apps may be in the foreground at once.
+    public let name: DisplayID
+    /// How many scenes may be in the foreground at once.
     public let slots: Int
-    /// Apps holding a slot, least recently activated first.
-    public private(set) var apps: [AppID] = []
-    /// Interruptions in progress (alerts, banners); the front apps are inactive.
+    /// Scenes holding a slot, least recently activated first.
+    public private(set) var scenes: [SceneRef] = []
+    /// Interruptions in progress (alerts, banners); the front scenes are inactive.
     public private(set) var interruptions = 0
     public private(set) var locked = false
 
-    public init(slots: Int) {
+    public init(name: DisplayID = SceneNames.defaultDisplay, slots: Int) {
         precondition(slots >= 1, "at least one foreground slot")
+        self.name = name
         self.slots = slots
     }
 
-    func holds(_ id: AppID) -> Bool { apps.contains(id) }
+    private enum CodingKeys: String, CodingKey { case name, slots, scenes, apps, interruptions, locked }
 
-    /// Shown to the user: in a slot, with the screen unlocked.
-    func shows(_ id: AppID) -> Bool { !locked && holds(id) }
+    /// A front saved before displays (0.14 and earlier) had no name and
+    /// held apps: each is its app's main scene on the default display.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decodeIfPresent(DisplayID.self, forKey: .name) ?? SceneNames.defaultDisplay
+        slots = try c.decode(Int.self, forKey: .slots)
+        if let scenes = try c.decodeIfPresent([SceneRef].self, forKey: .scenes) {
+            self.scenes = scenes
+        } else {
+            scenes = try (c.decodeIfPresent([AppID].self, forKey: .apps) ?? []).map { SceneRef($0, SceneNames.main) }
+        }
+        interruptions = try c.decodeIfPresent(Int.self, forKey: .interruptions) ?? 0
+        locked = try c.decodeIfPresent(Bool.self, forKey: .locked) ?? false
+    }
 
-    /// Where the front wants the app: active, inactive under an
-    /// interruption, or nil when it is not in front.
-    func placement(_ id: AppID) -> Placement? {
-        guard shows(id) else { return nil }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(slots, forKey: .slots)
+        try c.encode(scenes, forKey: .scenes)
+        try c.encode(interruptions, forKey: .interruptions)
+        try c.encode(locked, forKey: .locked)
+    }
+
+    /// The apps with a scene in a slot, least recently activated first.
+    public var apps: [AppID] {
+        var seen: Set<AppID> = []
+        return scenes.map(\.app).filter { seen.insert($0).inserted }
+    }
+
+    func holds(_ ref: SceneRef) -> Bool { scenes.contains(ref) }
+    func holds(app id: AppID) -> Bool { scenes.contains { $0.app == id } }
+
+    /// Where the front wants the scene: active, inactive under an
+    /// interruption, or nil when it is not shown (not in a slot, or locked).
+    func placement(_ ref: SceneRef) -> Placement? {
+        guard !locked, holds(ref) else { return nil }
         return interruptions > 0 ? .interrupted : .front
     }
 
-    enum Placement { case front, interrupted }
+    enum Placement: Comparable { case interrupted, front }
 
-    /// Puts `id` in the most recent slot; returns the apps that lost theirs
-    /// (the least recently activated, when the slots were full).
-    mutating func take(_ id: AppID) -> [AppID] {
-        apps.removeAll { $0 == id }
-        apps.append(id)
-        let evicted = Array(apps.prefix(max(0, apps.count - slots)))
-        apps.removeFirst(evicted.count)
+    /// Puts `ref` in the most recent slot; returns the scenes that lost
+    /// theirs (the least recently activated, when the slots were full).
+    mutating func take(_ ref: SceneRef) -> [SceneRef] {
+        scenes.removeAll { $0 == ref }
+        scenes.append(ref)
+        let evicted = Array(scenes.prefix(max(0, scenes.count - slots)))
+        scenes.removeFirst(evicted.count)
         return evicted
     }
 
-    mutating func remove(_ id: AppID) { apps.removeAll { $0 == id } }
+    mutating func remove(_ ref: SceneRef) { scenes.removeAll { $0 == ref } }
+    mutating func remove(app id: AppID) { scenes.removeAll { $0.app == id } }
 
     /// The same front with `slots` slots (a restart on a changed config):
-    /// with fewer, the least recently activated apps lose theirs.
+    /// with fewer, the least recently activated scenes lose theirs.
     func resized(to slots: Int) -> Foreground {
-        var f = Foreground(slots: slots)
-        f.apps = Array(apps.suffix(slots))
+        var f = Foreground(name: name, slots: slots)
+        f.scenes = Array(scenes.suffix(slots))
         f.interruptions = interruptions
         f.locked = locked
         return f
     }
 
     /// Empties every slot ("home"); returns who held them.
-    mutating func clear() -> [AppID] {
-        defer { apps = [] }
-        return apps
+    mutating func clear() -> [SceneRef] {
+        defer { scenes = [] }
+        return scenes
     }
 
     /// Returns true when this is the first interruption (the front changes).
@@ -78,5 +127,78 @@ public struct Foreground: Sendable, Equatable, Codable {
         guard locked != value else { return false }
         locked = value
         return true
+    }
+}
+
+/// A display as the configuration declares it: its name and its slots.
+public struct DisplaySpec: Sendable, Equatable, Codable {
+    public var name: DisplayID
+    public var slots: Int
+    public init(name: DisplayID, slots: Int) {
+        self.name = name
+        self.slots = slots
+    }
+    /// What a daemon file that declares no display has: one, `main`.
+    public static func single(slots: Int) -> [DisplaySpec] {
+        [DisplaySpec(name: SceneNames.defaultDisplay, slots: slots)]
+    }
+}
+
+/// Every display's foreground, in the order the configuration declares
+/// them: the first is the default (where an app goes when none is named).
+public struct Displays: Sendable, Equatable, Codable {
+    public private(set) var all: [Foreground]
+
+    private enum CodingKeys: String, CodingKey { case all }
+
+    /// Saved before displays (0.14 and earlier): one foreground.
+    public init(from decoder: any Decoder) throws {
+        if let c = try? decoder.container(keyedBy: CodingKeys.self), c.contains(.all) {
+            all = try c.decode([Foreground].self, forKey: .all)
+        } else {
+            all = [try Foreground(from: decoder)]
+        }
+        if all.isEmpty {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "no display"))
+        }
+    }
+
+    init(_ specs: [DisplaySpec]) {
+        precondition(!specs.isEmpty, "at least one display")
+        all = specs.map { Foreground(name: $0.name, slots: $0.slots) }
+    }
+
+    public var names: [DisplayID] { all.map(\.name) }
+    public var first: DisplayID { all[0].name }
+
+    public subscript(name: DisplayID) -> Foreground? { all.first { $0.name == name } }
+
+    /// Changes the display named `name` (which must exist).
+    mutating func with<T>(_ name: DisplayID, _ body: (inout Foreground) -> T) -> T {
+        let i = all.firstIndex { $0.name == name }!
+        return body(&all[i])
+    }
+
+    mutating func forEach(_ body: (inout Foreground) -> Void) {
+        for i in all.indices { body(&all[i]) }
+    }
+
+    func placement(_ ref: SceneRef, on display: DisplayID) -> Foreground.Placement? {
+        self[display]?.placement(ref)
+    }
+
+    func holds(app id: AppID) -> Bool { all.contains { $0.holds(app: id) } }
+
+    mutating func remove(app id: AppID) { forEach { $0.remove(app: id) } }
+
+    /// The saved displays under today's configuration: a display kept keeps
+    /// its front (resized), one added starts empty, one gone is dropped
+    /// (its scenes go back to the background).
+    func reconfigured(to specs: [DisplaySpec]) -> Displays {
+        var d = Displays(specs)
+        for i in d.all.indices {
+            if let old = self[d.all[i].name] { d.all[i] = old.resized(to: d.all[i].slots) }
+        }
+        return d
     }
 }

@@ -1,3 +1,8 @@
+/// What can happen to one display.
+public enum DisplayCommand: String, Sendable, Equatable, CaseIterable {
+    case home, interruptionBegan, interruptionEnded, lock, unlock
+}
+
 /// Everything that can happen to the supervisor. Commands come from the user
 /// (supervisorctl); the rest is reported by the daemon shell from the kernel
 /// and the app channels. `generation` names one run of an app, so that a late
@@ -6,6 +11,14 @@ public enum Input: Sendable, Equatable {
     // Commands.
     case launch(AppID, LaunchMode)
     case activate(AppID)
+    /// Activate one scene of the app (created when `scene` is new, moved
+    /// when `display` is not its own); nil: its most recent (Scenes.swift).
+    case activateScene(AppID, scene: SceneID?, display: DisplayID?)
+    /// home, interruptions or the lock on one display (the plain inputs
+    /// apply to every display).
+    case display(DisplayID, DisplayCommand)
+    /// The app switcher's swipe: the scene goes, and its session with it.
+    case discard(AppID, SceneID)
     case home
     case interruptionBegan
     case interruptionEnded

@@ -41,7 +41,9 @@ extension Supervisor {
             effects.append(.memoryKill(record))
         }
         if sample.level > previous { warnRunningApps() }
-        if sample.level == .critical && pressureVictim == nil { killForPressure(sample) }
+        // Scenes first: background scenes are disconnected before any app
+        // is killed; the next critical sample kills if that was not enough.
+        if sample.level == .critical && pressureVictim == nil && !shedScenes() { killForPressure(sample) }
     }
 
     func isAlive(_ app: AppRecord) -> Bool { app.phase != .notRunning }

@@ -39,6 +39,13 @@ public struct AppPolicy: Sendable, Equatable, Codable {
     public var push = PushPolicy()
     /// URL schemes it opens, lowercase (`supervisorctl open`).
     public var urlSchemes: [String] = []
+    /// Opted in to scenes (`scenes = true`): several, each with its own
+    /// events (Scenes.swift); otherwise one implicit scene, `main`.
+    public var scenes = false
+    /// Most scenes it may have at once (`max_scenes`).
+    public var maxScenes = 8
+    /// The display it goes to when none is named (nil: the first declared).
+    public var display: DisplayID?
 
     public init() {}
 

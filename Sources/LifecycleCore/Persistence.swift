@@ -12,7 +12,7 @@
 public struct CoreState: Codable, Sendable {
     var now: Instant
     var apps: [AppID: AppRecord]
-    var front: Foreground
+    var displays: Displays
     var shuttingDown: Bool
     var timers: TimerTable
     var gauge: MemoryGauge
@@ -21,6 +21,12 @@ public struct CoreState: Codable, Sendable {
     var footprints: [AppID: UInt64]
     var pressureVictim: AppID?
     var lastSample: MemorySample
+
+    private enum CodingKeys: String, CodingKey {
+        // "front": the key of the one display's foreground before displays (it decodes as one).
+        case now, apps, displays = "front", shuttingDown, timers, gauge, memoryLevel, memorySimulated, footprints
+        case pressureVictim, lastSample
+    }
 
     /// The apps the state knows, with the generation of their current (or
     /// last) run and whether a process is running: what the shell must
@@ -63,7 +69,7 @@ extension CoreState {
     /// a deadline, the front), written with every change.
     public struct Shared: Codable, Sendable {
         var now: Instant
-        var front: Foreground
+        var displays: Displays
         var shuttingDown: Bool
         var timers: TimerTable
         var gauge: MemoryGauge
@@ -71,11 +77,16 @@ extension CoreState {
         var memorySimulated: Bool
         var pressureVictim: AppID?
         var lastSample: MemorySample
+
+        private enum CodingKeys: String, CodingKey {
+            case now, displays = "front", shuttingDown, timers, gauge, memoryLevel, memorySimulated, pressureVictim
+            case lastSample
+        }
     }
 
     public var shared: Shared {
         Shared(
-            now: now, front: front, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
+            now: now, displays: displays, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
             memoryLevel: memoryLevel, memorySimulated: memorySimulated, pressureVictim: pressureVictim,
             lastSample: lastSample)
     }
@@ -97,7 +108,8 @@ extension CoreState {
     /// The state put together again from its parts.
     public init(shared: Shared, apps parts: [AppID: App]) {
         self.init(
-            now: shared.now, apps: parts.mapValues(\.record), front: shared.front, shuttingDown: shared.shuttingDown,
+            now: shared.now, apps: parts.mapValues(\.record), displays: shared.displays,
+            shuttingDown: shared.shuttingDown,
             timers: shared.timers, gauge: shared.gauge, memoryLevel: shared.memoryLevel,
             memorySimulated: shared.memorySimulated, footprints: parts.compactMapValues(\.footprint),
             pressureVictim: shared.pressureVictim, lastSample: shared.lastSample)
@@ -108,7 +120,7 @@ extension Supervisor {
     /// The state to save after a step.
     public var saved: CoreState {
         CoreState(
-            now: now, apps: apps.records, front: front, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
+            now: now, apps: apps.records, displays: displays, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
             memoryLevel: memoryLevel, memorySimulated: memorySimulated, footprints: footprints,
             pressureVictim: pressureVictim, lastSample: lastSample)
     }
@@ -140,17 +152,42 @@ extension Supervisor {
         memory: MemoryThresholds = MemoryThresholds(), afterCrash: Bool = false,
         crashesMissed: [AppID: UInt32] = [:]
     ) {
-        self.init(foregroundSlots: foregroundSlots, apps: policies, memory: memory)
+        self.init(
+            restoring: state, displays: DisplaySpec.single(slots: foregroundSlots), apps: policies, memory: memory,
+            afterCrash: afterCrash, crashesMissed: crashesMissed)
+    }
+
+    /// The same, with the displays configured now: a display kept keeps its
+    /// front (resized), one gone sends its scenes to the first display, in
+    /// the background.
+    public init(
+        restoring state: CoreState, displays specs: [DisplaySpec], apps policies: [AppID: AppPolicy],
+        memory: MemoryThresholds = MemoryThresholds(), afterCrash: Bool = false,
+        crashesMissed: [AppID: UInt32] = [:]
+    ) {
+        self.init(displays: specs, apps: policies, memory: memory)
         now = state.now
         for (id, policy) in policies {
             guard var record = state.apps[id] else { continue }
             record.policy = policy
             record.skipNumbers(crashes: (crashesMissed[id] ?? 0) &+ (afterCrash ? 1 : 0))
+            for (name, scene) in record.scenes
+            where state.displays[scene.display] == nil || displays[scene.display] == nil {
+                record.scenes[name]!.display = displays.first
+                if scene.leaving != nil { record.scenes[name]!.leaving = nil }
+            }
             apps[id] = record
         }
-        front = state.front.resized(to: foregroundSlots)
-        for id in state.front.apps where apps[id] == nil { front.remove(id) }
-        replan = state.front.apps.filter { apps[$0] != nil && !front.holds($0) }
+        displays = state.displays.reconfigured(to: specs)
+        var before: [SceneRef] = []
+        for d in state.displays.all { before += d.scenes }
+        for ref in before where apps[ref.app] == nil { displays.remove(app: ref.app) }
+        let held = Set(displays.all.flatMap(\.scenes))
+        var lost: [AppID] = []
+        for ref in before where apps[ref.app] != nil && !held.contains(ref) && !lost.contains(ref.app) {
+            lost.append(ref.app)
+        }
+        replan = lost
         unscheduled = Set(self.apps.keys.filter { !fetchScheduleHolds($0) })
         shuttingDown = afterCrash ? false : state.shuttingDown
         timers = state.timers

@@ -9,11 +9,13 @@ extension Supervisor {
     func target(_ id: AppID) -> Target {
         let app = apps[id]!
         if app.stop != nil { return .terminated }
-        switch front.placement(id) {
+        switch placement(of: id) {
         case .front?: return .active
         case .interrupted?: return .inactive
         case nil: break
         }
+        // On its way to another display: through the background, not frozen.
+        if moving(id) { return .background }
         if app.policy.continuousBackground || !app.tasks.isEmpty || app.wakes.holdsRunning { return .background }
         if let grace = app.graceEnd, now < grace { return .background }
         return .suspended
@@ -23,6 +25,7 @@ extension Supervisor {
     /// towards its target.
     mutating func advance(_ id: AppID) {
         while let app = apps[id], app.awaiting == nil, app.killing == nil, app.lastNotice == nil {
+            settleMove(id)
             if app.warningPending, case .running = app.phase {
                 deliver(id, .didReceiveMemoryWarning)
                 continue
@@ -51,6 +54,18 @@ extension Supervisor {
                     update(id) { $0.phase = .running(.background) }
                 }
             case .running(let told):
+                if app.policy.scenes {
+                    if !app.discarded.isEmpty, app.stop == nil {
+                        update(id) { $0.discarded = [] }
+                        deliver(id, .didDiscardSceneSessions, discarded: app.discarded)
+                        continue
+                    }
+                    switch sceneTurn(id, told: told, goal: goal) {
+                    case .delivered: continue
+                    case .wait: return
+                    case .appMay: break
+                    }
+                }
                 if step(id, told: told, goal: goal) { continue }
                 // Settled where it belongs: the wake-ups it is owed, one at a time.
                 guard case .running(let settled) = apps[id]!.phase, deliverWake(id, told: settled) else { return }
@@ -72,8 +87,12 @@ extension Supervisor {
         case (.inactive, .active), (.launched, .active):
             // Never more active apps than slots: wait until the app this one
             // displaced has resigned (it may still owe an acknowledgement).
-            let others = apps.lazy.filter { $0.key != id && $0.value.state == .active }.count
-            if others >= front.slots { return false }
+            // (A scene app's scenes wait for their slots instead: Scenes.swift.)
+            if !apps[id]!.policy.scenes {
+                let d = apps[id]!.scenes[SceneNames.main]?.display ?? defaultDisplay(id)
+                let ref = SceneRef(id, SceneNames.main)
+                if activeScenes(on: d, except: ref) >= displays[d]!.slots { return false }
+            }
             deliver(id, .didBecomeActive, silent: silent)
         case (.launched, .inactive):
             update(id) { $0.phase = .running(.inactive) }
@@ -84,7 +103,7 @@ extension Supervisor {
         case (.background, .active), (.background, .inactive):
             deliver(id, .willEnterForeground)
         case (.background, .suspended) where apps[id]!.policy.exitsOnSuspend:
-            front.remove(id)  // ending, like a user quit: it gives its slot up (held under the lock)
+            displays.remove(app: id)  // ending, like a user quit: it gives its slot up (held under the lock)
             update(id) { $0.stop = .exitsOnSuspend }
             deliver(id, .willTerminate)
         case (.background, .suspended):

@@ -121,7 +121,9 @@ extension Supervisor {
 
     mutating func ended(_ id: AppID, reason: TerminationReason) {
         let record = TerminationRecord(reason: reason, generation: apps[id]!.generation, at: now)
-        let inFront = front.holds(id)
+        let inFront = displays.holds(app: id)
+        let scenes = apps[id]!.scenes
+        let discarded = apps[id]!.discarded
         let restartTo = apps[id]!.restartTo
         let wakes = apps[id]!.wakes
         let duringLaunch: Bool
@@ -130,7 +132,7 @@ extension Supervisor {
         default: duringLaunch = false
         }
         timers.cancelAll(id)
-        front.remove(id)
+        displays.remove(app: id)
         if footprints.removeValue(forKey: id) != nil { apps.markChanged(id) }
         update(id) {
             var fresh = AppRecord(policy: $0.policy)
@@ -144,6 +146,7 @@ extension Supervisor {
             fresh.history = $0.history
             $0 = fresh
         }
+        scenesEnded(id, scenes, discarded: discarded)
         effects.append(.terminated(id, record))
         wakesEnded(id, wakes, reason)
         if duringLaunch, reason.isCrash {
@@ -161,7 +164,7 @@ extension Supervisor {
         afterEnd(id)
         if let place = restartTo, case .stoppedByUser = reason, !shuttingDown, apps[id] != nil {
             forgetEnds(id)
-            start(id, place == .foreground && !front.locked ? .foreground : .background)
+            start(id, place == .foreground && !displays[displayOf(id)]!.locked ? .foreground : .background)
         } else {
             afterUnaskedEnd(id, reason, inFront: inFront)
         }

@@ -149,7 +149,8 @@ extension Supervisor {
     mutating func relaunch(_ id: AppID) {
         guard let app = apps[id], app.phase == .notRunning, let due = app.restarts?.due else { return }
         update(id) { $0.restarts?.due = nil }
-        let slotFree = front.apps.count < front.slots && !front.locked
+        let front = displays[displayOf(id)]!
+        let slotFree = front.scenes.count < front.slots && !front.locked
         start(id, due.inFront && slotFree ? .foreground : .background, reason: .relaunch)
     }
 

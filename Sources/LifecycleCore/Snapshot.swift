@@ -14,7 +14,31 @@ extension Supervisor {
             relaunchAt: app.restarts?.due != nil ? timers.deadline(id, .restart) : nil,
             recentEnds: app.restarts?.ends.count ?? 0, failure: app.restarts?.failed,
             nextFetch: app.history.window, quit: app.history.quit, heldPush: app.history.held != nil,
-            waking: app.wakes.inFlight?.event)
+            waking: app.wakes.inFlight?.event, scenes: sceneSnapshots(id))
+    }
+
+    /// Its scenes, by name; for an app without scenes, its main scene (if
+    /// it has been shown), in the app's state.
+    func sceneSnapshots(_ id: AppID) -> [SceneStatus] {
+        let app = apps[id]!
+        return app.scenes.keys.sorted().map { name in
+            let scene = app.scenes[name]!
+            let state: SceneState
+            if app.policy.scenes {
+                state = scene.told
+            } else {
+                switch app.state {
+                case .active: state = .active
+                case .inactive: state = .inactive
+                case .background, .suspended: state = .background
+                case .notRunning: state = .unattached
+                }
+            }
+            return SceneStatus(
+                name: name, display: scene.display, state: state,
+                inFront: displays[scene.display]?.holds(SceneRef(id, name)) == true,
+                discarding: scene.discarding ? true : nil, shed: scene.shed ? true : nil)
+        }
     }
 
     /// What a resumed app channel must be told again: the sequence number
@@ -80,6 +104,8 @@ public struct AppSnapshot: Sendable, Equatable {
     public var heldPush = false
     /// The wake-up it is working on (performFetch, didReceiveRemoteNotification).
     public var waking: LifecycleEvent?
+    /// Its scenes (an app without scenes: `main`, once shown).
+    public var scenes: [SceneStatus] = []
 }
 
 public struct BackgroundTask: Sendable, Equatable, Codable {

@@ -14,7 +14,8 @@
 //   Reports.swift        what the world reports: acknowledgements, tasks, readiness, exits
 //   Planner.swift        each app's target, and the next step towards it
 //   Delivery.swift       one event at a time, with its deadline
-//   Foreground.swift     slots, lock, interruptions: where an app belongs
+//   Foreground.swift     displays: slots, lock, interruptions, where a scene belongs
+//   Scenes.swift         scenes: which one, their events' order, moves, discards, shedding
 //   MemoryPolicy.swift   levels with hysteresis, warnings, limits, one victim at a time
 //   Timers.swift         the only code that touches deadlines, and what each one does
 //   AppRecord.swift      what the core knows of one app
@@ -37,8 +38,8 @@ public struct Supervisor: Sendable {
 
     public internal(set) var now: Instant = .zero
     var apps = AppTable()
-    /// The one display's foreground.
-    public internal(set) var front: Foreground
+    /// Every display's foreground.
+    public internal(set) var displays: Displays
     public internal(set) var shuttingDown = false
     var timers = TimerTable()
 
@@ -72,7 +73,12 @@ public struct Supervisor: Sendable {
     var unscheduled: Set<AppID> = []
 
     public init(foregroundSlots: Int = 1, apps: [AppID: AppPolicy], memory: MemoryThresholds = MemoryThresholds()) {
-        front = Foreground(slots: foregroundSlots)
+        self.init(displays: DisplaySpec.single(slots: foregroundSlots), apps: apps, memory: memory)
+    }
+
+    public init(displays specs: [DisplaySpec], apps: [AppID: AppPolicy], memory: MemoryThresholds = MemoryThresholds())
+    {
+        displays = Displays(specs)
         gauge = MemoryGauge(thresholds: memory)
         for (id, policy) in apps { self.apps[id] = AppRecord(policy: policy) }
         unscheduled = Set(apps.keys)
@@ -92,7 +98,7 @@ public struct Supervisor: Sendable {
         for id in replan where apps[id] != nil { advance(id) }
         replan = []
         fireDueTimers()  // timers armed in the past by the input
-        for id in front.apps where apps[id]!.state != .active { advance(id) }  // a slot may have freed
+        for id in frontApps where apps[id]!.state != .active || apps[id]!.policy.scenes { advance(id) }  // a slot may have freed
         for id in touched.sorted() { sync(id) }  // lock, unlock, interruptions
         checkInvariants()
         return effects
@@ -106,6 +112,10 @@ public struct Supervisor: Sendable {
         case .tick: break
         case .launch(let id, let mode): command(id) { $0.launch(id, mode) }
         case .activate(let id): command(id) { $0.activate(id) }
+        case .activateScene(let id, let scene, let display):
+            command(id) { $0.activateScene(id, scene: scene, display: display) }
+        case .display(let d, let c): unlessShuttingDown { $0.displayCommand(d, c) }
+        case .discard(let id, let scene): command(id) { $0.discard(id, scene) }
         case .home: unlessShuttingDown { $0.goHome() }
         case .interruptionBegan: unlessShuttingDown { $0.beginInterruption() }
         case .interruptionEnded: unlessShuttingDown { $0.endInterruption() }
@@ -155,12 +165,19 @@ public struct Supervisor: Sendable {
 
     public var appIDs: [AppID] { apps.keys.sorted() }
 
-    /// How many apps may be in the foreground at once.
-    public var foregroundSlots: Int { front.slots }
-    /// Apps holding a foreground slot, least recently activated first.
-    public var foreground: [AppID] { front.apps }
-    public var interruptions: Int { front.interruptions }
-    public var locked: Bool { front.locked }
+    /// How many scenes may be in the foreground of the first display at once.
+    public var foregroundSlots: Int { displays.all[0].slots }
+    /// Apps with a scene in a foreground slot of any display, display by
+    /// display, least recently activated first.
+    public var foreground: [AppID] { frontApps }
+    /// The first display's interruptions and lock.
+    public var interruptions: Int { displays.all[0].interruptions }
+    public var locked: Bool { displays.all[0].locked }
+
+    var frontApps: [AppID] {
+        var seen: Set<AppID> = []
+        return displays.all.flatMap(\.apps).filter { seen.insert($0).inserted }
+    }
 
     // MARK: - Bookkeeping
 
@@ -188,7 +205,7 @@ public struct Supervisor: Sendable {
     private func publicState(_ id: AppID, _ app: AppRecord) -> LifecycleState {
         switch app.phase {
         case .notRunning: .notRunning
-        case .launching, .awaitingReady, .running(.launched): front.shows(id) ? .inactive : .background
+        case .launching, .awaitingReady, .running(.launched): launchedInFront(id) ? .inactive : .background
         case .running(.inactive): .inactive
         case .running(.active): .active
         case .running(.background), .terminating: .background
@@ -204,12 +221,27 @@ public struct Supervisor: Sendable {
     /// a trap would end every app (docs/architecture.md).
     private func checkInvariants() {
         assert(
-            apps.values.lazy.filter { $0.state == .active }.count <= front.slots,
-            "never more active apps than foreground slots")
-        assert(front.apps.count <= front.slots, "never more apps in front than slots")
+            displays.all.allSatisfy { activeScenes(on: $0.name) <= $0.slots },
+            "never more active scenes on a display than its slots")
+        assert(displays.all.allSatisfy { $0.scenes.count <= $0.slots }, "never more scenes in front than slots")
         assert(
-            front.apps.allSatisfy { apps[$0].map { $0.phase != .notRunning && $0.stop == nil } == true },
-            "only running apps that are not stopping hold a foreground slot")
+            displays.all.allSatisfy { d in
+                d.scenes.allSatisfy { ref in
+                    apps[ref.app].map {
+                        $0.phase != .notRunning && $0.stop == nil && $0.scenes[ref.scene]?.display == d.name
+                    }
+                        == true
+                }
+            }, "only scenes of running apps that are not stopping hold a slot, on their own display")
+        assert(
+            apps.values.allSatisfy { app in
+                let level =
+                    app.state == .suspended || app.state == .notRunning
+                    ? (app.state == .suspended ? 0 : -1)
+                    : app.state == .active ? 2 : app.state == .inactive ? 1 : 0
+                return app.scenes.values.allSatisfy { $0.told.level <= level }
+                    && (app.phase != .notRunning || app.scenes.values.allSatisfy { $0.told == .unattached })
+            }, "an app is never less active than any of its scenes, and has none connected when not running")
         assert(
             pressureVictim.map { v in apps[v].map { $0.killing != nil || $0.lastNotice != nil } == true } ?? true,
             "the one pressure victim is on its way out")

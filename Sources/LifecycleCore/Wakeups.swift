@@ -317,7 +317,7 @@ extension Supervisor {
         let app = apps[id]!
         guard app.policy.declares(.fetch) else { return refuse(.modeNotDeclared(id, "fetch")) }
         if app.history.quit { return refuse(.quitByUser(id)) }
-        if front.holds(id) { return refuse(.inFront(id)) }
+        if displays.holds(app: id) { return refuse(.inFront(id)) }
         if app.wakes.fetching { return refuse(.fetchInProgress(id)) }
         // This one takes the place of the scheduled one; the next is counted from its answer.
         timers.cancel(id, .fetch)
@@ -342,7 +342,7 @@ extension Supervisor {
             start(id, .background, reason: .fetch, setUp: { $0.wakes.fetch = true })
         case _ where app.ending:
             skip("it is ending")
-        case _ where front.holds(id):
+        case _ where displays.holds(app: id):
             skip("it is in front")
         case _ where app.wakes.fetching:
             skip("a fetch is in progress")
@@ -473,7 +473,7 @@ extension Supervisor {
         case .success(let found): id = found
         }
         let app = apps[id]!
-        if front.locked { return refuse(.screenLocked) }
+        if displays[displayOf(id)]!.locked { return refuse(.screenLocked) }
         if app.phase == .notRunning {
             forgetEnds(id)
             recordUse(id)
@@ -509,7 +509,9 @@ extension Supervisor {
         }
         if let url = app.wakes.url {
             update(id) { $0.wakes.url = nil }
-            deliver(id, .openURL, url: url)
+            // A scene app opens it in its most recent scene.
+            let scene = defaultSceneContext(id)
+            deliver(id, .openURL, url: url, scene: scene)
             return true
         }
         if let push = app.wakes.pushes.first {

@@ -234,7 +234,7 @@ public final class Daemon {
         self.confinement = confinement
         self.starter = starter
         supervisor = Supervisor(
-            foregroundSlots: settings.config.foregroundSlots, apps: settings.policies,
+            displays: settings.config.displays, apps: settings.policies,
             memory: settings.config.memory.thresholds(total: MemoryMonitor.memTotal()))
         status.counts[.notRunning] = settings.manifests.count
         loop = try EventLoop()

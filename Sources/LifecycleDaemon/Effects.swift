@@ -89,6 +89,10 @@ extension Daemon {
             record(id, .restoration, detail: "restoration data discarded: \(why)")
         case .refused: break  // the front answers the caller
         case .memoryKill(let k): recordKill(k)
+        case .sceneShed(let id, let scene):
+            logger.notice(
+                "\(id): scene \(scene) disconnected to free memory", metadata: metadata(id, ["scene": "\(scene)"]))
+            record(id, .scene, reason: "shed", detail: "scene \(scene) disconnected to free memory (its session stays)")
         case .remeasure:
             memoryWatch?.loud()
             memoryWatch?.arm(at: Posix.monotonicNanoseconds())

@@ -7,6 +7,45 @@
 /// The name of an app, as given by its manifest's file name.
 public typealias AppID = String
 
+/// The name of a display, as the daemon file declares it (`[[display]]`).
+public typealias DisplayID = String
+
+/// The name of one scene of an app (its scene session), unique within the
+/// app: 1 to 64 of A-Z a-z 0-9 . _ - (SceneNames.valid).
+public typealias SceneID = String
+
+public enum SceneNames {
+    /// The scene of an app that does not opt in to scenes, and the one an
+    /// opted-in app gets when no scene is named.
+    public static let main: SceneID = "main"
+    /// The name of the display of a daemon file that declares none.
+    public static let defaultDisplay: DisplayID = "main"
+    public static let maxLength = 64
+
+    /// A scene or display name: 1 to 64 of A-Z a-z 0-9 . _ - (so a list of
+    /// them can be written with commas, and shown in a column).
+    public static func valid(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= maxLength
+            && name.utf8.allSatisfy { c in
+                (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E
+                    || c == 0x5F || c == 0x2D
+            }
+    }
+}
+
+/// Where one scene has been told it is (docs/lifecycle.md, "Scenes"):
+/// ordered from least to most active.
+public enum SceneState: String, Sendable, CaseIterable, Codable, Comparable, DeclarationOrdered {
+    /// A session with no scene connected (never connected, disconnected,
+    /// or its app not running).
+    case unattached
+    case background
+    /// Foreground-inactive.
+    case inactive
+    /// Foreground-active.
+    case active
+}
+
 /// The five states of docs/lifecycle.md.
 public enum LifecycleState: String, Sendable, CaseIterable, Codable {
     case notRunning = "not-running"
@@ -40,6 +79,19 @@ public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
     /// Open a URL of a scheme the manifest lists (the app is coming to the
     /// front). Not a transition.
     case openURL
+    /// Scene events (apps whose manifest sets `scenes = true`): each names
+    /// its scene and display in the options `scene` and `display`.
+    /// A scene session is connected (connection options: `session`).
+    case sceneWillConnect
+    case sceneWillEnterForeground
+    case sceneDidBecomeActive
+    case sceneWillResignActive
+    case sceneDidEnterBackground
+    /// The scene is gone; its session stays unless it was discarded.
+    case sceneDidDisconnect
+    /// Sessions the user discarded (option `scenes`, comma-separated):
+    /// at once when the app runs, else after its next launch.
+    case didDiscardSceneSessions
 
     /// The event's code on the app channel (docs/protocol.md). Codes are
     /// never reused; the C header's LIFECYCLE_EVENT_* constants must equal
@@ -58,6 +110,13 @@ public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
         case .performFetch: 10
         case .didReceiveRemoteNotification: 11
         case .openURL: 12
+        case .sceneWillConnect: 13
+        case .sceneWillEnterForeground: 14
+        case .sceneDidBecomeActive: 15
+        case .sceneWillResignActive: 16
+        case .sceneDidEnterBackground: 17
+        case .sceneDidDisconnect: 18
+        case .didDiscardSceneSessions: 19
         }
     }
 
@@ -69,7 +128,8 @@ public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
     /// Events that move an app between states (the rest only inform it).
     public var isTransition: Bool {
         switch self {
-        case .didReceiveMemoryWarning, .willBeKilledForMemory, .performFetch, .didReceiveRemoteNotification, .openURL:
+        case .didReceiveMemoryWarning, .willBeKilledForMemory, .performFetch, .didReceiveRemoteNotification, .openURL,
+            .didDiscardSceneSessions:
             false
         default: true
         }
@@ -78,6 +138,20 @@ public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
     /// Events that wake the app for work in the background, answered with
     /// a WakeResult (an acknowledgement alone counts as no data).
     public var isWake: Bool { self == .performFetch || self == .didReceiveRemoteNotification }
+
+    /// Events about one scene (they carry the options `scene` and `display`).
+    public var isSceneEvent: Bool { sceneState != nil }
+
+    /// Where a scene event leaves its scene.
+    public var sceneState: SceneState? {
+        switch self {
+        case .sceneWillConnect, .sceneDidEnterBackground: .background
+        case .sceneWillEnterForeground, .sceneWillResignActive: .inactive
+        case .sceneDidBecomeActive: .active
+        case .sceneDidDisconnect: .unattached
+        default: nil
+        }
+    }
 
     /// Events sent as part of launching (they carry launch options).
     public var isLaunchEvent: Bool { self == .willFinishLaunching || self == .didFinishLaunching }
@@ -196,6 +270,20 @@ public enum LaunchOptionKey: String, Sendable, CaseIterable {
 
     /// Not a launch option: the option of an openURL event that holds its URL.
     public static let eventURL = "url"
+}
+
+/// The options of the scene events (and of openURL to a scene app).
+public enum SceneOptionKey {
+    /// The scene's name.
+    public static let scene = "scene"
+    /// The display it is on.
+    public static let display = "display"
+    /// sceneWillConnect: "new" for a session never connected before,
+    /// "restored" for one connected again (after a relaunch or a
+    /// disconnection for memory).
+    public static let session = "session"
+    /// didDiscardSceneSessions: the discarded scenes, comma-separated.
+    public static let scenes = "scenes"
 }
 
 /// Why a run was launched (`launch.reason`).

@@ -12,6 +12,10 @@ struct Harness {
         supervisor = Supervisor(foregroundSlots: slots, apps: apps)
     }
 
+    init(displays: [DisplaySpec], _ apps: [AppID: AppPolicy]) {
+        supervisor = Supervisor(displays: displays, apps: apps)
+    }
+
     init(slots: Int = 1, apps names: [AppID], policy: AppPolicy = AppPolicy()) {
         self.init(slots: slots, Dictionary(uniqueKeysWithValues: names.map { ($0, policy) }))
     }
@@ -78,6 +82,29 @@ struct Harness {
 
     func transitions(_ id: AppID) -> [LifecycleState] {
         log.compactMap { if case .transition(id, _, let to) = $0 { to } else { nil } }
+    }
+
+    /// Events delivered to `id` in `effects` as the recorders write them:
+    /// `sceneWillEnterForeground nav centre`, `sceneWillConnect nav centre new`,
+    /// `didDiscardSceneSessions a,b`, or the event's name.
+    static func lines(_ id: AppID, in effects: [Effect]) -> [String] {
+        effects.compactMap { effect -> String? in
+            guard case .deliver(id, let d) = effect else { return nil }
+            if let s = d.scene, d.event.isSceneEvent {
+                let session = s.restored.map { $0 ? " restored" : " new" } ?? ""
+                return "\(d.event.rawValue) \(s.scene) \(s.display)" + session
+            }
+            if let discarded = d.discarded { return "\(d.event.rawValue) \(discarded.joined(separator: ","))" }
+            return d.event.rawValue
+        }
+    }
+
+    /// Acks until quiet; the lines of every event delivered meanwhile.
+    @discardableResult
+    mutating func linesUntilQuiet(_ id: AppID, after effects: [Effect]) -> [String] {
+        let start = log.count - effects.count
+        ackAll(id)
+        return Harness.lines(id, in: Array(log[start...]))
     }
 
     /// Launches `id` into the foreground and acks through to active.

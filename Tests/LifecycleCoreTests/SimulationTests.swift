@@ -64,14 +64,24 @@ struct Simulation {
     let fetchWindow: Duration
     let policies: [AppID: AppPolicy]
     let slots: Int
+    /// One display, or two (centre and cluster); apps with scenes; each
+    /// scene's state as the events delivered say; how many scene events.
+    let displays: [DisplaySpec]
+    var sceneStates: [SceneRef: SceneState] = [:]
+    var sceneEvents = 0
+    /// A run about scenes: two displays, every app a library app with
+    /// scenes, no shutdown and rare memory reports (so apps live long
+    /// enough to move their scenes about).
+    let scenesFocus: Bool
 
-    init(seed: UInt64) {
+    init(seed: UInt64, scenesFocus: Bool = false) {
+        self.scenesFocus = scenesFocus
         rng = SplitMix64(state: seed)
         var policies: [AppID: AppPolicy] = [:]
         let count = Int.random(in: 2...5, using: &rng)
         for i in 0..<count {
             var p = AppPolicy()
-            if Bool.random(using: &rng) && Bool.random(using: &rng) {
+            if !scenesFocus && Bool.random(using: &rng) && Bool.random(using: &rng) {
                 p.delivery = .signals
                 p.awaitsReadiness = Bool.random(using: &rng)
             }
@@ -93,6 +103,10 @@ struct Simulation {
                 if Bool.random(using: &rng) { p.backgroundModes.insert(.fetch) }
                 if Bool.random(using: &rng) { p.backgroundModes.insert(.remoteNotification) }
                 if Bool.random(using: &rng) { p.urlSchemes = ["s\(i)"] }
+                if scenesFocus || Bool.random(using: &rng) {
+                    p.scenes = true
+                    p.maxScenes = Int.random(in: 1...3, using: &rng)
+                }
             }
             p.fetch.interval = .seconds(Int64.random(in: 1...20, using: &rng))
             p.fetch.timeout = .seconds(Int64.random(in: 1...6, using: &rng))
@@ -103,8 +117,15 @@ struct Simulation {
         ids = policies.keys.sorted()
         self.policies = policies
         slots = Int.random(in: 1...2, using: &rng)
+        displays =
+            !scenesFocus && Bool.random(using: &rng)
+            ? DisplaySpec.single(slots: slots)
+            : [
+                DisplaySpec(name: "centre", slots: slots),
+                DisplaySpec(name: "cluster", slots: Int.random(in: 1...2, using: &rng)),
+            ]
         fetchWindow = .seconds(Int64.random(in: 0...20, using: &rng))
-        sup = Supervisor(foregroundSlots: slots, apps: policies)
+        sup = Supervisor(displays: displays, apps: policies)
         sup.fetchWindow = fetchWindow
     }
 
@@ -130,7 +151,7 @@ struct Simulation {
                 shared: try! JSONDecoder().decode(CoreState.Shared.self, from: diskShared),
                 apps: disk.mapValues { try! JSONDecoder().decode(CoreState.App.self, from: $0) })
         }
-        var restored = Supervisor(restoring: state, foregroundSlots: slots, apps: policies)
+        var restored = Supervisor(restoring: state, displays: displays, apps: policies)
         restored.fetchWindow = fetchWindow
         return restored
     }
@@ -184,6 +205,17 @@ struct Simulation {
             if !violations.isEmpty { return }
         }
         for (id, event) in wakeInFlight { fail("\(id): \(event) neither answered nor ended after settling") }
+        // Settled, an app is where its most active scene is.
+        for id in ids where policies[id]!.scenes {
+            let s = sup.snapshot(id)!
+            let top = s.scenes.map(\.state.level).max() ?? -1
+            switch s.state {
+            case .active, .inactive:
+                if level(s.state) != top { fail("\(id): settled \(s.state) but its most active scene is at \(top)") }
+            case .background, .suspended, .notRunning:
+                if top > 0 { fail("\(id): settled \(s.state) with a scene in the foreground") }
+            }
+        }
     }
 
     mutating func takeDue() -> Input? {
@@ -196,7 +228,9 @@ struct Simulation {
         if let due = takeDue() { return due }
         let id = random(ids)
         let gen = sup.snapshot(id)!.generation
-        switch Int.random(in: 0..<100, using: &rng) {
+        var roll = Int.random(in: 0..<100, using: &rng)
+        if scenesFocus && (roll == 58 || (67..<72).contains(roll)) { roll = 73 }
+        switch roll {
         case 0..<12: return .activate(id)
         case 12..<16: return .launch(id, Bool.random(using: &rng) ? .foreground : .background)
         case 16..<22: return .home
@@ -222,6 +256,18 @@ struct Simulation {
         case 59..<62: return .fetch(id)
         case 62..<66: return .push(id, payload: "{\"n\":\(steps)}")
         case 66..<67: return .openURL("s\(Int.random(in: 0..<6, using: &rng)):x")
+        case 73..<79:
+            let scene: SceneID? = random([nil, "main", "a", "b"])
+            let display: DisplayID? = random([nil] + displays.map(\.name))
+            return .activateScene(id, scene: scene, display: display)
+        case 79..<83:
+            // Unlocks and ends more often than locks and begins: a display is mostly usable.
+            let command = random([
+                DisplayCommand.home, .home, .interruptionBegan, .interruptionEnded, .interruptionEnded, .lock, .unlock,
+                .unlock,
+            ])
+            return .display(random(displays.map(\.name)), command)
+        case 83..<85: return .discard(id, random(["main", "a", "b"]))
         case 67..<73:
             var footprints: [AppID: UInt64] = [:]
             for app in ids where sup.snapshot(app)!.state != .notRunning && Bool.random(using: &rng) {
@@ -271,8 +317,9 @@ struct Simulation {
                     schedule(after: .milliseconds(Int64.random(in: 0...7000, using: &rng)), answer)
                 } else if d.deadline != nil, Int.random(in: 0..<10, using: &rng) > 0 {
                     // Usually within the deadline; sometimes too late.
+                    // (Quicker in a scenes run: more events in as many steps.)
                     schedule(
-                        after: .milliseconds(Int64.random(in: 0...5500, using: &rng)),
+                        after: .milliseconds(Int64.random(in: 0...(scenesFocus ? 900 : 5500), using: &rng)),
                         .acknowledged(id, generation: gen, sequence: d.sequence))
                 }
             case .backgroundTaskReply(let id, _, let task?, _):
@@ -322,8 +369,20 @@ struct Simulation {
                 lastState[id] = to
             case .deliver(let id, let d):
                 if frozen.contains(id) { fail("\(id): \(d.event) delivered while frozen") }
+                checkSceneEvent(id, d)
+            case .terminated(let id, _):
+                for ref in sceneStates.keys where ref.app == id { sceneStates[ref] = .unattached }
             case .freeze(let id):
                 if sup.policy(id).continuousBackground { fail("\(id): continuous-mode app frozen") }
+                if let ref = sceneStates.first(where: { $0.key.app == id && $0.value > .background })?.key {
+                    fail("\(id): frozen with \(ref.scene) in the foreground")
+                }
+                if sup.snapshot(id)!.scenes.contains(where: { scene in
+                    scene.inFront && sup.displays[scene.display].map { !$0.locked } == true
+                }) {
+                    fail("\(id): frozen with a scene shown")
+                }
+                if let event = wakeInFlight[id] { fail("\(id): frozen during \(event)") }
             case .memoryKill(let k) where k.cause == .memoryPressure:
                 checkPressureKill(k, after: input)
             case .memoryKill(let k):
@@ -338,11 +397,17 @@ struct Simulation {
             default: break
             }
         }
-        let foregroundApps = ids.filter { [.active].contains(sup.snapshot($0)!.state) }
-        if foregroundApps.count > sup.foregroundSlots {
-            fail("\(foregroundApps.count) active apps > \(sup.foregroundSlots) slots")
+        // At most N foreground scenes per display, active ones included.
+        for d in sup.displays.all {
+            var active = 0
+            for id in ids {
+                for scene in sup.snapshot(id)!.scenes where scene.display == d.name && scene.state == .active {
+                    active += 1
+                }
+            }
+            if active > d.slots { fail("\(active) active scenes on \(d.name) > \(d.slots) slots") }
+            if d.scenes.count > d.slots { fail("\(d.name): front over its slots") }
         }
-        if sup.foreground.count > sup.foregroundSlots { fail("foreground list over its slots") }
         if let t = sup.nextDeadline(), t <= now { fail("a timer due at \(t) did not fire") }
         for id in ids {
             let s = sup.snapshot(id)!
@@ -356,16 +421,57 @@ struct Simulation {
                     fail("\(id): awaits \(awaiting) with no deadline")
                 }
             }
-            // Active under a lock or an interruption only while the app still
-            // owes an acknowledgement (the next event must wait for it).
-            if s.state == .active && (sup.locked || sup.interruptions > 0) && s.awaiting == nil && !s.stopping {
-                fail("\(id): settled active while locked or interrupted")
+            // Active only with a scene shown on an unlocked, uninterrupted
+            // display, or while the app still owes an acknowledgement (the
+            // next event must wait for it).
+            let shownFront = s.scenes.contains { scene in
+                scene.inFront && sup.displays[scene.display].map { !$0.locked && $0.interruptions == 0 } == true
+            }
+            if s.state == .active && !shownFront && s.awaiting == nil && !s.stopping {
+                fail("\(id): settled active with no scene shown and uninterrupted")
+            }
+            // Never less active than any of its scenes.
+            for (ref, state) in sceneStates where ref.app == id && state.level > level(s.state) {
+                fail("\(id): \(s.state) but its scene \(ref.scene) is \(state)")
             }
         }
     }
 }
 
 extension Simulation {
+    func level(_ s: LifecycleState) -> Int {
+        switch s {
+        case .notRunning: -1
+        case .background, .suspended: 0
+        case .inactive: 1
+        case .active: 2
+        }
+    }
+
+    /// Each scene's events follow iOS's order: connect, enter the
+    /// foreground, become active, resign, enter the background, disconnect.
+    mutating func checkSceneEvent(_ id: AppID, _ d: Delivered) {
+        guard d.event.isSceneEvent, let scene = d.scene else {
+            if d.event.isSceneEvent || d.event == .didDiscardSceneSessions, !policies[id]!.scenes {
+                fail("\(id): \(d.event) to an app without scenes")
+            }
+            return
+        }
+        guard policies[id]!.scenes else { return fail("\(id): \(d.event) to an app without scenes") }
+        sceneEvents += 1
+        let ref = SceneRef(id, scene.scene)
+        let from = sceneStates[ref, default: .unattached]
+        let legal: SceneState =
+            switch d.event {
+            case .sceneWillConnect: .unattached
+            case .sceneWillEnterForeground, .sceneDidDisconnect: .background
+            case .sceneDidBecomeActive, .sceneDidEnterBackground: .inactive
+            default: .active
+            }
+        if from != legal { fail("\(id): \(d.event) to \(scene.scene), which was \(from)") }
+        sceneStates[ref] = d.event.sceneState!
+    }
+
     /// Never more kills than needed, and never out of order: one victim at a
     /// time, only at critical, never a foreground app while a suspended or
     /// background one is left, never a higher band while a lower one is left
@@ -401,7 +507,7 @@ extension Simulation {
     mutating func checkRelaunches(_ effects: [Effect], after input: Input) {
         var userLaunched: AppID?
         switch input {
-        case .launch(let id, _), .activate(let id): userLaunched = id
+        case .launch(let id, _), .activate(let id), .activateScene(let id, _, _): userLaunched = id
         case .restart(let id):
             // Launched at once when it was not running, else stopped first.
             if effects.contains(where: { if case .spawn(id, _, _) = $0 { true } else { false } }) {
@@ -475,7 +581,7 @@ extension Simulation {
         case .stop(let id), .kill(let id):
             // A user's quit of a running app (`lastState` is still the state before the step).
             if !refused, lastState[id, default: .notRunning] != .notRunning { quit.insert(id) }
-        case .launch(let id, _), .activate(let id), .restart(let id):
+        case .launch(let id, _), .activate(let id), .restart(let id), .activateScene(let id, _, _):
             if effects.contains(where: { if case .spawn(id, _, _) = $0 { true } else { false } }) {
                 launchedByUser.insert(id)
             }
@@ -498,7 +604,11 @@ extension Simulation {
                     if quit.contains(id) { fail("\(id): fetch after a user quit") }
                     if !manual {
                         guard let w = windowsBefore[id] else {
-                            fail("\(id): fetch started with no window")
+                            // A user's launch schedules anew: an overdue fetch, with no
+                            // batching window, starts in the same step.
+                            if !(launchedByUser.contains(id) && fetchWindow == .zero) {
+                                fail("\(id): fetch started with no window")
+                            }
                             continue
                         }
                         if w.earliest > now { fail("\(id): fetched before its window opened") }
@@ -538,7 +648,9 @@ extension Supervisor {
         var failures = 0
         var wakes = 0
         var answers = 0
+        var sceneEvents = 0
         defer {
+            #expect(sceneEvents > 100, "scene events delivered: \(sceneEvents)")
             #expect(relaunches > 100 && failures > 10, "relaunches \(relaunches), failures \(failures)")
             #expect(wakes > 500, "fetches and pushes delivered: \(wakes)")
             #expect(answers > 500, "answered or ended: \(answers)")
@@ -554,6 +666,7 @@ extension Supervisor {
             failures += sim.failures
             wakes += sim.wakes
             answers += sim.answers
+            sceneEvents += sim.sceneEvents
             if !sim.violations.isEmpty {
                 Issue.record(
                     "seed \(seed) (replay with Simulation(seed: \(seed))): \(sim.violations.prefix(3).joined(separator: "; "))"
@@ -568,9 +681,29 @@ extension Supervisor {
         }
     }
 
+    @Test func scenesOnTwoDisplaysKeepTheInvariants() {
+        let base = UInt64(0x5CE4_0000)
+        var sceneEvents = 0
+        defer { #expect(sceneEvents > 2_000, "scene events delivered: \(sceneEvents)") }
+        for seed
+            in (getenv("SIM_SEED").flatMap { UInt64(String(cString: $0)) }.map { $0..<($0 + 1) } ?? base..<(base + 500))
+        {
+            if getenv("SIM_TRACE") != nil { print("scenes seed \(seed)") }
+            var sim = Simulation(seed: seed, scenesFocus: true)
+            if seed % 4 == 0 { sim.restoreAt = Int.random(in: 1...300, using: &sim.rng) }
+            sim.run(steps: 300)
+            sceneEvents += sim.sceneEvents
+            if !sim.violations.isEmpty {
+                Issue.record("seed \(seed) (scenes focus): \(sim.violations.prefix(3).joined(separator: "; "))")
+                return
+            }
+        }
+    }
+
     @Test func aRestoredCoreBehavesExactlyAsTheOriginal() throws {
         let base = UInt64(0xC0FF_0000)
         for seed in base..<(base + 500) {
+            if getenv("SIM_TRACE") != nil { print("restore seed \(seed)") }
             var sim = Simulation(seed: seed)
             sim.restoreAt = Int.random(in: 1...300, using: &sim.rng)
             sim.run(steps: 300)

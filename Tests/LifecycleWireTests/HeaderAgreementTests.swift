@@ -25,6 +25,13 @@ import Testing
         case .performFetch: LIFECYCLE_EVENT_PERFORM_FETCH
         case .didReceiveRemoteNotification: LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION
         case .openURL: LIFECYCLE_EVENT_OPEN_URL
+        case .sceneWillConnect: LIFECYCLE_EVENT_SCENE_WILL_CONNECT
+        case .sceneWillEnterForeground: LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND
+        case .sceneDidBecomeActive: LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE
+        case .sceneWillResignActive: LIFECYCLE_EVENT_SCENE_WILL_RESIGN_ACTIVE
+        case .sceneDidEnterBackground: LIFECYCLE_EVENT_SCENE_DID_ENTER_BACKGROUND
+        case .sceneDidDisconnect: LIFECYCLE_EVENT_SCENE_DID_DISCONNECT
+        case .didDiscardSceneSessions: LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS
         }
     }
 
@@ -86,7 +93,8 @@ import Testing
         let end = try #require(
             Self.headerText.range(of: "} lifecycle_callbacks;", range: start.upperBound..<Self.headerText.endIndex))
         let body = Self.headerText[start.upperBound..<end.lowerBound]
-        let callbacks = Set(body.matches(of: #/lifecycle_event_fn\s+([a-z_]+);/#).map { String($0.output.1) })
+        let callbacks = Set(
+            body.matches(of: #/lifecycle_(?:event|scene|discard)_fn\s+([a-z_]+);/#).map { String($0.output.1) })
         #expect(callbacks == Set(LifecycleEvent.allCases.map { Self.upperSnake($0.rawValue).lowercased() }))
     }
 

@@ -73,6 +73,24 @@
  * run is handed back at launch, before willFinishLaunching:
  * lifecycle_restoration_data().
  *
+ * @par Scenes
+ * An app whose manifest sets `scenes = true` has scenes, like an iOS 13 app
+ * with several windows: each scene session is told of its own transitions
+ * (sceneWillConnect, sceneWillEnterForeground, sceneDidBecomeActive,
+ * sceneWillResignActive, sceneDidEnterBackground, sceneDidDisconnect), one
+ * event at a time among the app-level events, which keep coming as before
+ * (the app is as active as its most active scene). Each scene event runs
+ * its own callback (lifecycle_scene_fn) with the scene, a lifecycle_scene
+ * handle: lifecycle_scene_name(), lifecycle_scene_display(),
+ * lifecycle_scene_get_state() (already updated, as lifecycle_state() is),
+ * lifecycle_scene_restored(). The library keeps the connected scenes
+ * (lifecycle_scene_count(), lifecycle_scene_at(), lifecycle_find_scene()),
+ * at most LIFECYCLE_MAX_SCENES; it forgets a scene once its
+ * sceneDidDisconnect is acknowledged. A handle stays valid, the same
+ * pointer, until then (or lifecycle_close()). didDiscardSceneSessions
+ * names the sessions the user discarded (lifecycle_discard_fn). openURL to
+ * a scene app names the scene the URL opens in (lifecycle_event_scene()).
+ *
  * @par Thread safety
  *  - The library starts **no threads**, installs **no signal handlers** and
  *    keeps **no global state**: everything lives in the lifecycle_app
@@ -119,7 +137,9 @@
  *                version, unknown type, flags or event, truncated, trailing
  *                bytes, bad UTF-8, over LIFECYCLE_MAX_MESSAGE bytes), or
  *                broke the protocol's rules (an event while another awaits
- *                its acknowledgement).
+ *                its acknowledgement; a scene event without a valid
+ *                `scene`, a didDiscardSceneSessions without valid `scenes`,
+ *                more than LIFECYCLE_MAX_SCENES scenes connected).
  *  - ENOBUFS     more than LIFECYCLE_MAX_QUEUED messages arrived while
  *                waiting for a background task reply.
  *  - ECONNRESET  lifecycled closed the channel (and it could not be
@@ -201,7 +221,7 @@ extern "C" {
 /** Major version of this library; the soname is liblifecycle.so.MAJOR. */
 #define LIFECYCLE_VERSION_MAJOR 1
 /** Minor version: additions that keep the ABI. */
-#define LIFECYCLE_VERSION_MINOR 1
+#define LIFECYCLE_VERSION_MINOR 2
 /** Patch version: fixes. */
 #define LIFECYCLE_VERSION_PATCH 0
 
@@ -223,6 +243,11 @@ extern "C" {
 /** How long lifecycle_begin_background_task() waits for the daemon's reply,
  *  in milliseconds (the daemon answers at once). */
 #define LIFECYCLE_TASK_REPLY_TIMEOUT_MS 5000
+/** Most scenes an app has connected at once; a scene event that would make
+ *  one more is a channel error (EPROTO). */
+#define LIFECYCLE_MAX_SCENES 64
+/** Longest scene name, in bytes: 1 to 64 of A-Z a-z 0-9 . _ - */
+#define LIFECYCLE_MAX_SCENE_NAME 64
 
 /** The environment variable naming the inherited socket. */
 #define LIFECYCLE_FD_ENV "LIFECYCLE_FD"
@@ -263,6 +288,13 @@ typedef enum lifecycle_event {
     LIFECYCLE_EVENT_PERFORM_FETCH = 10,              /**< performFetch (a wake event) */
     LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION = 11, /**< didReceiveRemoteNotification (a wake event) */
     LIFECYCLE_EVENT_OPEN_URL = 12,                   /**< openURL */
+    LIFECYCLE_EVENT_SCENE_WILL_CONNECT = 13,         /**< sceneWillConnect (a scene event, see Scenes) */
+    LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND = 14, /**< sceneWillEnterForeground */
+    LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE = 15,    /**< sceneDidBecomeActive */
+    LIFECYCLE_EVENT_SCENE_WILL_RESIGN_ACTIVE = 16,   /**< sceneWillResignActive */
+    LIFECYCLE_EVENT_SCENE_DID_ENTER_BACKGROUND = 17, /**< sceneDidEnterBackground */
+    LIFECYCLE_EVENT_SCENE_DID_DISCONNECT = 18,       /**< sceneDidDisconnect */
+    LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS = 19, /**< didDiscardSceneSessions */
 } lifecycle_event;
 
 /** What the work a wake event asked for found (UIBackgroundFetchResult), as
@@ -280,8 +312,29 @@ typedef enum lifecycle_app_state {
     LIFECYCLE_STATE_BACKGROUND = 2, /**< in the background (suspended apps run no code) */
 } lifecycle_app_state;
 
+/** One scene of an app that opted in to scenes (opaque; see Scenes). */
+typedef struct lifecycle_scene lifecycle_scene;
+
+/** Where a scene has been told it is (docs/lifecycle.md, "Scenes"), from
+ *  the least to the most active: the values compare in that order. */
+typedef enum lifecycle_scene_state {
+    LIFECYCLE_SCENE_UNATTACHED = 0, /**< not connected: during sceneDidDisconnect */
+    LIFECYCLE_SCENE_BACKGROUND = 1, /**< connected, in the background */
+    LIFECYCLE_SCENE_INACTIVE = 2,   /**< in the foreground without focus */
+    LIFECYCLE_SCENE_ACTIVE = 3,     /**< in the foreground with focus */
+} lifecycle_scene_state;
+
 /** A lifecycle callback. `userdata` is the pointer given to lifecycle_connect(). */
 typedef void (*lifecycle_event_fn)(lifecycle_app *app, void *userdata);
+
+/** A scene event's callback: `scene` is the scene it is about, its state
+ *  already updated (lifecycle_scene_get_state()). */
+typedef void (*lifecycle_scene_fn)(lifecycle_app *app, const lifecycle_scene *scene, void *userdata);
+
+/** didDiscardSceneSessions' callback: the names of the `count` (>= 1)
+ *  discarded scene sessions, in the order sent; valid until the event is
+ *  acknowledged. */
+typedef void (*lifecycle_discard_fn)(lifecycle_app *app, const char *const *scenes, size_t count, void *userdata);
 
 /** A background task's expiration handler: the task's time is about to run
  *  out (docs/lifecycle.md: 5 s before by default). End the task, quickly. */
@@ -332,6 +385,24 @@ typedef struct lifecycle_callbacks {
     /** Open the URL of lifecycle_event_url() (a scheme the manifest lists);
      *  the app has just been brought to the front for it. */
     lifecycle_event_fn open_url;
+    /* Since 1.2, after open_url so that apps built with 1.0 and 1.1 keep
+     * working: the scene events (manifest `scenes = true`, see Scenes). */
+    /** A scene session is connected: the scene is now BACKGROUND;
+     *  lifecycle_scene_restored() says whether its session is restored. */
+    lifecycle_scene_fn scene_will_connect;
+    /** The scene is coming to the foreground: now INACTIVE. */
+    lifecycle_scene_fn scene_will_enter_foreground;
+    /** The scene has focus: now ACTIVE. */
+    lifecycle_scene_fn scene_did_become_active;
+    /** The scene loses focus: now INACTIVE. */
+    lifecycle_scene_fn scene_will_resign_active;
+    /** The scene is in the background: now BACKGROUND. */
+    lifecycle_scene_fn scene_did_enter_background;
+    /** The scene is gone (its session stays unless discarded): now
+     *  UNATTACHED; the library forgets it once the event is acknowledged. */
+    lifecycle_scene_fn scene_did_disconnect;
+    /** The user discarded these scene sessions: drop what was kept for them. */
+    lifecycle_discard_fn did_discard_scene_sessions;
 } lifecycle_callbacks;
 
 /** An acknowledgement token from lifecycle_defer(); 0 is no token. */
@@ -511,7 +582,9 @@ LIFECYCLE_API int lifecycle_set_fetch_result(lifecycle_app *app, lifecycle_fetch
 /**
  * An option of the current event by key, or NULL (also when there is no
  * current event). didReceiveRemoteNotification carries `push.payload`,
- * openURL `url`; the launch events carry the launch options. Valid until
+ * openURL `url` (and `scene` for a scene app), the scene events `scene` and
+ * `display` (sceneWillConnect `session` too), didDiscardSceneSessions
+ * `scenes`; the launch events carry the launch options. Valid until
  * the event is acknowledged. Values are NUL-terminated UTF-8 (a value
  * containing U+0000 appears cut there); when a key repeats, the first wins.
  */
@@ -587,6 +660,52 @@ LIFECYCLE_API size_t lifecycle_launch_option_count(const lifecycle_app *app);
  */
 LIFECYCLE_API int lifecycle_launch_option_at(const lifecycle_app *app, size_t index, const char **key,
                                              const char **value);
+
+/**@}*/
+/* ---------------------------------------------------------------------- */
+/** @name Scenes */
+/**@{*/
+
+/**
+ * The scene the current event is about: the scene of a scene event (also
+ * in `any_event`, and during a deferral), the connected scene an openURL
+ * names in its option `scene`; NULL otherwise (app-level events,
+ * didDiscardSceneSessions, an openURL to a scene not connected, no current
+ * event).
+ */
+LIFECYCLE_API const lifecycle_scene *lifecycle_event_scene(const lifecycle_app *app);
+
+/** The number of scenes the library knows to be connected (those in
+ *  sceneDidDisconnect count until it is acknowledged); 0 for an app
+ *  without scenes. */
+LIFECYCLE_API size_t lifecycle_scene_count(const lifecycle_app *app);
+
+/** The scene at `index`, in the order the scenes were first heard of
+ *  (removing one moves the later ones down); NULL with EINVAL when `index`
+ *  is out of range. */
+LIFECYCLE_API const lifecycle_scene *lifecycle_scene_at(const lifecycle_app *app, size_t index);
+
+/** The connected scene named `name`, or NULL. */
+LIFECYCLE_API const lifecycle_scene *lifecycle_find_scene(const lifecycle_app *app, const char *name);
+
+/** The scene's name: 1 to LIFECYCLE_MAX_SCENE_NAME of A-Z a-z 0-9 . _ -,
+ *  unique within the app. Valid as long as the handle. NULL for NULL. */
+LIFECYCLE_API const char *lifecycle_scene_name(const lifecycle_scene *scene);
+
+/** The display the scene is on (its events' option `display`; "" when the
+ *  daemon never said). Valid until the scene's next event. NULL for NULL. */
+LIFECYCLE_API const char *lifecycle_scene_display(const lifecycle_scene *scene);
+
+/** Where the scene is: the state its latest event left it in, updated
+ *  before the event's callback runs (UNATTACHED during sceneDidDisconnect);
+ *  UNATTACHED for NULL. */
+LIFECYCLE_API lifecycle_scene_state lifecycle_scene_get_state(const lifecycle_scene *scene);
+
+/** 1 when the scene's latest sceneWillConnect restored its session
+ *  (`session` = `restored`: connected again after a relaunch or a
+ *  disconnection for memory), 0 for a new session (or a scene heard of
+ *  without a sceneWillConnect). */
+LIFECYCLE_API int lifecycle_scene_restored(const lifecycle_scene *scene);
 
 /**@}*/
 /* ---------------------------------------------------------------------- */

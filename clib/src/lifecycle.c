@@ -8,8 +8,9 @@
  * allocated only for launch options (once per launch), the options of the
  * events that carry them (one block, grown when a larger one comes, then
  * reused), restoration data (once per launch), the background task table,
- * messages queued while a task reply is awaited, and the reply buffer of a
- * resume. The two receive buffers (LIFECYCLE_MAX_MESSAGE, 65 KiB, each) are
+ * messages queued while a task reply is awaited, the reply buffer of a
+ * resume, and for scenes: one small object per connected scene, its
+ * display's name, and the names of discarded sessions (a reused block). The two receive buffers (LIFECYCLE_MAX_MESSAGE, 65 KiB, each) are
  * part of the app object, on the heap, never on the stack.
  *
  * When lifecycled restarts, the channel breaks and, if the daemon named a
@@ -51,6 +52,16 @@ struct task {
 struct queued {
     uint8_t *bytes;
     size_t size;
+};
+
+/* A connected scene (lifecycle_scene): allocated when it is first heard
+ * of, freed when its sceneDidDisconnect is acknowledged, so that a handle
+ * keeps its address while the scene is connected. */
+struct lifecycle_scene {
+    char name[LIFECYCLE_MAX_SCENE_NAME + 1];
+    char *display; /* NULL until an event names one */
+    lifecycle_scene_state state;
+    int restored;  /* the latest sceneWillConnect's session was `restored` */
 };
 
 struct lifecycle_app {
@@ -99,6 +110,15 @@ struct lifecycle_app {
     uint32_t next_request;
     struct task *tasks;
     size_t task_count, task_capacity;
+
+    /* Scenes: the connected ones in the order first heard of; the current
+     * event's; the sessions the current didDiscardSceneSessions names (one
+     * block, reused: discarded_count pointers, then the names). */
+    struct lifecycle_scene *scenes[LIFECYCLE_MAX_SCENES];
+    size_t scene_count;
+    struct lifecycle_scene *event_scene;
+    char **discarded;
+    size_t discarded_count, discarded_capacity;
 
     struct queued queue[LIFECYCLE_MAX_QUEUED];
     size_t queue_head, queue_count;
@@ -256,6 +276,11 @@ API int lifecycle_close(lifecycle_app *app) {
         app->queue_head = (app->queue_head + 1) % LIFECYCLE_MAX_QUEUED;
         app->queue_count--;
     }
+    for (size_t i = 0; i < app->scene_count; i++) {
+        free(app->scenes[i]->display);
+        free(app->scenes[i]);
+    }
+    free(app->discarded);
     free(app->tasks);
     free(app->options);
     free(app->event_options);
@@ -672,11 +697,199 @@ API int64_t lifecycle_background_time_remaining(const lifecycle_app *app) {
     return left > 0 ? left : 0;
 }
 
+/* MARK: - Scenes */
+
+/* The words of a scene name, for the errors: SceneNames.valid in Swift. */
+#define SCENE_NAME_RULE "1 to " STRINGIFY(LIFECYCLE_MAX_SCENE_NAME) " of A-Z a-z 0-9 . _ -"
+
+static int scene_char(uint8_t c) {
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '.' || c == '_' ||
+           c == '-';
+}
+
+static int valid_scene_name(const uint8_t *bytes, size_t length) {
+    if (length < 1 || length > LIFECYCLE_MAX_SCENE_NAME) return 0;
+    for (size_t i = 0; i < length; i++)
+        if (!scene_char(bytes[i])) return 0;
+    return 1;
+}
+
+/* The first option of the event `m` named `key`, its bytes as sent (a value
+ * with a NUL byte is not cut). 1 when there is one. */
+static int raw_option(const struct lifecycle__message *m, const char *key, struct lifecycle__str *value) {
+    const uint8_t *cursor = m->options;
+    struct lifecycle__str k, v;
+    size_t key_length = strlen(key);
+    for (unsigned i = 0; i < m->option_count; i++) {
+        lifecycle__next_option(&cursor, &k, &v);
+        if (k.length == key_length && memcmp(k.bytes, key, key_length) == 0) {
+            *value = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static struct lifecycle_scene *scene_named(const lifecycle_app *app, const uint8_t *name, size_t length) {
+    if (length > LIFECYCLE_MAX_SCENE_NAME) return NULL;
+    for (size_t i = 0; i < app->scene_count; i++)
+        if (strlen(app->scenes[i]->name) == length && memcmp(app->scenes[i]->name, name, length) == 0)
+            return app->scenes[i];
+    return NULL;
+}
+
+/* Removes a scene from the table (the later ones move down) and frees it. */
+static void forget_scene(lifecycle_app *app, struct lifecycle_scene *scene) {
+    for (size_t i = 0; i < app->scene_count; i++) {
+        if (app->scenes[i] != scene) continue;
+        memmove(&app->scenes[i], &app->scenes[i + 1], (app->scene_count - i - 1) * sizeof app->scenes[0]);
+        app->scene_count--;
+        break;
+    }
+    free(scene->display);
+    free(scene);
+}
+
+/* Where a scene event leaves its scene (LifecycleEvent.sceneState). */
+static lifecycle_scene_state scene_state_after(lifecycle_event e) {
+    switch (e) {
+    case LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND:
+    case LIFECYCLE_EVENT_SCENE_WILL_RESIGN_ACTIVE: return LIFECYCLE_SCENE_INACTIVE;
+    case LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE: return LIFECYCLE_SCENE_ACTIVE;
+    case LIFECYCLE_EVENT_SCENE_DID_DISCONNECT: return LIFECYCLE_SCENE_UNATTACHED;
+    default: return LIFECYCLE_SCENE_BACKGROUND; /* sceneWillConnect, sceneDidEnterBackground */
+    }
+}
+
+static int is_scene_transition(lifecycle_event e) {
+    return e >= LIFECYCLE_EVENT_SCENE_WILL_CONNECT && e <= LIFECYCLE_EVENT_SCENE_DID_DISCONNECT;
+}
+
+/* A scene transition: its scene (created when first heard of, also without
+ * a sceneWillConnect, as after a resumed channel), updated before the
+ * callback runs. */
+static int scene_transition(lifecycle_app *app, const struct lifecycle__message *m) {
+    const char *event = lifecycle_event_name((lifecycle_event)m->event);
+    struct lifecycle__str name, display, session;
+    if (!raw_option(m, "scene", &name))
+        return channel_error(app, EPROTO, "protocol violation by the daemon: %s: option scene missing", event);
+    if (!valid_scene_name(name.bytes, name.length))
+        return channel_error(app, EPROTO, "protocol violation by the daemon: %s: option scene: not a scene name (%s)",
+                             event, SCENE_NAME_RULE);
+    struct lifecycle_scene *scene = scene_named(app, name.bytes, name.length);
+    if (!scene) {
+        if (app->scene_count == LIFECYCLE_MAX_SCENES)
+            return channel_error(app, EPROTO, "protocol violation by the daemon: %s: %d scenes connected, more than %d",
+                                 event, LIFECYCLE_MAX_SCENES + 1, LIFECYCLE_MAX_SCENES);
+        if (!(scene = calloc(1, sizeof *scene))) return channel_error(app, ENOMEM, "out of memory for a scene");
+        memcpy(scene->name, name.bytes, name.length);
+        app->scenes[app->scene_count++] = scene;
+    }
+    if (raw_option(m, "display", &display) &&
+        !(scene->display && strlen(scene->display) == display.length &&
+          memcmp(scene->display, display.bytes, display.length) == 0)) {
+        char *copy = malloc((size_t)display.length + 1);
+        if (!copy) return channel_error(app, ENOMEM, "out of memory for a scene's display");
+        memcpy(copy, display.bytes, display.length);
+        copy[display.length] = 0;
+        free(scene->display);
+        scene->display = copy;
+    }
+    if (m->event == LIFECYCLE_EVENT_SCENE_WILL_CONNECT)
+        scene->restored = raw_option(m, "session", &session) && session.length == 8 &&
+                          memcmp(session.bytes, "restored", 8) == 0;
+    scene->state = scene_state_after((lifecycle_event)m->event);
+    app->event_scene = scene;
+    return 0;
+}
+
+/* didDiscardSceneSessions: its `scenes`, split at the commas into the
+ * reused block, each a scene name. */
+static int discarded_scenes(lifecycle_app *app, const struct lifecycle__message *m) {
+    struct lifecycle__str list;
+    if (!raw_option(m, "scenes", &list))
+        return channel_error(app, EPROTO, "protocol violation by the daemon: didDiscardSceneSessions: option scenes "
+                                          "missing");
+    size_t count = 0, start = 0;
+    for (size_t i = 0; i <= list.length; i++) {
+        if (i < list.length && list.bytes[i] != ',') continue;
+        if (!valid_scene_name(list.bytes + start, i - start))
+            return channel_error(app, EPROTO, "protocol violation by the daemon: didDiscardSceneSessions: option "
+                                              "scenes: not scene names separated by commas (%s)",
+                                 SCENE_NAME_RULE);
+        count++;
+        start = i + 1;
+    }
+    size_t bytes = count * sizeof(char *) + list.length + 1;
+    if (bytes > app->discarded_capacity) {
+        char **block = realloc(app->discarded, bytes);
+        if (!block) return channel_error(app, ENOMEM, "out of memory for the discarded scene sessions");
+        app->discarded = block;
+        app->discarded_capacity = bytes;
+    }
+    char *text = (char *)(app->discarded + count);
+    memcpy(text, list.bytes, list.length);
+    text[list.length] = 0;
+    app->discarded[0] = text;
+    for (size_t i = 0, k = 1; i < list.length; i++)
+        if (text[i] == ',') {
+            text[i] = 0;
+            app->discarded[k++] = text + i + 1;
+        }
+    app->discarded_count = count;
+    return 0;
+}
+
+/* Before an event is delivered: the scene it is about, or the sessions it
+ * discards. An openURL names its scene, which is looked up, not created. */
+static int scene_of_event(lifecycle_app *app, const struct lifecycle__message *m) {
+    app->event_scene = NULL;
+    app->discarded_count = 0;
+    if (is_scene_transition((lifecycle_event)m->event)) return scene_transition(app, m);
+    if (m->event == LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS) return discarded_scenes(app, m);
+    struct lifecycle__str name;
+    if (m->event == LIFECYCLE_EVENT_OPEN_URL && raw_option(m, "scene", &name))
+        app->event_scene = scene_named(app, name.bytes, name.length);
+    return 0;
+}
+
+API const lifecycle_scene *lifecycle_event_scene(const lifecycle_app *app) {
+    return app && app->current != LIFECYCLE_EVENT_NONE ? app->event_scene : NULL;
+}
+
+API size_t lifecycle_scene_count(const lifecycle_app *app) { return app ? app->scene_count : 0; }
+
+API const lifecycle_scene *lifecycle_scene_at(const lifecycle_app *app, size_t index) {
+    if (!app || index >= app->scene_count) { errno = EINVAL; return NULL; }
+    return app->scenes[index];
+}
+
+API const lifecycle_scene *lifecycle_find_scene(const lifecycle_app *app, const char *name) {
+    if (!app || !name) return NULL;
+    return scene_named(app, (const uint8_t *)name, strlen(name));
+}
+
+API const char *lifecycle_scene_name(const lifecycle_scene *scene) { return scene ? scene->name : NULL; }
+
+API const char *lifecycle_scene_display(const lifecycle_scene *scene) {
+    if (!scene) return NULL;
+    return scene->display ? scene->display : "";
+}
+
+API lifecycle_scene_state lifecycle_scene_get_state(const lifecycle_scene *scene) {
+    return scene ? scene->state : LIFECYCLE_SCENE_UNATTACHED;
+}
+
+API int lifecycle_scene_restored(const lifecycle_scene *scene) { return scene ? scene->restored : 0; }
+
 /* MARK: - Events and acknowledgements */
 
 /* The current event is done (acknowledged). */
 static void finish_current(lifecycle_app *app) {
     if (app->current == LIFECYCLE_EVENT_WILL_TERMINATE) app->terminated = 1;
+    if (app->current == LIFECYCLE_EVENT_SCENE_DID_DISCONNECT && app->event_scene) forget_scene(app, app->event_scene);
+    app->event_scene = NULL;
+    app->discarded_count = 0;
     app->current = LIFECYCLE_EVENT_NONE;
     app->token = 0;
     app->deadline = -1;
@@ -686,6 +899,7 @@ static void finish_current(lifecycle_app *app) {
 static void call_back(lifecycle_app *app, lifecycle_event e) {
     const lifecycle_callbacks *c = &app->callbacks;
     lifecycle_event_fn fn = NULL;
+    lifecycle_scene_fn scene_fn = NULL;
     switch (e) {
     case LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING: fn = c->will_finish_launching; break;
     case LIFECYCLE_EVENT_DID_FINISH_LAUNCHING: fn = c->did_finish_launching; break;
@@ -699,9 +913,23 @@ static void call_back(lifecycle_app *app, lifecycle_event e) {
     case LIFECYCLE_EVENT_PERFORM_FETCH: fn = c->perform_fetch; break;
     case LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION: fn = c->did_receive_remote_notification; break;
     case LIFECYCLE_EVENT_OPEN_URL: fn = c->open_url; break;
+    case LIFECYCLE_EVENT_SCENE_WILL_CONNECT: scene_fn = c->scene_will_connect; break;
+    case LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND: scene_fn = c->scene_will_enter_foreground; break;
+    case LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE: scene_fn = c->scene_did_become_active; break;
+    case LIFECYCLE_EVENT_SCENE_WILL_RESIGN_ACTIVE: scene_fn = c->scene_will_resign_active; break;
+    case LIFECYCLE_EVENT_SCENE_DID_ENTER_BACKGROUND: scene_fn = c->scene_did_enter_background; break;
+    case LIFECYCLE_EVENT_SCENE_DID_DISCONNECT: scene_fn = c->scene_did_disconnect; break;
+    case LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS:
+        if (c->did_discard_scene_sessions) {
+            c->did_discard_scene_sessions(app, (const char *const *)app->discarded, app->discarded_count,
+                                          app->userdata);
+            return;
+        }
+        break;
     case LIFECYCLE_EVENT_NONE: break;
     }
     if (fn) fn(app, app->userdata);
+    else if (scene_fn && app->event_scene) scene_fn(app, app->event_scene, app->userdata);
     else if (c->any_event) c->any_event(app, e, app->userdata);
 }
 
@@ -984,6 +1212,7 @@ static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
             (m.event == LIFECYCLE_EVENT_DID_FINISH_LAUNCHING && app->launched_in_background < 0))
             if (store_options(app, &m)) return -1;
         if (set_event_options(app, &m)) return -1;
+        if (scene_of_event(app, &m)) return -1;
         return deliver(app, (lifecycle_event)m.event, m.id, m.deadline);
     case LC_T_TASK_REPLY:
         return stale_reply(app, &m);
@@ -1112,6 +1341,13 @@ API const char *lifecycle_event_name(lifecycle_event event) {
     case LIFECYCLE_EVENT_PERFORM_FETCH: return "performFetch";
     case LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION: return "didReceiveRemoteNotification";
     case LIFECYCLE_EVENT_OPEN_URL: return "openURL";
+    case LIFECYCLE_EVENT_SCENE_WILL_CONNECT: return "sceneWillConnect";
+    case LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND: return "sceneWillEnterForeground";
+    case LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE: return "sceneDidBecomeActive";
+    case LIFECYCLE_EVENT_SCENE_WILL_RESIGN_ACTIVE: return "sceneWillResignActive";
+    case LIFECYCLE_EVENT_SCENE_DID_ENTER_BACKGROUND: return "sceneDidEnterBackground";
+    case LIFECYCLE_EVENT_SCENE_DID_DISCONNECT: return "sceneDidDisconnect";
+    case LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS: return "didDiscardSceneSessions";
     case LIFECYCLE_EVENT_NONE: break;
     }
     return NULL;

@@ -29,7 +29,7 @@ enum {
     LC_WIRE_MAX_MESSAGE = LIFECYCLE_MAX_MESSAGE,
     LC_WIRE_MAX_TASK_NAME = LIFECYCLE_MAX_TASK_NAME,
     LC_WIRE_MAX_RESTORATION = LIFECYCLE_MAX_RESTORATION, /* restoration data, either way */
-    LC_WIRE_LAST_EVENT = LIFECYCLE_EVENT_OPEN_URL,       /* event codes are 1...this */
+    LC_WIRE_LAST_EVENT = LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS, /* event codes are 1...this */
     LC_WIRE_MAX_APP_NAME = 256,    /* the app's name in resume: as a task name */
     LC_WIRE_MAX_RESUME_TASKS = 64, /* task ids in resume: the daemon's limit of open tasks */
     LC_WIRE_HEADER = 8,

@@ -252,6 +252,36 @@ static void test_golden(void) {
     CHECK("golden launch for a URL decodes: willFinishLaunching, its four launch options in order",
           options_ok && m.id == 1 && m.event == LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING);
 
+    v = vec("daemon.scene-will-connect");
+    const char *connect[] = {"scene", "nav", "display", "centre", "session", "new"};
+    CHECK("golden sceneWillConnect encodes byte for byte",
+          same(out, lifecycle__encode_event(out, 30, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, 0, 5000000000, -1, connect, 3),
+               v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    options_ok = ok && m.option_count == 3;
+    cursor = m.options;
+    for (unsigned i = 0; options_ok && i < 3; i++) {
+        lifecycle__next_option(&cursor, &k, &val);
+        options_ok = str_is(k, connect[2 * i]) && str_is(val, connect[2 * i + 1]);
+    }
+    CHECK("golden sceneWillConnect decodes: seq 30, event 13, fg, deadline 5 s, no budget end, scene/display/session",
+          options_ok && m.type == LC_T_EVENT && m.id == 30 && m.event == LIFECYCLE_EVENT_SCENE_WILL_CONNECT &&
+              m.background == 0 && m.deadline == 5000000000 && m.budget_end == -1);
+
+    v = vec("daemon.discard-scenes");
+    const char *discard[] = {"scenes", "nav,media"};
+    CHECK("golden didDiscardSceneSessions encodes byte for byte",
+          same(out, lifecycle__encode_event(out, 31, LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS, 0, 5000000000, -1,
+                                            discard, 1),
+               v->bytes, v->size));
+    ok = lifecycle__decode_daemon(v->bytes, v->size, &m, why) == 0;
+    cursor = m.options;
+    if (ok && m.option_count == 1) lifecycle__next_option(&cursor, &k, &val);
+    CHECK("golden didDiscardSceneSessions decodes: seq 31, event 19, fg, deadline 5 s, scenes nav,media",
+          ok && m.id == 31 && m.event == LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS && m.background == 0 &&
+              m.deadline == 5000000000 && m.budget_end == -1 && m.option_count == 1 && str_is(k, "scenes") &&
+              str_is(val, "nav,media"));
+
     struct { const char *name; uint32_t sequence; uint8_t result; } completes[] = {
         {"app.complete-new-data", 20, LIFECYCLE_FETCH_NEW_DATA},
         {"app.complete-no-data", 21, LIFECYCLE_FETCH_NO_DATA},
@@ -564,7 +594,8 @@ EVENT_CALLBACK(cb_rn, LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION)
 EVENT_CALLBACK(cb_ou, LIFECYCLE_EVENT_OPEN_URL)
 
 static const lifecycle_callbacks callbacks = {cb_wfl, cb_dfl, cb_dba, cb_wra, cb_deb, cb_wef, cb_wt,
-                                              cb_mw,  cb_kfm, NULL,   cb_pf,  cb_rn,  cb_ou};
+                                              cb_mw,  cb_kfm, NULL,   cb_pf,  cb_rn,  cb_ou,
+                                              NULL,   NULL,   NULL,   NULL,   NULL,   NULL,   NULL};
 
 /* MARK: - The daemon's end */
 
@@ -1245,6 +1276,439 @@ static void test_restoration(void) {
     lifecycle_close(app);
 }
 
+/* MARK: - Scenes */
+
+/* What the scene callbacks saw. */
+struct scene_rec {
+    char log[4096];     /* "EVENT NAME DISPLAY STATE new|restored; ", one per scene callback */
+    const lifecycle_scene *scene;   /* the last scene handed to a callback */
+    int event_scene_same;           /* lifecycle_event_scene() was that scene */
+    lifecycle_event current_seen;
+    lifecycle_app_state app_state_seen;
+    size_t count_seen;              /* lifecycle_scene_count() inside the callback */
+    int found_seen;                 /* lifecycle_find_scene() of the scene's name found it */
+    size_t discard_count;
+    char discarded[512];            /* the discarded names, joined with '|' */
+    lifecycle_event defer_on;
+    lifecycle_token token;
+    char any_log[1024];             /* any_event: "EVENT SCENE-OR-(none) scenes=OPTION; " */
+};
+
+static const char *scene_state_word(lifecycle_scene_state s) {
+    switch (s) {
+    case LIFECYCLE_SCENE_UNATTACHED: return "unattached";
+    case LIFECYCLE_SCENE_BACKGROUND: return "background";
+    case LIFECYCLE_SCENE_INACTIVE: return "inactive";
+    case LIFECYCLE_SCENE_ACTIVE: return "active";
+    }
+    return "?";
+}
+
+static void on_scene(lifecycle_app *app, const lifecycle_scene *scene, void *user) {
+    struct scene_rec *r = user;
+    lifecycle_event e = lifecycle_current_event(app);
+    char line[256];
+    snprintf(line, sizeof line, "%s %s %s %s %s; ", lifecycle_event_name(e), lifecycle_scene_name(scene),
+             lifecycle_scene_display(scene), scene_state_word(lifecycle_scene_get_state(scene)),
+             lifecycle_scene_restored(scene) ? "restored" : "new");
+    strcat(r->log, line);
+    r->scene = scene;
+    r->event_scene_same = lifecycle_event_scene(app) == scene;
+    r->current_seen = e;
+    r->app_state_seen = lifecycle_state(app);
+    r->count_seen = lifecycle_scene_count(app);
+    r->found_seen = lifecycle_find_scene(app, lifecycle_scene_name(scene)) == scene;
+    if (e == r->defer_on) r->token = lifecycle_defer(app);
+}
+
+static void on_discard(lifecycle_app *app, const char *const *scenes, size_t count, void *user) {
+    struct scene_rec *r = user;
+    r->discard_count = count;
+    r->discarded[0] = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (i) strcat(r->discarded, "|");
+        strcat(r->discarded, scenes[i]);
+    }
+    r->current_seen = lifecycle_current_event(app);
+    r->event_scene_same = lifecycle_event_scene(app) == NULL;
+}
+
+static void on_any_scene_event(lifecycle_app *app, lifecycle_event e, void *user) {
+    struct scene_rec *r = user;
+    const lifecycle_scene *scene = lifecycle_event_scene(app);
+    const char *scenes = lifecycle_event_option(app, "scenes");
+    char line[256];
+    snprintf(line, sizeof line, "%s %s%s%s; ", lifecycle_event_name(e), scene ? lifecycle_scene_name(scene) : "(none)",
+             scenes ? " scenes=" : "", scenes ? scenes : "");
+    strcat(r->any_log, line);
+}
+
+static lifecycle_callbacks scene_callbacks(void) {
+    lifecycle_callbacks cb = {0};
+    cb.scene_will_connect = on_scene;
+    cb.scene_will_enter_foreground = on_scene;
+    cb.scene_did_become_active = on_scene;
+    cb.scene_will_resign_active = on_scene;
+    cb.scene_did_enter_background = on_scene;
+    cb.scene_did_disconnect = on_scene;
+    cb.did_discard_scene_sessions = on_discard;
+    return cb;
+}
+
+/* Sends a scene event: scene NAME on DISPLAY (NULL: no display option), and
+ * for sceneWillConnect the session ("new", "restored", or NULL: none). */
+static void send_scene(int fd, uint32_t seq, lifecycle_event e, const char *name, const char *display,
+                       const char *session) {
+    const char *opts[6];
+    uint16_t n = 0;
+    opts[2 * n] = "scene", opts[2 * n + 1] = name, n++;
+    if (display) opts[2 * n] = "display", opts[2 * n + 1] = display, n++;
+    if (session) opts[2 * n] = "session", opts[2 * n + 1] = session, n++;
+    send_event(fd, seq, e, 0, lifecycle_now() + 5000000000, -1, opts, n);
+}
+
+/* The app's connected scenes, by name in table order: "nav media ". */
+static const char *scene_table(lifecycle_app *app) {
+    static char names[4096];
+    names[0] = 0;
+    for (size_t i = 0; i < lifecycle_scene_count(app); i++) {
+        strcat(names, lifecycle_scene_name(lifecycle_scene_at(app, i)));
+        strcat(names, " ");
+    }
+    return names;
+}
+
+/* A scene event the app must refuse: EPROTO with `error`, no callback,
+ * nothing acknowledged, the channel closed. */
+static int refused_scene_event(const char *const *options, uint16_t count, lifecycle_event e, const char *error) {
+    int sv[2];
+    struct scene_rec r;
+    memset(&r, 0, sizeof r);
+    lifecycle_callbacks cb = scene_callbacks();
+    socket_pair(sv);
+    lifecycle_app *app = lifecycle_connect_fd(sv[0], &cb, sizeof cb, &r);
+    send_event(sv[1], 1, e, 0, -1, -1, options, count);
+    int ok = lifecycle_dispatch(app) == -1 && errno == EPROTO && strcmp(lifecycle_last_error(app), error) == 0 &&
+             r.log[0] == 0 && r.discard_count == 0 && got_eof(sv[1]) && lifecycle_scene_count(app) == 0;
+    if (!ok) printf("        got: %s\n", lifecycle_last_error(app));
+    lifecycle_close(app);
+    close(sv[1]);
+    return ok;
+}
+
+static void test_scenes(void) {
+    int sv[2];
+    struct scene_rec r;
+    memset(&r, 0, sizeof r);
+    lifecycle_callbacks cb = scene_callbacks();
+    socket_pair(sv);
+    lifecycle_app *app = lifecycle_connect_fd(sv[0], &cb, sizeof cb, &r);
+    CHECK("no scenes before any scene event",
+          lifecycle_scene_count(app) == 0 && lifecycle_scene_at(app, 0) == NULL && errno == EINVAL &&
+              lifecycle_event_scene(app) == NULL && lifecycle_find_scene(app, "nav") == NULL);
+
+    /* The golden sceneWillConnect, as it comes on the socket. */
+    const struct vector *v = vec("daemon.scene-will-connect");
+    send_raw(sv[1], v->bytes, v->size);
+    CHECK("sceneWillConnect (the golden vector) reaches scene_will_connect: nav on centre, background, new",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && strcmp(r.log, "sceneWillConnect nav centre background new; ") == 0);
+    CHECK("...with the scene as lifecycle_event_scene(), current event sceneWillConnect, in the table",
+          r.event_scene_same && r.current_seen == LIFECYCLE_EVENT_SCENE_WILL_CONNECT && r.count_seen == 1 &&
+              r.found_seen);
+    CHECK("...acknowledged once its callback returned", got_ack(sv[1], 30) && got_nothing(sv[1]));
+    const lifecycle_scene *nav = r.scene;
+    CHECK("the scene stays in the table, the same handle, after the acknowledgement",
+          lifecycle_scene_count(app) == 1 && lifecycle_scene_at(app, 0) == nav &&
+              lifecycle_find_scene(app, "nav") == nav && lifecycle_event_scene(app) == NULL);
+    CHECK("scene events leave the app's own state alone", lifecycle_state(app) == LIFECYCLE_STATE_INACTIVE);
+
+    /* A full sequence, app-level events in between as the daemon orders them. */
+    r.log[0] = 0;
+    send_event(sv[1], 32, LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND, 0, -1, -1, NULL, 0);
+    send_scene(sv[1], 33, LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND, "nav", "centre", NULL);
+    send_event(sv[1], 34, LIFECYCLE_EVENT_DID_BECOME_ACTIVE, 0, -1, -1, NULL, 0);
+    send_scene(sv[1], 35, LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE, "nav", "centre", NULL);
+    lifecycle_dispatch(app);
+    CHECK("sceneWillEnterForeground: inactive; sceneDidBecomeActive: active",
+          strcmp(r.log, "sceneWillEnterForeground nav centre inactive new; sceneDidBecomeActive nav centre active new; ") == 0);
+    CHECK("...the app-level events went on as ever (the app is active), each acknowledged in order",
+          r.app_state_seen == LIFECYCLE_STATE_ACTIVE && got_ack(sv[1], 32) && got_ack(sv[1], 33) &&
+              got_ack(sv[1], 34) && got_ack(sv[1], 35) && got_nothing(sv[1]));
+    CHECK("...and the handle shows the state between events", lifecycle_scene_get_state(nav) == LIFECYCLE_SCENE_ACTIVE);
+
+    r.log[0] = 0;
+    send_scene(sv[1], 36, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "media", "side", "restored");
+    lifecycle_dispatch(app);
+    const lifecycle_scene *media = r.scene;
+    CHECK("a second scene, its session restored: background, restored",
+          strcmp(r.log, "sceneWillConnect media side background restored; ") == 0 && r.count_seen == 2 &&
+              lifecycle_scene_restored(media) == 1 && lifecycle_scene_restored(nav) == 0 && got_ack(sv[1], 36));
+    CHECK("the table lists both, in the order first heard of",
+          strcmp(scene_table(app), "nav media ") == 0 && lifecycle_find_scene(app, "media") == media);
+
+    r.log[0] = 0;
+    send_scene(sv[1], 37, LIFECYCLE_EVENT_SCENE_WILL_RESIGN_ACTIVE, "nav", "centre", NULL);
+    send_scene(sv[1], 38, LIFECYCLE_EVENT_SCENE_DID_ENTER_BACKGROUND, "nav", "centre", NULL);
+    send_event(sv[1], 39, LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE, 0, -1, -1, NULL, 0);
+    send_event(sv[1], 40, LIFECYCLE_EVENT_DID_ENTER_BACKGROUND, 0, -1, -1, NULL, 0);
+    lifecycle_dispatch(app);
+    CHECK("sceneWillResignActive: inactive; sceneDidEnterBackground: background",
+          strcmp(r.log, "sceneWillResignActive nav centre inactive new; sceneDidEnterBackground nav centre background new; ") == 0 &&
+              got_ack(sv[1], 37) && got_ack(sv[1], 38) && got_ack(sv[1], 39) && got_ack(sv[1], 40));
+
+    r.log[0] = 0;
+    send_scene(sv[1], 41, LIFECYCLE_EVENT_SCENE_DID_DISCONNECT, "nav", "centre", NULL);
+    lifecycle_dispatch(app);
+    CHECK("sceneDidDisconnect: unattached, still in the table during its callback",
+          strcmp(r.log, "sceneDidDisconnect nav centre unattached new; ") == 0 && r.scene == nav && r.count_seen == 2 &&
+              r.found_seen && got_ack(sv[1], 41));
+    CHECK("...then forgotten: the later scenes move down, their handles unchanged",
+          lifecycle_scene_count(app) == 1 && lifecycle_scene_at(app, 0) == media &&
+              lifecycle_find_scene(app, "nav") == NULL && lifecycle_scene_get_state(media) == LIFECYCLE_SCENE_BACKGROUND &&
+              strcmp(lifecycle_scene_display(media), "side") == 0);
+
+    /* The same scene connected again: a new handle, a restored session. */
+    r.log[0] = 0;
+    send_scene(sv[1], 42, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "nav", "centre", "restored");
+    lifecycle_dispatch(app);
+    CHECK("a scene connected again comes after the others, restored",
+          strcmp(r.log, "sceneWillConnect nav centre background restored; ") == 0 &&
+              strcmp(scene_table(app), "media nav ") == 0 && got_ack(sv[1], 42));
+
+    /* sceneWillConnect without `session`, or an unknown one: new. Another
+     * display moves the scene; an event without `display` keeps it. */
+    r.log[0] = 0;
+    send_scene(sv[1], 43, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "media", "left", NULL);
+    send_scene(sv[1], 44, LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND, "media", NULL, NULL);
+    send_scene(sv[1], 45, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "extra", NULL, "later");
+    lifecycle_dispatch(app);
+    CHECK("no session option (or an unknown one) is a new session; an event without display keeps the last one; "
+          "a scene never told its display has \"\"",
+          strcmp(r.log, "sceneWillConnect media left background new; sceneWillEnterForeground media left inactive new; "
+                        "sceneWillConnect extra  background new; ") == 0 &&
+              lifecycle_scene_at(app, 0) == media && got_ack(sv[1], 43) && got_ack(sv[1], 44) && got_ack(sv[1], 45));
+
+    /* A scene heard of without sceneWillConnect (a resumed channel): created. */
+    r.log[0] = 0;
+    send_scene(sv[1], 46, LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE, "late", "centre", NULL);
+    lifecycle_dispatch(app);
+    CHECK("a scene event for a scene never connected creates it: active, new",
+          strcmp(r.log, "sceneDidBecomeActive late centre active new; ") == 0 &&
+              strcmp(scene_table(app), "media nav extra late ") == 0 && got_ack(sv[1], 46));
+
+    /* didDiscardSceneSessions: one name, three names. */
+    const char *one[] = {"scenes", "gone"};
+    send_event(sv[1], 47, LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS, 0, -1, -1, one, 1);
+    lifecycle_dispatch(app);
+    CHECK("didDiscardSceneSessions with one name: [gone], no scene of its own",
+          r.discard_count == 1 && strcmp(r.discarded, "gone") == 0 && r.event_scene_same &&
+              r.current_seen == LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS && got_ack(sv[1], 47));
+    const char *three[] = {"scenes", "a,b.c,D_e-9"};
+    send_event(sv[1], 48, LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS, 0, -1, -1, three, 1);
+    lifecycle_dispatch(app);
+    CHECK("didDiscardSceneSessions with three names: [a, b.c, D_e-9]",
+          r.discard_count == 3 && strcmp(r.discarded, "a|b.c|D_e-9") == 0 && got_ack(sv[1], 48));
+    CHECK("...it leaves the table alone", strcmp(scene_table(app), "media nav extra late ") == 0);
+
+    /* openURL to a scene app names its scene. */
+    const char *url_in_media[] = {"url", "myapp://x", "scene", "media"};
+    const char *url_elsewhere[] = {"url", "myapp://y", "scene", "nowhere"};
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* any_event: scene events without callbacks of their own, the scene through lifecycle_event_scene(). */
+    lifecycle_callbacks any = {0};
+    any.any_event = on_any_scene_event;
+    memset(&r, 0, sizeof r);
+    socket_pair(sv);
+    app = lifecycle_connect_fd(sv[0], &any, sizeof any, &r);
+    send_scene(sv[1], 1, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "nav", "centre", "new");
+    send_event(sv[1], 2, LIFECYCLE_EVENT_OPEN_URL, 0, -1, -1, url_in_media, 2);
+    send_scene(sv[1], 3, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "media", "centre", "new");
+    send_event(sv[1], 4, LIFECYCLE_EVENT_OPEN_URL, 0, -1, -1, url_in_media, 2);
+    send_event(sv[1], 5, LIFECYCLE_EVENT_OPEN_URL, 0, -1, -1, url_elsewhere, 2);
+    send_event(sv[1], 6, LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS, 0, -1, -1, three, 1);
+    send_scene(sv[1], 7, LIFECYCLE_EVENT_SCENE_DID_DISCONNECT, "nav", "centre", NULL);
+    lifecycle_dispatch(app);
+    CHECK("any_event gets the scene events, each with its scene; openURL with the connected scene it names",
+          strcmp(r.any_log, "sceneWillConnect nav; openURL (none); sceneWillConnect media; openURL media; "
+                            "openURL (none); didDiscardSceneSessions (none) scenes=a,b.c,D_e-9; "
+                            "sceneDidDisconnect nav; ") == 0);
+    CHECK("...each acknowledged, and the table kept as with callbacks",
+          got_ack(sv[1], 1) && got_ack(sv[1], 2) && got_ack(sv[1], 3) && got_ack(sv[1], 4) && got_ack(sv[1], 5) &&
+              got_ack(sv[1], 6) && got_ack(sv[1], 7) && got_nothing(sv[1]) && strcmp(scene_table(app), "media ") == 0);
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* The golden didDiscardSceneSessions, as it comes on the socket. */
+    memset(&r, 0, sizeof r);
+    socket_pair(sv);
+    app = lifecycle_connect_fd(sv[0], &cb, sizeof cb, &r);
+    v = vec("daemon.discard-scenes");
+    send_raw(sv[1], v->bytes, v->size);
+    lifecycle_dispatch(app);
+    CHECK("the golden didDiscardSceneSessions reaches did_discard_scene_sessions: [nav, media]",
+          r.discard_count == 2 && strcmp(r.discarded, "nav|media") == 0 && got_ack(sv[1], 31) && got_nothing(sv[1]));
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* A deferred sceneDidDisconnect: the scene stays until the acknowledgement. */
+    memset(&r, 0, sizeof r);
+    socket_pair(sv);
+    app = lifecycle_connect_fd(sv[0], &cb, sizeof cb, &r);
+    send_scene(sv[1], 1, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "nav", "centre", "new");
+    lifecycle_dispatch(app);
+    r.defer_on = LIFECYCLE_EVENT_SCENE_DID_DISCONNECT;
+    send_scene(sv[1], 2, LIFECYCLE_EVENT_SCENE_DID_DISCONNECT, "nav", "centre", NULL);
+    lifecycle_dispatch(app);
+    nav = r.scene;
+    CHECK("a deferred sceneDidDisconnect: its scene is still there, unattached, and still the event's",
+          r.token && got_ack(sv[1], 1) && got_nothing(sv[1]) && lifecycle_scene_count(app) == 1 &&
+              lifecycle_event_scene(app) == nav && strcmp(lifecycle_scene_name(nav), "nav") == 0 &&
+              lifecycle_scene_get_state(nav) == LIFECYCLE_SCENE_UNATTACHED);
+    CHECK("...forgotten when it is acknowledged",
+          lifecycle_acknowledge(app, r.token) == LIFECYCLE_OK && got_ack(sv[1], 2) && lifecycle_scene_count(app) == 0 &&
+              lifecycle_event_scene(app) == NULL && lifecycle_find_scene(app, "nav") == NULL);
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* No callbacks at all: scene events are just acknowledged (and tracked). */
+    socket_pair(sv);
+    app = lifecycle_connect_fd(sv[0], NULL, 0, NULL);
+    send_scene(sv[1], 1, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "nav", "centre", "new");
+    send_event(sv[1], 2, LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS, 0, -1, -1, one, 1);
+    CHECK("without callbacks scene events are acknowledged",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && got_ack(sv[1], 1) && got_ack(sv[1], 2) &&
+              lifecycle_scene_count(app) == 1);
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* Apps built against 1.1 and 1.0 pass a smaller struct: the scene
+     * members are not read; any_event gets the scene events. */
+    size_t sizes[] = {offsetof(lifecycle_callbacks, scene_will_connect), offsetof(lifecycle_callbacks, perform_fetch)};
+    for (size_t i = 0; i < 2; i++) {
+        lifecycle_callbacks old = scene_callbacks(); /* set, but beyond the size given */
+        old.any_event = on_any_scene_event;
+        memset(&r, 0, sizeof r);
+        socket_pair(sv);
+        app = lifecycle_connect_fd(sv[0], &old, sizes[i], &r);
+        send_scene(sv[1], 1, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "nav", "centre", "new");
+        send_scene(sv[1], 2, LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE, "nav", "centre", NULL);
+        send_event(sv[1], 3, LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS, 0, -1, -1, one, 1);
+        lifecycle_dispatch(app);
+        char name[160];
+        snprintf(name, sizeof name, "a %s-sized callbacks struct: accepted, any_event gets the scene events",
+                 i == 0 ? "1.1" : "1.0");
+        CHECK(name, app && r.log[0] == 0 && r.discard_count == 0 &&
+                        strcmp(r.any_log, "sceneWillConnect nav; sceneDidBecomeActive nav; "
+                                          "didDiscardSceneSessions (none) scenes=gone; ") == 0 &&
+                        got_ack(sv[1], 1) && got_ack(sv[1], 2) && got_ack(sv[1], 3) && got_nothing(sv[1]));
+        lifecycle_close(app);
+        close(sv[1]);
+    }
+
+    /* Scene events the app cannot use: channel errors, in words like the decoder's. */
+    const char *no_scene[] = {"display", "centre"};
+    CHECK("a scene event without the option scene: EPROTO, no callback, channel closed",
+          refused_scene_event(no_scene, 1, LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE,
+                              "protocol violation by the daemon: sceneDidBecomeActive: option scene missing"));
+    CHECK("a sceneWillConnect without any options: EPROTO",
+          refused_scene_event(NULL, 0, LIFECYCLE_EVENT_SCENE_WILL_CONNECT,
+                              "protocol violation by the daemon: sceneWillConnect: option scene missing"));
+    char long_name[80];
+    memset(long_name, 'a', 65);
+    long_name[65] = 0;
+    const char *bad_names[] = {"", "two words", "nav,media", "caf\xc3\xa9", "a/b", long_name};
+    int all = 1;
+    for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+        const char *opts[] = {"scene", bad_names[i], "display", "centre"};
+        all &= refused_scene_event(opts, 2, LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND,
+                                   "protocol violation by the daemon: sceneWillEnterForeground: option scene: not a "
+                                   "scene name (1 to 64 of A-Z a-z 0-9 . _ -)");
+    }
+    CHECK("invalid scene names (empty, a space, a comma, not ASCII, a slash, 65 bytes): EPROTO", all);
+    /* A name with a NUL byte in it is not "nav" cut short. */
+    memset(&r, 0, sizeof r);
+    socket_pair(sv);
+    app = lifecycle_connect_fd(sv[0], &cb, sizeof cb, &r);
+    const char *nul_opts[] = {"scene", "navXx"};
+    static uint8_t nul_event[LC_WIRE_MAX_MESSAGE];
+    size_t nul_size = lifecycle__encode_event(nul_event, 1, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, 0, -1, -1, nul_opts, 1);
+    nul_event[nul_size - 2] = 0; /* "nav\0x" */
+    send_raw(sv[1], nul_event, nul_size);
+    CHECK("a scene name with a NUL byte in it: EPROTO, not a scene \"nav\"",
+          lifecycle_dispatch(app) == -1 && errno == EPROTO && strstr(lifecycle_last_error(app), "not a scene name") &&
+              r.log[0] == 0 && lifecycle_scene_count(app) == 0);
+    lifecycle_close(app);
+    close(sv[1]);
+    memset(long_name, 'a', 64);
+    long_name[64] = 0;
+    memset(&r, 0, sizeof r);
+    socket_pair(sv);
+    app = lifecycle_connect_fd(sv[0], &cb, sizeof cb, &r);
+    send_scene(sv[1], 1, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, long_name, "centre", "new");
+    send_scene(sv[1], 2, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "A-Z_a.z-0_9", "centre", "new");
+    CHECK("a 64-byte name and every allowed character are fine",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && got_ack(sv[1], 1) && got_ack(sv[1], 2) &&
+              lifecycle_find_scene(app, long_name) && lifecycle_find_scene(app, "A-Z_a.z-0_9"));
+    lifecycle_close(app);
+    close(sv[1]);
+    const char *no_list[] = {"scene", "nav"};
+    CHECK("didDiscardSceneSessions without the option scenes: EPROTO",
+          refused_scene_event(no_list, 1, LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS,
+                              "protocol violation by the daemon: didDiscardSceneSessions: option scenes missing"));
+    const char *bad_lists[] = {"", "nav,", ",nav", "nav,,media", "nav media"};
+    all = 1;
+    for (size_t i = 0; i < sizeof bad_lists / sizeof bad_lists[0]; i++) {
+        const char *opts[] = {"scenes", bad_lists[i]};
+        all &= refused_scene_event(opts, 1, LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS,
+                                   "protocol violation by the daemon: didDiscardSceneSessions: option scenes: not "
+                                   "scene names separated by commas (1 to 64 of A-Z a-z 0-9 . _ -)");
+    }
+    CHECK("didDiscardSceneSessions with an empty list or an empty name: EPROTO", all);
+
+    /* The table's limit: 64 scenes; a 65th is a channel error. */
+    memset(&r, 0, sizeof r);
+    socket_pair(sv);
+    app = lifecycle_connect_fd(sv[0], &cb, sizeof cb, &r);
+    int acks = 1;
+    for (uint32_t i = 0; i < LIFECYCLE_MAX_SCENES; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "s%u", (unsigned)i);
+        send_scene(sv[1], i + 1, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, name, "centre", "new");
+        if (lifecycle_dispatch(app) != LIFECYCLE_OK || !got_ack(sv[1], i + 1)) acks = 0;
+    }
+    CHECK("64 scenes connect", acks && lifecycle_scene_count(app) == 64 && LIFECYCLE_MAX_SCENES == 64);
+    send_scene(sv[1], 65, LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE, "s63", "centre", NULL);
+    send_scene(sv[1], 66, LIFECYCLE_EVENT_SCENE_DID_DISCONNECT, "s0", "centre", NULL);
+    send_scene(sv[1], 67, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "s64", "centre", "new");
+    CHECK("with 64 connected: events of known scenes are fine, and one disconnected makes room",
+          lifecycle_dispatch(app) == LIFECYCLE_OK && got_ack(sv[1], 65) && got_ack(sv[1], 66) && got_ack(sv[1], 67) &&
+              lifecycle_scene_count(app) == 64 && lifecycle_find_scene(app, "s0") == NULL &&
+              lifecycle_scene_at(app, 63) == lifecycle_find_scene(app, "s64"));
+    r.log[0] = 0;
+    send_scene(sv[1], 68, LIFECYCLE_EVENT_SCENE_WILL_CONNECT, "s65", "centre", "new");
+    CHECK("a 65th scene: EPROTO \"sceneWillConnect: 65 scenes connected, more than 64\", no callback, channel closed",
+          lifecycle_dispatch(app) == -1 && errno == EPROTO &&
+              strcmp(lifecycle_last_error(app),
+                     "protocol violation by the daemon: sceneWillConnect: 65 scenes connected, more than 64") == 0 &&
+              r.log[0] == 0 && got_eof(sv[1]));
+    CHECK("...the scenes it had stay readable until lifecycle_close()",
+          lifecycle_scene_count(app) == 64 && strcmp(lifecycle_scene_name(lifecycle_scene_at(app, 0)), "s1") == 0);
+    lifecycle_close(app);
+    close(sv[1]);
+
+    /* NULL handles and apps are refused, not crashed on; standalone apps have no scenes. */
+    CHECK("NULL scenes and apps are refused, not crashed on",
+          lifecycle_scene_name(NULL) == NULL && lifecycle_scene_display(NULL) == NULL &&
+              lifecycle_scene_get_state(NULL) == LIFECYCLE_SCENE_UNATTACHED && lifecycle_scene_restored(NULL) == 0 &&
+              lifecycle_scene_count(NULL) == 0 && lifecycle_scene_at(NULL, 0) == NULL &&
+              lifecycle_event_scene(NULL) == NULL && lifecycle_find_scene(NULL, "nav") == NULL);
+    CHECK("the scene states compare from least to most active",
+          LIFECYCLE_SCENE_UNATTACHED < LIFECYCLE_SCENE_BACKGROUND && LIFECYCLE_SCENE_BACKGROUND < LIFECYCLE_SCENE_INACTIVE &&
+              LIFECYCLE_SCENE_INACTIVE < LIFECYCLE_SCENE_ACTIVE);
+}
+
 /* MARK: - Malformed messages on the socket */
 
 static void test_malformed(void) {
@@ -1269,7 +1733,7 @@ static void test_malformed(void) {
         {"unknown type 0x7f", 1, 0x7f, 0, "unknown message type 0x7f"},
         {"an app-to-daemon type", 1, 0x81, 0, "is sent by apps"},
         {"flags", 2, 1, 0, "unknown flags 0x1"},
-        {"unknown event 13", 8, 13, 0, "unknown event 13"},
+        {"unknown event 20", 8, 20, 0, "unknown event 20"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lifecycle_app *app = connected(sv, &r, &callbacks);
@@ -1854,7 +2318,16 @@ static void test_misc(void) {
               strcmp(lifecycle_event_name(LIFECYCLE_EVENT_PERFORM_FETCH), "performFetch") == 0 &&
               strcmp(lifecycle_event_name(LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION), "didReceiveRemoteNotification") == 0 &&
               strcmp(lifecycle_event_name(LIFECYCLE_EVENT_OPEN_URL), "openURL") == 0 &&
-              lifecycle_event_name(LIFECYCLE_EVENT_NONE) == NULL && lifecycle_event_name((lifecycle_event)13) == NULL);
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_SCENE_WILL_CONNECT), "sceneWillConnect") == 0 &&
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND), "sceneWillEnterForeground") == 0 &&
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE), "sceneDidBecomeActive") == 0 &&
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_SCENE_WILL_RESIGN_ACTIVE), "sceneWillResignActive") == 0 &&
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_SCENE_DID_ENTER_BACKGROUND), "sceneDidEnterBackground") == 0 &&
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_SCENE_DID_DISCONNECT), "sceneDidDisconnect") == 0 &&
+              strcmp(lifecycle_event_name(LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS), "didDiscardSceneSessions") == 0 &&
+              lifecycle_event_name(LIFECYCLE_EVENT_NONE) == NULL && lifecycle_event_name((lifecycle_event)20) == NULL);
+    CHECK("the version is 1.2.0", LIFECYCLE_VERSION_MAJOR == 1 && LIFECYCLE_VERSION_MINOR == 2 &&
+                                      LIFECYCLE_VERSION_PATCH == 0);
     CHECK("lifecycle_strerror never returns NULL", lifecycle_strerror(12345) != NULL && lifecycle_strerror(EIO) != NULL);
     CHECK("NULL apps are refused, not crashed on",
           lifecycle_dispatch(NULL) == -1 && errno == EINVAL && lifecycle_run(NULL) == -1 && lifecycle_close(NULL) == -1 &&
@@ -1878,6 +2351,7 @@ int main(int argc, char **argv) {
     test_tasks();
     test_wake();
     test_restoration();
+    test_scenes();
     test_malformed();
     test_run();
     test_resume();

@@ -39,6 +39,16 @@ extension Daemon {
             }
             if let payload = d.payload { option(.pushPayload, payload) }
             if let url = d.url { options.append(KeyValue(LaunchOptionKey.eventURL, url)) }
+            if let scene = d.scene {
+                options.append(KeyValue(SceneOptionKey.scene, scene.scene))
+                options.append(KeyValue(SceneOptionKey.display, scene.display))
+                if let restored = scene.restored {
+                    options.append(KeyValue(SceneOptionKey.session, restored ? "restored" : "new"))
+                }
+            }
+            if let discarded = d.discarded {
+                options.append(KeyValue(SceneOptionKey.scenes, discarded.joined(separator: ",")))
+            }
             let message = EventMessage(
                 sequence: d.sequence, event: d.event,
                 launchedInBackground: d.mode == .background, deadline: d.deadline?.nanoseconds,
@@ -63,7 +73,7 @@ extension Daemon {
                         metadata: ["app": "\(id)"])
                 }
             }
-            record(id, .delivered, event: d.event, sequence: d.sequence)
+            record(id, .delivered, event: d.event, sequence: d.sequence, detail: Self.sceneDetail(d))
         } else {
             let signal = m.signals[d.event]
             if let signal { Posix.signal(pidfd: run.pidfd, signal) }
@@ -71,6 +81,13 @@ extension Daemon {
                 id, .delivered, event: d.event, sequence: d.sequence,
                 detail: signal.map { "signal \(Posix.signalName($0))" } ?? "no signal mapped")
         }
+    }
+
+    /// What `events` shows of a scene event: "scene nav on centre".
+    static func sceneDetail(_ d: Delivered) -> String? {
+        if let s = d.scene { return "scene \(s.scene) on \(s.display)" + (s.restored == true ? " (restored)" : "") }
+        if let discarded = d.discarded { return "scenes \(discarded.joined(separator: ","))" }
+        return nil
     }
 
     @discardableResult

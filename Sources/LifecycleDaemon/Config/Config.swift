@@ -28,6 +28,12 @@ public struct DaemonConfig: Sendable {
     /// Members of this group (and root) may change things; others may read.
     public var controlGroup: String? = nil
     public var foregroundSlots: Int = 1
+    /// `[[display]]` tables, in order (the first is the default); none
+    /// declared: one display, `main`, with `foreground_slots` slots.
+    public var declaredDisplays: [DisplaySpec] = []
+    public var displays: [DisplaySpec] {
+        declaredDisplays.isEmpty ? DisplaySpec.single(slots: foregroundSlots) : declaredDisplays
+    }
     /// "auto", an absolute cgroup path for the daemon's subtree, or "none"
     /// for the process-group fallback.
     public var cgroupRoot: String = "auto"
@@ -150,6 +156,7 @@ public enum ConfigLoader {
         let doc = try Document(path: path)
         var c = DaemonConfig()
         c.file = path
+        var sawSlots = false
         let base = directory(of: path)
         try doc.each(doc.root, table: "") { (key: String, value: any TOMLValueConvertible) throws(ConfigError) in
             switch key {
@@ -164,7 +171,10 @@ public enum ConfigLoader {
             case "control_group":
                 let g = try doc.string(value, key)
                 c.controlGroup = g.isEmpty ? nil : g
-            case "foreground_slots": c.foregroundSlots = try doc.int(value, key, 1...64)
+            case "foreground_slots":
+                c.foregroundSlots = try doc.int(value, key, 1...64)
+                sawSlots = true
+            case "display": c.declaredDisplays = try loadDisplays(doc, value)
             case "cgroup_root":
                 let r = try doc.string(value, key)
                 guard r == "auto" || r == "none" || r.hasPrefix("/") else {
@@ -202,7 +212,43 @@ public enum ConfigLoader {
             }
         }
         c.appsDirectory = resolve(c.appsDirectory, base: base)  // also the default
+        if sawSlots && !c.declaredDisplays.isEmpty {
+            throw doc.error("foreground_slots", "not with [[display]]: each display has its own slots")
+        }
         return c
+    }
+
+    /// `[[display]]`: name (unique) and slots (default 1), in order.
+    static func loadDisplays(_ doc: Document, _ value: any TOMLValueConvertible) throws(ConfigError) -> [DisplaySpec] {
+        guard let list = value.array else {
+            throw doc.error("display", "expected [[display]] tables (name, slots), got \(value.type)")
+        }
+        var specs: [DisplaySpec] = []
+        for item in list {
+            guard let t = item.table else {
+                throw doc.error("display", "expected [[display]] tables, found \(item.type)")
+            }
+            var name: String?
+            var slots = 1
+            try doc.each(t, table: "display") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
+                switch k {
+                case "name": name = try doc.string(v, k, table: "display")
+                case "slots": slots = try doc.int(v, k, 1...64, table: "display")
+                default: throw doc.error(k, "unknown key (a display has name and slots)", table: "display")
+                }
+            }
+            guard let name else { throw doc.error("display", "a [[display]] needs a name") }
+            guard SceneNames.valid(name) else {
+                throw doc.error(
+                    "name", "\"\(name)\" is not a display name (1 to 64 of A-Z a-z 0-9 . _ -)", table: "display")
+            }
+            guard !specs.contains(where: { $0.name == name }) else {
+                throw doc.error("name", "display \"\(name)\" is declared twice", table: "display")
+            }
+            specs.append(DisplaySpec(name: name, slots: slots))
+        }
+        guard specs.count <= 16 else { throw doc.error("display", "at most 16 displays") }
+        return specs
     }
 
     static func loadMemory(_ doc: Document, _ value: any TOMLValueConvertible) throws(ConfigError) -> MemoryConfig {

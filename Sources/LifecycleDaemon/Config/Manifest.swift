@@ -167,6 +167,14 @@ extension ConfigLoader {
                     }
                     if !m.policy.urlSchemes.contains(scheme) { m.policy.urlSchemes.append(scheme) }
                 }
+            case "scenes": m.policy.scenes = try doc.bool(value, key)
+            case "max_scenes": m.policy.maxScenes = try doc.int(value, key, 1...64)
+            case "display":
+                let d = try doc.string(value, key)
+                guard SceneNames.valid(d) else {
+                    throw doc.error(key, "\"\(d)\" is not a display name (1 to 64 of A-Z a-z 0-9 . _ -)")
+                }
+                m.policy.display = d
             case "fetch":
                 guard let t = value.table else { throw doc.error(key, "expected a table") }
                 try doc.each(t, table: "fetch") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
@@ -308,6 +316,9 @@ extension ConfigLoader {
             }
             if !m.policy.urlSchemes.isEmpty {
                 throw doc.error("url_schemes", "needs delivery = \"library\": a plain program cannot be told a URL")
+            }
+            if m.policy.scenes {
+                throw doc.error("scenes", "needs delivery = \"library\": a plain program cannot be told of scenes")
             }
         }
         if m.policy.awaitsReadiness && m.policy.delivery == .library {

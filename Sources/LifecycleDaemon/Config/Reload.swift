@@ -151,6 +151,7 @@ extension Daemon {
         check("control_socket", \.controlSocket)
         check("control_socket_mode", \.controlSocketMode)
         check("foreground_slots", \.foregroundSlots)
+        if old.declaredDisplays != new.declaredDisplays { keys.append("display") }
         check("cgroup_root", \.cgroupRoot)
         check("event_history", \.eventHistory)
         check("log_level", \.logLevel)

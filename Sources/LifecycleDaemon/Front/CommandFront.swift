@@ -24,7 +24,12 @@ enum Command: Sendable, Equatable {
     case status(apps: [AppID]?)
     case events(apps: [AppID]?, follow: Bool)
     case launch(AppID, LaunchMode)
-    case activate(AppID)
+    /// Its scene (nil: its most recent) to the front of a display (nil: the scene's own).
+    case activate(AppID, scene: SceneID? = nil, display: DisplayID? = nil)
+    /// home, lock, unlock or an interruption on one display.
+    case display(DisplayID, DisplayCommand)
+    /// The app switcher's swipe of one scene.
+    case discard(AppID, SceneID)
     case stop(AppID)
     case kill(AppID)
     /// Stop, then launch into the same place.
@@ -62,7 +67,7 @@ enum Command: Sendable, Equatable {
         switch self {
         case .status, .events, .jetsam, .avail: false
         case .launch, .activate, .stop, .kill, .restart, .signal, .tail, .home, .lock, .unlock, .interruptionBegin,
-            .interruptionEnd, .pressure, .fetch, .push, .open,
+            .interruptionEnd, .pressure, .fetch, .push, .open, .display, .discard,
             .daemonReexec, .reload:
             true
         }
@@ -72,7 +77,8 @@ enum Command: Sendable, Equatable {
     var apps: [AppID] {
         switch self {
         case .status(let apps?), .events(let apps?, _): apps
-        case .launch(let id, _), .activate(let id), .stop(let id), .kill(let id), .restart(let id), .signal(let id, _),
+        case .launch(let id, _), .activate(let id, _, _), .discard(let id, _), .stop(let id), .kill(let id),
+            .restart(let id), .signal(let id, _),
             .tail(let id, _, _), .fetch(let id), .push(let id, _):
             [id]
         default: []
@@ -177,7 +183,11 @@ final class CommandFront {
             return .success(.kills(target.kills(limit: limit)))
         case .pressure(let level): return outcome(target.simulateMemoryLevel(level))
         case .launch(let id, let mode): return outcome(target.submit(.launch(id, mode)))
-        case .activate(let id): return outcome(target.submit(.activate(id)))
+        case .activate(let id, nil, nil): return outcome(target.submit(.activate(id)))
+        case .activate(let id, let scene, let display):
+            return outcome(target.submit(.activateScene(id, scene: scene, display: display)))
+        case .display(let d, let c): return outcome(target.submit(.display(d, c)))
+        case .discard(let id, let scene): return outcome(target.submit(.discard(id, scene)))
         case .stop(let id): return outcome(target.submit(.stop(id)))
         case .kill(let id): return outcome(target.submit(.kill(id)))
         case .restart(let id): return outcome(target.submit(.restart(id)))
@@ -253,6 +263,15 @@ extension Command {
         case .fetch: "fetch"
         case .push: "push"
         case .open: "open"
+        case .discard: "discard"
+        case .display(_, let c):
+            switch c {
+            case .home: "home"
+            case .lock: "lock"
+            case .unlock: "unlock"
+            case .interruptionBegan: "interruption-begin"
+            case .interruptionEnded: "interruption-end"
+            }
         }
     }
 }

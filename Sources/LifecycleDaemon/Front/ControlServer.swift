@@ -368,7 +368,12 @@ final class ControlServer: RecordSink {
         case .status: return .success(.status(apps: r.apps))
         case .events: return .success(.events(apps: r.apps, follow: r.follow == true))
         case .launch: return app().map { .launch($0, r.background == true ? .background : .foreground) }
-        case .activate: return app().map { .activate($0) }
+        case .activate: return app().map { .activate($0, scene: r.scene, display: r.display) }
+        case .discard:
+            guard let scene = r.scene else {
+                return .failure(CommandFailure(code: .badRequest, message: "'discard' needs a scene"))
+            }
+            return app().map { .discard($0, scene) }
         case .stop: return app().map { .stop($0) }
         case .kill: return app().map { .kill($0) }
         case .restart: return app().map { .restart($0) }
@@ -403,11 +408,12 @@ final class ControlServer: RecordSink {
             case .failure(let problem): return .failure(CommandFailure(code: .badRequest, message: "\(problem)"))
             case .success(let number): return app().map { .signal($0, number) }
             }
-        case .home: return .success(.home)
-        case .lock: return .success(.lock)
-        case .unlock: return .success(.unlock)
-        case .interruptionBegin: return .success(.interruptionBegin)
-        case .interruptionEnd: return .success(.interruptionEnd)
+        case .home: return .success(r.display.map { .display($0, .home) } ?? .home)
+        case .lock: return .success(r.display.map { .display($0, .lock) } ?? .lock)
+        case .unlock: return .success(r.display.map { .display($0, .unlock) } ?? .unlock)
+        case .interruptionBegin:
+            return .success(r.display.map { .display($0, .interruptionBegan) } ?? .interruptionBegin)
+        case .interruptionEnd: return .success(r.display.map { .display($0, .interruptionEnded) } ?? .interruptionEnd)
         case .daemonReexec: return .success(.daemonReexec)
         case .reload: return .success(.reload(dryRun: r.dryRun == true, restartChanged: r.restartChanged == true))
         case .jetsam: return .success(.jetsam(limit: r.limit))

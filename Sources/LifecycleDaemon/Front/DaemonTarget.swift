@@ -68,6 +68,7 @@ extension Daemon: CommandTarget {
             status.heldPush = s.heldPush ? true : nil
             status.waking = s.waking
             status.restorationBytes = history.blobs[id]?.count
+            if !s.scenes.isEmpty { status.scenes = s.scenes }
             status.failed = s.failure.map {
                 FailureInfo(
                     reason: $0.reason.code.rawValue, description: $0.description, ends: $0.ends,
@@ -92,6 +93,11 @@ extension Daemon: CommandTarget {
         report.daemon.logLinesDropped = LogOutput.standardError.droppedTotal
         report.daemon.killRecordsUnsaved = killLog.unsaved.count
         report.daemon.stateUnsaved = store?.failing ?? false
+        report.daemon.displays = supervisor.displays.all.map {
+            DisplayStatus(
+                name: $0.name, slots: $0.slots, front: $0.scenes.map(\.description), locked: $0.locked,
+                interruptions: $0.interruptions)
+        }
         return report
     }
 }

@@ -55,7 +55,7 @@ extension Daemon {
             let afterCrash = handoff == nil
             if afterCrash, let problem = store?.countCrash() { logger.error("\(problem)") }
             supervisor = Supervisor(
-                restoring: saved.core, foregroundSlots: config.foregroundSlots, apps: settings.policies,
+                restoring: saved.core, displays: config.displays, apps: settings.policies,
                 memory: config.memory.thresholds(total: MemoryMonitor.memTotal()), afterCrash: afterCrash,
                 crashesMissed: store?.crashesMissed ?? [:])
             supervisor.fetchWindow = config.fetchWindow
