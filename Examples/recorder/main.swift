@@ -10,11 +10,15 @@
 // follow as "# KEY: VALUE" lines, then "# restoration: TEXT"; after
 // didReceiveRemoteNotification "# push.payload: JSON", after openURL "# url: URL"
 // (as the C and Python recorders write them). With $RECORDER_SAVE_STATE set it
-// saves that text as restoration data on entering the background.
+// saves that text as restoration data on entering the background. Scene
+// events are written "EVENT SCENE DISPLAY" ("sceneWillConnect nav centre new"
+// or "... restored"), didDiscardSceneSessions as "didDiscardSceneSessions a,b",
+// and an openURL to a scene is followed by "# scene: NAME". --hang matches a
+// whole line or its first word.
 @preconcurrency import Glibc
 import LifecycleClient
 
-final class Recorder: ApplicationDelegate {
+final class Recorder: ApplicationDelegate, SceneDelegate {
     let fd: Int32
     let hang: String?
 
@@ -27,7 +31,7 @@ final class Recorder: ApplicationDelegate {
     func note(_ line: String) {
         let text = line + "\n"
         _ = text.withCString { write(fd, $0, strlen($0)) }
-        if line == hang { while true { pause() } }
+        if line == hang || line.split(separator: " ").first.map(String.init) == hang { while true { pause() } }
     }
 
     func willFinishLaunching(_ app: Application, options: LaunchOptions) {
@@ -64,6 +68,25 @@ final class Recorder: ApplicationDelegate {
         note("openURL")
         option("url", url)
     }
+    func openURL(_ app: Application, url: String, in scene: Scene) {
+        openURL(app, url: url)
+        option("scene", scene.name)
+    }
+    func sceneDelegate(_ application: Application, for scene: Scene) -> (any SceneDelegate)? { self }
+    func didDiscardSceneSessions(_ application: Application, scenes: [String]) {
+        note("didDiscardSceneSessions " + scenes.joined(separator: ","))
+    }
+    func noteScene(_ event: String, _ scene: Scene) {
+        note("\(event) \(scene.name) \(scene.display)")
+    }
+    func sceneWillConnect(_ scene: Scene) {
+        note("sceneWillConnect \(scene.name) \(scene.display) \(scene.restored ? "restored" : "new")")
+    }
+    func sceneWillEnterForeground(_ scene: Scene) { noteScene("sceneWillEnterForeground", scene) }
+    func sceneDidBecomeActive(_ scene: Scene) { noteScene("sceneDidBecomeActive", scene) }
+    func sceneWillResignActive(_ scene: Scene) { noteScene("sceneWillResignActive", scene) }
+    func sceneDidEnterBackground(_ scene: Scene) { noteScene("sceneDidEnterBackground", scene) }
+    func sceneDidDisconnect(_ scene: Scene) { noteScene("sceneDidDisconnect", scene) }
     func didFinishLaunching(_ app: Application, options: LaunchOptions) { note("didFinishLaunching") }
     func didBecomeActive(_ app: Application) {
         note("didBecomeActive")
@@ -123,10 +146,21 @@ if CommandLine.arguments.contains("--async") {
         exit(2)
     }
     for await event in events {
-        recorder.note(event.name)  // acknowledged when the loop asks for the next
+        // Acknowledged when the loop asks for the next.
+        if let scenes = event.discardedScenes {
+            recorder.note("\(event.name) \(scenes.joined(separator: ","))")
+        } else if event.name.hasPrefix("scene"), let scene = event.scene, let display = event.display {
+            let session = event.restored.map { $0 ? " restored" : " new" } ?? ""
+            recorder.note("\(event.name) \(scene) \(display)\(session)")
+        } else {
+            recorder.note(event.name)
+        }
         if event.name == "willFinishLaunching", let options = event.launchOptions { recorder.noteLaunch(options) }
         if let payload = event.payload { recorder.option("push.payload", payload) }
-        if let url = event.url { recorder.option("url", url) }
+        if let url = event.url {
+            recorder.option("url", url)
+            if let scene = event.scene { recorder.option("scene", scene) }
+        }
         if event.name == "performFetch" || event.name == "didReceiveRemoteNotification" {
             events.complete(event, .newData)
         }

@@ -91,6 +91,58 @@ public protocol ApplicationDelegate: AnyObject {
     func didReceiveRemoteNotification(_ application: Application, payload: String) -> FetchResult
     /// Open a URL of a scheme the manifest lists; the app is on its way to the front.
     func openURL(_ application: Application, url: String)
+    /// A scene app's: the URL opens in this scene (by default, `openURL(_:url:)`).
+    func openURL(_ application: Application, url: String, in scene: Scene)
+    /// Scenes (manifest `scenes = true`): the delegate of a scene being
+    /// connected, kept for as long as it is (nil: its events only update
+    /// `Application.scenes`).
+    func sceneDelegate(_ application: Application, for scene: Scene) -> (any SceneDelegate)?
+    /// The user discarded these scene sessions (the app switcher's swipe):
+    /// forget what was kept for them. Right away, or after the next launch.
+    func didDiscardSceneSessions(_ application: Application, scenes: [String])
+}
+
+/// The callbacks of one scene (UIWindowSceneDelegate's): on the main thread,
+/// one at a time, each return its acknowledgement. The app-level callbacks
+/// come too, ordered so that the app is never less active than any scene.
+@MainActor
+public protocol SceneDelegate: AnyObject {
+    func sceneWillConnect(_ scene: Scene)
+    func sceneWillEnterForeground(_ scene: Scene)
+    func sceneDidBecomeActive(_ scene: Scene)
+    func sceneWillResignActive(_ scene: Scene)
+    func sceneDidEnterBackground(_ scene: Scene)
+    /// The scene is gone (its session stays unless it is discarded).
+    func sceneDidDisconnect(_ scene: Scene)
+}
+
+extension SceneDelegate {
+    public func sceneWillConnect(_ scene: Scene) {}
+    public func sceneWillEnterForeground(_ scene: Scene) {}
+    public func sceneDidBecomeActive(_ scene: Scene) {}
+    public func sceneWillResignActive(_ scene: Scene) {}
+    public func sceneDidEnterBackground(_ scene: Scene) {}
+    public func sceneDidDisconnect(_ scene: Scene) {}
+}
+
+/// One connected scene (UIScene): its name, the display it is on, and its
+/// state, already updated when its callback runs.
+@MainActor
+public final class Scene {
+    public let name: String
+    public internal(set) var display: String
+    public internal(set) var state: SceneState
+    /// Connected before (after a relaunch, or a disconnection for memory):
+    /// restore what it showed.
+    public internal(set) var restored: Bool
+    public internal(set) var delegate: (any SceneDelegate)?
+
+    init(name: String, display: String, state: SceneState, restored: Bool) {
+        self.name = name
+        self.display = display
+        self.state = state
+        self.restored = restored
+    }
 }
 
 extension ApplicationDelegate {
@@ -106,6 +158,11 @@ extension ApplicationDelegate {
     public func performFetch(_ application: Application) -> FetchResult { .noData }
     public func didReceiveRemoteNotification(_ application: Application, payload: String) -> FetchResult { .noData }
     public func openURL(_ application: Application, url: String) {}
+    public func openURL(_ application: Application, url: String, in scene: Scene) {
+        openURL(application, url: url)
+    }
+    public func sceneDelegate(_ application: Application, for scene: Scene) -> (any SceneDelegate)? { nil }
+    public func didDiscardSceneSessions(_ application: Application, scenes: [String]) {}
 }
 
 /// Identifies a background task; `.invalid` when none could be begun.
@@ -124,6 +181,8 @@ public final class Application {
     public private(set) var launchOptions: LaunchOptions?
     /// The name lifecycled knows the app by.
     public let name: String?
+    /// Its connected scenes, by name (apps whose manifest sets `scenes = true`).
+    public private(set) var scenes: [String: Scene] = [:]
 
     let channel: Channel?
     let delegate: any ApplicationDelegate
@@ -325,6 +384,10 @@ public final class Application {
 
     /// Runs the event's callback; for a wake-up, returns its answer.
     func dispatch(_ e: EventMessage) -> FetchResult? {
+        if let problem = e.sceneProblem() {
+            fail(.protocolViolation(problem))
+            return nil
+        }
         switch e.event {
         case .willFinishLaunching:
             launchOptions = LaunchOptions(e, restoration: restoration)
@@ -344,9 +407,52 @@ public final class Application {
             let payload = e.option(LaunchOptionKey.pushPayload.rawValue) ?? "{}"
             return delegate.didReceiveRemoteNotification(self, payload: payload)
         case .openURL:
-            delegate.openURL(self, url: e.option(LaunchOptionKey.eventURL) ?? "")
+            let url = e.option(LaunchOptionKey.eventURL) ?? ""
+            if let scene = e.option(SceneOptionKey.scene).flatMap({ scenes[$0] }) {
+                delegate.openURL(self, url: url, in: scene)
+            } else {
+                delegate.openURL(self, url: url)
+            }
+        case .didDiscardSceneSessions: delegate.didDiscardSceneSessions(self, scenes: e.discardedScenes)
+        case .sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive, .sceneWillResignActive,
+            .sceneDidEnterBackground, .sceneDidDisconnect:
+            dispatchScene(e)
         }
         return nil
+    }
+
+    /// A scene event: the scene (added when new) moves, then its delegate hears.
+    func dispatchScene(_ e: EventMessage) {
+        let name = e.option(SceneOptionKey.scene)!
+        let scene: Scene
+        if let known = scenes[name] {
+            scene = known
+        } else {
+            guard scenes.count < EventMessage.maxScenes else {
+                return fail(
+                    .protocolViolation(
+                        "\(e.event.rawValue): \(scenes.count + 1) scenes connected, more than \(EventMessage.maxScenes)"
+                    ))
+            }
+            scene = Scene(name: name, display: "", state: .unattached, restored: false)
+            scenes[name] = scene
+        }
+        if let display = e.option(SceneOptionKey.display) { scene.display = display }
+        scene.state = e.event.sceneState!
+        if e.event == .sceneWillConnect {
+            scene.restored = e.option(SceneOptionKey.session) == "restored"
+            scene.delegate = delegate.sceneDelegate(self, for: scene)
+        }
+        switch e.event {
+        case .sceneWillConnect: scene.delegate?.sceneWillConnect(scene)
+        case .sceneWillEnterForeground: scene.delegate?.sceneWillEnterForeground(scene)
+        case .sceneDidBecomeActive: scene.delegate?.sceneDidBecomeActive(scene)
+        case .sceneWillResignActive: scene.delegate?.sceneWillResignActive(scene)
+        case .sceneDidEnterBackground: scene.delegate?.sceneDidEnterBackground(scene)
+        default:
+            scene.delegate?.sceneDidDisconnect(scene)
+            scenes[name] = nil
+        }
     }
 
     /// Runs every due timer; returns how long to wait for the next (ms, -1 none).

@@ -17,6 +17,13 @@ public struct LifecycleEventInfo: Sendable, Equatable {
     public var payload: String?
     /// openURL: the URL.
     public var url: String?
+    /// Scene events (and openURL to a scene app): the scene, its display,
+    /// and for sceneWillConnect whether its session is restored.
+    public var scene: String?
+    public var display: String?
+    public var restored: Bool?
+    /// didDiscardSceneSessions: the scenes discarded.
+    public var discardedScenes: [String]?
 }
 
 /// The lifecycle as an async sequence, for apps that prefer `for await` to
@@ -93,6 +100,7 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
                 case .closed: return end(.closed)
                 case .violation(let why): return end(.protocolViolation(why))
                 }
+                if let problem = e.sceneProblem() { return end(.protocolViolation(problem)) }
                 unacknowledged = e.sequence
                 if e.event == .willTerminate { ended = true }
                 let launch = e.event == .willFinishLaunching || e.event == .didFinishLaunching
@@ -103,7 +111,10 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
                     budgetEnd: e.budgetEnd, launchOptions: options,
                     payload: e.event == .didReceiveRemoteNotification
                         ? e.option(LaunchOptionKey.pushPayload.rawValue) : nil,
-                    url: e.event == .openURL ? e.option(LaunchOptionKey.eventURL) : nil)
+                    url: e.event == .openURL ? e.option(LaunchOptionKey.eventURL) : nil,
+                    scene: e.option(SceneOptionKey.scene), display: e.option(SceneOptionKey.display),
+                    restored: e.event == .sceneWillConnect ? e.option(SceneOptionKey.session) == "restored" : nil,
+                    discardedScenes: e.event == .didDiscardSceneSessions ? e.discardedScenes : nil)
             }
         }
 

@@ -35,7 +35,8 @@ struct SceneRecord: Sendable, Equatable, Codable {
     var leaving: DisplayID?
     /// Discarded by the user: disconnected, then forgotten.
     var discarding = false
-    /// Disconnected for memory: stays unattached until shown again.
+    /// Disconnected (or being disconnected) for memory: stays unattached
+    /// until shown again.
     var shed = false
 
     init(display: DisplayID) { self.display = display }
@@ -311,7 +312,7 @@ extension Supervisor {
             if event == .sceneWillConnect { s.connectedBefore = true }
             if s.told <= .background { s.leaving = nil }
             if event == .sceneDidDisconnect {
-                s.shed = false
+                // (A scene shed for memory stays marked so until shown again.)
                 if s.discarding {
                     $0.scenes[name] = nil
                     $0.discarded.append(name)

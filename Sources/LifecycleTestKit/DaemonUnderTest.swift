@@ -284,6 +284,19 @@ public final class Follower {
         }
     }
 
+    /// The app acknowledged `event` about `scene` (a scene event, or
+    /// didDiscardSceneSessions when `scene` is the list it names).
+    @discardableResult
+    public func acknowledged(_ app: String, _ event: String, scene: String) throws -> EventRecord {
+        let sent = try wait("\(app) sent \(event) for \(scene)") {
+            $0.app == app && $0.kind == .delivered && $0.event?.rawValue == event
+                && ($0.detail?.hasPrefix("scene \(scene) ") == true || $0.detail == "scenes \(scene)")
+        }
+        return try wait("\(app) acknowledging \(event) for \(scene)") {
+            $0.app == app && $0.kind == .acknowledged && $0.sequence == sent.sequence
+        }
+    }
+
     @discardableResult
     public func terminated(_ app: String) throws -> EventRecord {
         try wait("\(app) terminated") { $0.app == app && $0.kind == .terminated }

@@ -415,3 +415,36 @@ extension AppMessage {
         return message
     }
 }
+
+extension EventMessage {
+    /// Most scenes a client keeps connected (the daemon's `max_scenes` is at most this).
+    public static let maxScenes = 64
+
+    /// What is wrong with a scene event's options (nil: nothing, or not a
+    /// scene event), in the words both client libraries use after
+    /// "protocol violation by the daemon: ".
+    public func sceneProblem() -> String? {
+        if event == .didDiscardSceneSessions {
+            guard let list = option(SceneOptionKey.scenes) else { return "\(event.rawValue): option scenes missing" }
+            if list.split(separator: ",", omittingEmptySubsequences: false).contains(where: {
+                !SceneNames.valid(String($0))
+            }) {
+                return
+                    "\(event.rawValue): option scenes: not scene names separated by commas (1 to \(SceneNames.maxLength) of A-Z a-z 0-9 . _ -)"
+            }
+            return nil
+        }
+        guard event.isSceneEvent else { return nil }
+        guard let scene = option(SceneOptionKey.scene) else { return "\(event.rawValue): option scene missing" }
+        guard SceneNames.valid(scene) else {
+            return
+                "\(event.rawValue): option scene: not a scene name (1 to \(SceneNames.maxLength) of A-Z a-z 0-9 . _ -)"
+        }
+        return nil
+    }
+
+    /// didDiscardSceneSessions: the scenes named.
+    public var discardedScenes: [String] {
+        option(SceneOptionKey.scenes).map { $0.split(separator: ",").map(String.init) } ?? []
+    }
+}

@@ -24,51 +24,91 @@ struct Launch: ParsableCommand {
 
 struct Activate: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Bring an app to the foreground, launching it when needed.")
+        abstract: "Bring an app (one of its scenes) to the foreground of a display, launching it when needed.",
+        discussion: """
+            Without --scene: the app's most recent scene (an app without scenes has one, main). \
+            A new --scene name creates the scene (apps whose manifest sets scenes = true). \
+            Without --display: the scene's own display, or the app's manifest display, or the first. \
+            A scene shown on another display moves there through the background.
+            """)
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
+    @Option(help: "The display (as the daemon file names it).") var display: String?
+    @Option(help: "The scene (created when new).") var scene: String?
     @Argument(completion: .custom(appNames)) var app: String
     func run() throws {
-        try connection.requestAndWait(ControlRequest(.activate, app: app), waiting) { _ in .inFront(app) }
+        var request = ControlRequest(.activate, app: app)
+        request.display = display
+        request.scene = scene
+        try connection.requestAndWait(request, waiting) { _ in
+            scene == nil && display == nil ? .inFront(app) : .sceneInFront(app, scene: scene, display: display)
+        }
+    }
+}
+
+/// `--display D`: one display; without it, every display.
+struct DisplayOption: ParsableArguments {
+    @Option(help: "One display (default: every display).") var display: String?
+
+    func apply(_ request: inout ControlRequest) { request.display = display }
+
+    /// The scenes now in front of the display named (or of all), as the status names them.
+    func front(_ r: StatusReport) -> [String] {
+        guard let display, let displays = r.daemon.displays else { return r.daemon.foreground }
+        return displays.first { $0.name == display }?.front ?? []
     }
 }
 
 struct Home: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Send every foreground app to the background.")
+    static let configuration = CommandConfiguration(
+        abstract: "Send every foreground app (or scene, on one display) to the background.")
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
+    @OptionGroup var on: DisplayOption
     func run() throws {
-        try connection.requestAndWait(ControlRequest(.home), waiting) { .leftFront($0.daemon.foreground) }
+        var request = ControlRequest(.home)
+        on.apply(&request)
+        try connection.requestAndWait(request, waiting) { .scenesLeft(on.front($0)) }
     }
 }
 
 struct Interruption: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "A temporary interruption (alert, call banner): begin or end.")
+        abstract: "A temporary interruption (alert, call banner) on every display or one: begin or end.")
     enum Phase: String, ExpressibleByArgument, CaseIterable { case begin, end }
     @OptionGroup var connection: Connection
+    @OptionGroup var on: DisplayOption
     @Argument(help: "begin or end") var phase: Phase
     func run() throws {
-        _ = try connection.request(ControlRequest(phase == .begin ? .interruptionBegin : .interruptionEnd))
+        var request = ControlRequest(phase == .begin ? .interruptionBegin : .interruptionEnd)
+        on.apply(&request)
+        _ = try connection.request(request)
     }
 }
 
 struct Lock: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Lock the screen: foreground apps go to the background until unlock.")
+        abstract: "Lock the screen (every display, or one): what is in front goes to the background until unlock.")
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
+    @OptionGroup var on: DisplayOption
     func run() throws {
-        try connection.requestAndWait(ControlRequest(.lock), waiting) { .leftFront($0.daemon.foreground) }
+        var request = ControlRequest(.lock)
+        on.apply(&request)
+        try connection.requestAndWait(request, waiting) { .scenesLeft(on.front($0)) }
     }
 }
 
 struct Unlock: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Unlock the screen: the apps in front come back.")
+    static let configuration = CommandConfiguration(
+        abstract: "Unlock the screen (every display, or one): what is in front comes back.")
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
+    @OptionGroup var on: DisplayOption
     func run() throws {
-        try connection.requestAndWait(ControlRequest(.unlock), waiting) { .backInFront($0.daemon.foreground) }
+        var request = ControlRequest(.unlock)
+        on.apply(&request)
+        try connection.requestAndWait(request, waiting) { .scenesBack(on.front($0)) }
     }
 }
 

@@ -42,6 +42,7 @@ enum StatusTable {
         if let next = a.nextFetchIn { parts.append("fetch in \(duration(next))") }
         if a.heldPush == true { parts.append("push held") }
         if let size = a.restorationBytes { parts.append("restore \(bytes(UInt64(size)))") }
+
         return parts.isEmpty ? "-" : parts.joined(separator: ", ")
     }
 
@@ -52,6 +53,11 @@ enum StatusTable {
                 "LAST TERMINATION",
             ]
         ]
+        // Several displays, or an app with scenes: a SCENES column, "nav@centre active".
+        let showScenes =
+            (report.daemon.displays?.count ?? 1) > 1
+            || report.apps.contains { ($0.scenes ?? []).contains { $0.name != "main" } }
+        if showScenes { rows[0].insert("SCENES", at: 2) }
         for a in report.apps {
             var tasks = a.backgroundTasks.isEmpty ? "-" : "\(a.backgroundTasks.count)"
             if let left = a.backgroundTimeRemaining, !a.backgroundTasks.isEmpty { tasks += " (\(duration(left)) left)" }
@@ -74,6 +80,10 @@ enum StatusTable {
                 tasks, memory, a.band?.rawValue ?? "-", wakeups(a), a.statusLine.map { "\"\($0)\"" } ?? "-",
                 a.failed.map { "\($0.description); down until launched" } ?? a.lastTermination?.description ?? "-",
             ])
+            if showScenes {
+                let scenes = (a.scenes ?? []).map { "\($0.name)@\($0.display) \($0.state.rawValue)" }
+                rows[rows.count - 1].insert(scenes.isEmpty ? "-" : scenes.joined(separator: ", "), at: 2)
+            }
         }
         var out = [Table.render(rows)]
         let d = report.daemon
@@ -83,6 +93,16 @@ enum StatusTable {
         if d.interruptions > 0 { footer += ", interrupted" }
         if d.shuttingDown { footer += ", shutting down" }
         out.append(footer)
+        // Several displays: each one's front (the line above is the first's).
+        if let displays = d.displays, displays.count > 1 {
+            for display in displays {
+                var line =
+                    "display \(display.name): \(display.front.isEmpty ? "-" : display.front.joined(separator: ", ")) (\(display.slots) slot\(display.slots == 1 ? "" : "s"))"
+                if display.locked { line += ", locked" }
+                if display.interruptions > 0 { line += ", interrupted" }
+                out.append(line)
+            }
+        }
         if let m = d.memory {
             var line = "memory: \(m.level.rawValue)\(m.simulated ? " (simulated)" : "")"
             if let a = m.reading.available, let t = m.reading.total {

@@ -87,7 +87,8 @@ struct Supervisorctl: ParsableCommand {
             """,
         subcommands: [
             Status.self, Launch.self, Activate.self, Home.self, Interruption.self,
-            Lock.self, Unlock.self, Stop.self, Restart.self, Kill.self, Signal.self, Fetch.self, Push.self, Open.self,
+            Lock.self, Unlock.self, Discard.self, Scenes.self, Stop.self, Restart.self, Kill.self, Signal.self,
+            Fetch.self, Push.self, Open.self,
             Pid.self,
             Tail.self, Events.self,
             Jetsam.self, Pressure.self, Avail.self, Reload.self, DaemonReexec.self,

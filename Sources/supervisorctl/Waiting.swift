@@ -33,20 +33,47 @@ enum Goal {
     /// A new run of the app (not the process `after`) is in front (or, when
     /// the front was taken meanwhile, launched into the background).
     case relaunched(String, after: Int32?, inFront: Bool)
+    /// A scene of the app (the one named, or any) is in front of the
+    /// display named (or any), and the app launched.
+    case sceneInFront(String, scene: String?, display: String?)
+    /// None of these scenes (`app` or `app/scene`, as a display's front
+    /// names them) is in the foreground any more.
+    case scenesLeft([String])
+    /// Every one of these scenes is in front again.
+    case scenesBack([String])
+    /// The scene is gone from the app (discarded).
+    case sceneGone(String, scene: String)
 
     var apps: [String] {
         switch self {
-        case .inFront(let a), .launchedInBackground(let a), .ended(let a), .relaunched(let a, _, _): [a]
+        case .inFront(let a), .launchedInBackground(let a), .ended(let a), .relaunched(let a, _, _),
+            .sceneInFront(let a, _, _), .sceneGone(let a, _):
+            [a]
         case .leftFront(let apps), .backInFront(let apps): apps
+        case .scenesLeft(let refs), .scenesBack(let refs):
+            Array(Set(refs.map { String($0.split(separator: "/").first ?? "") }))
         }
     }
 
     func reached(_ r: StatusReport) -> Bool {
         func app(_ name: String) -> AppStatus? { r.apps.first { $0.name == name } }
+        func interrupted(_ display: String) -> Bool {
+            r.daemon.displays?.first { $0.name == display }.map { $0.interruptions > 0 } ?? (r.daemon.interruptions > 0)
+        }
         func inFront(_ name: String) -> Bool {
             guard let a = app(name), a.launching != true, a.awaiting == nil else { return false }
-            return a.state == .active || (a.state == .inactive && r.daemon.interruptions > 0)
+            let interruptedScene =
+                a.scenes?.contains { $0.inFront && interrupted($0.display) } ?? (r.daemon.interruptions > 0)
+            return a.state == .active || (a.state == .inactive && interruptedScene)
         }
+        /// `app` or `app/scene`: the app and its scene.
+        func scene(_ ref: String) -> (AppStatus, SceneStatus)? {
+            let parts = ref.split(separator: "/", maxSplits: 1).map(String.init)
+            guard let a = app(parts[0]) else { return nil }
+            let name = parts.count > 1 ? parts[1] : "main"
+            return a.scenes?.first { $0.name == name }.map { (a, $0) }
+        }
+        func shown(_ s: SceneStatus) -> Bool { s.state == .active || (s.state == .inactive && interrupted(s.display)) }
         switch self {
         case .inFront(let name): return inFront(name)
         case .launchedInBackground(let name):
@@ -56,6 +83,21 @@ enum Goal {
         case .leftFront(let apps):
             return apps.allSatisfy { name in app(name).map { $0.state != .active && $0.state != .inactive } ?? true }
         case .backInFront(let apps): return apps.allSatisfy(inFront)
+        case .sceneInFront(let name, let sceneName, let display):
+            guard let a = app(name), a.launching != true, a.awaiting == nil else { return false }
+            return a.scenes?.contains { s in
+                (sceneName == nil || s.name == sceneName) && (display == nil || s.display == display) && s.inFront
+                    && shown(s)
+            } == true
+        case .scenesLeft(let refs):
+            return refs.allSatisfy { ref in scene(ref).map { !shown($0.1) && $0.1.state != .inactive } ?? true }
+        case .scenesBack(let refs):
+            return refs.allSatisfy { ref in
+                scene(ref).map { $0.0.awaiting == nil && shown($0.1) } ?? false
+            }
+        case .sceneGone(let name, let sceneName):
+            return app(name).map { a in a.awaiting == nil && !(a.scenes ?? []).contains { $0.name == sceneName } }
+                ?? true
         case .relaunched(let name, let old, let front):
             guard let a = app(name), a.pid != nil, a.pid != old else { return false }
             return (front && inFront(name)) || Goal.launchedInBackground(name).reached(r)
