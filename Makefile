@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench bench-wakeups install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
+.PHONY: deps build release run test test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -73,6 +73,11 @@ bench: release clib
 # core with a manual clock and on the real daemon at 60x speed (issue 14).
 bench-wakeups: release clib
 	.build/release/lifecycled-bench --wakeups
+
+# Activate on one display while another display's app stays active, and a
+# scene app switching scenes, against today's activate: docs/performance.md.
+bench-scenes: release
+	.build/release/lifecycled-bench --scenes
 
 # Reaction to memory running out, side by side with earlyoom (installed if
 # missing), with a 1 GiB and a 256 MiB victim: docs/performance.md.
@@ -159,7 +164,7 @@ install: release install-clib generated
 # configuration in /etc/lifecycled as conffiles (a changed one is kept on
 # upgrade), maintainer scripts that enable and start the socket and service
 # on a first install and restart the daemon (keeping every app) on an upgrade.
-VERSION ?= 0.14.0
+VERSION ?= 0.15.0
 DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB_STAGE := .build/deb/stage-$(VERSION)
 DEB := .build/deb/lifecycled_$(VERSION)_$(DEB_ARCH).deb

@@ -365,6 +365,27 @@ if CommandLine.arguments.contains("--wakeups") {
     exit(0)
 }
 
+if CommandLine.arguments.contains("--scenes") {
+    out("| activate (issue 15), side by side, request to the activation acknowledged | |")
+    out("|---|---|")
+    let (today, two, scenes) = try activateSideBySide()
+    out("| today's activate: one display, two apps taking turns (didBecomeActive) | \(today.summary) |")
+    out(
+        "| two displays: two apps taking turns on one while a third stays active on the other (didBecomeActive) | \(two.summary) |"
+    )
+    out(
+        "| a scene app switching two scenes on one display while its third stays active on the other (sceneDidBecomeActive) | \(scenes.summary) |"
+    )
+    func ratio(_ a: Series, _ b: Series, _ q: Double) -> String {
+        String(format: "%.2f", Double(a.p(q)) / Double(max(b.p(q), 1)))
+    }
+    out("| two displays against today, p50 / p99 | \(ratio(two, today, 50))× / \(ratio(two, today, 99))× |")
+    out("| scenes against today, p50 / p99 | \(ratio(scenes, today, 50))× / \(ratio(scenes, today, 99))× |")
+    try? FileManager.default.createDirectory(atPath: "bench-results", withIntermediateDirectories: true)
+    try? report.joined(separator: "\n").write(toFile: "bench-results/scenes.md", atomically: true, encoding: .utf8)
+    exit(0)
+}
+
 if CommandLine.arguments.contains("--restarts") {
     out("Restarts, \(quick ? "quick run" : "full run"): release build, C recorder apps.")
     out("")

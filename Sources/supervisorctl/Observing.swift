@@ -87,14 +87,16 @@ enum StatusTable {
         }
         var out = [Table.render(rows)]
         let d = report.daemon
+        let severalDisplays = (d.displays?.count ?? 1) > 1
         var footer =
             "foreground: \(d.foreground.isEmpty ? "-" : d.foreground.joined(separator: ", ")) (\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
         if d.locked { footer += ", locked" }
         if d.interruptions > 0 { footer += ", interrupted" }
         if d.shuttingDown { footer += ", shutting down" }
-        out.append(footer)
-        // Several displays: each one's front (the line above is the first's).
-        if let displays = d.displays, displays.count > 1 {
+        if !severalDisplays { out.append(footer) }
+        // Several displays: each one's front instead.
+        if let displays = d.displays, severalDisplays {
+            if d.shuttingDown { out.append("shutting down") }
             for display in displays {
                 var line =
                     "display \(display.name): \(display.front.isEmpty ? "-" : display.front.joined(separator: ", ")) (\(display.slots) slot\(display.slots == 1 ? "" : "s"))"

@@ -28,6 +28,14 @@ func on(_ command: ControlRequest.Command, _ display: String) -> ControlRequest 
     return r
 }
 
+/// App `s` shows nav on the centre display, then media on the cluster.
+func showNavAndMedia(_ d: DaemonUnderTest, _ f: Follower) throws {
+    try activate(d, "s", scene: "nav", display: "centre")
+    try f.acknowledged("s", "sceneDidBecomeActive", scene: "nav")
+    try activate(d, "s", scene: "media", display: "cluster")
+    try f.acknowledged("s", "sceneDidBecomeActive", scene: "media")
+}
+
 /// Scenes on two displays, observed by real apps through a real daemon
 /// (docs/lifecycle.md, "Scenes").
 @Suite struct SceneEndToEndTests {
@@ -132,10 +140,7 @@ func on(_ command: ControlRequest.Command, _ display: String) -> ControlRequest 
         let s = scratch(), log = s + "/s.events"
         let d = try DaemonUnderTest(apps: ["s": recorder(log, "scenes = true")], daemon: twoDisplays)
         let f = try d.follow(["s"])
-        try activate(d, "s", scene: "nav", display: "centre")
-        try f.acknowledged("s", "sceneDidBecomeActive", scene: "nav")
-        try activate(d, "s", scene: "media", display: "cluster")
-        try f.acknowledged("s", "sceneDidBecomeActive", scene: "media")
+        try showNavAndMedia(d, f)
         var discard = ControlRequest(.discard, app: "s")
         discard.scene = "media"
         try d.command(discard)
@@ -165,10 +170,7 @@ func on(_ command: ControlRequest.Command, _ display: String) -> ControlRequest 
         let f = try d.follow()
         try d.command(ControlRequest(.launch, app: "b", background: true))
         try f.state("b", "suspended")
-        try activate(d, "s", scene: "nav", display: "centre")
-        try f.acknowledged("s", "sceneDidBecomeActive", scene: "nav")
-        try activate(d, "s", scene: "media", display: "cluster")
-        try f.acknowledged("s", "sceneDidBecomeActive", scene: "media")
+        try showNavAndMedia(d, f)
         try d.command(on(.home, "cluster"))
         try f.acknowledged("s", "sceneDidEnterBackground", scene: "media")
 
@@ -196,10 +198,7 @@ func on(_ command: ControlRequest.Command, _ display: String) -> ControlRequest 
         let s = scratch(), log = s + "/s.events"
         let d = try DaemonUnderTest(apps: ["s": recorder(log, "scenes = true")], daemon: twoDisplays)
         let f = try d.follow(["s"])
-        try activate(d, "s", scene: "nav", display: "centre")
-        try f.acknowledged("s", "sceneDidBecomeActive", scene: "nav")
-        try activate(d, "s", scene: "media", display: "cluster")
-        try f.acknowledged("s", "sceneDidBecomeActive", scene: "media")
+        try showNavAndMedia(d, f)
         let before = try d.status("s")
 
         #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
@@ -222,6 +221,30 @@ func on(_ command: ControlRequest.Command, _ display: String) -> ControlRequest 
         try d2.command(ControlRequest(.stop, app: "s"))
         try f2.terminated("s")
         #expect(try d2.stop() == 0)
+    }
+
+    @Test func supervisorctlShowsDisplaysAndScenesAndWaits() throws {
+        let s = scratch(), log = s + "/s.events"
+        let d = try DaemonUnderTest(apps: ["s": recorder(log, "scenes = true")], daemon: twoDisplays)
+        // activate waits until the scene is in front; home --display until it left.
+        #expect(try d.ctl(["activate", "s", "--scene", "nav", "--display", "centre"]).0 == 0)
+        #expect(lines(log).last == "sceneDidBecomeActive nav centre")
+        #expect(try d.ctl(["activate", "s", "--scene", "media", "--display", "cluster"]).0 == 0)
+        #expect(lines(log).last == "sceneDidBecomeActive media cluster")
+        #expect(try d.ctl(["home", "--display", "cluster"]).0 == 0)
+        #expect(lines(log).last == "sceneDidEnterBackground media cluster")
+        let (code, out, _) = try d.ctl(["scenes"])
+        #expect(code == 0)
+        #expect(out.contains("centre   1      s/nav"), "\(out)")
+        #expect(out.contains("s    media  cluster  background"), "\(out)")
+        let status = try d.ctl(["status"]).1
+        #expect(status.contains("media@cluster background, nav@centre active"), "\(status)")
+        #expect(status.contains("display centre: s/nav (1 slot)") && status.contains("display cluster: - (1 slot)"))
+        #expect(try d.ctl(["discard", "s", "media"]).0 == 0)
+        #expect(lines(log).last == "didDiscardSceneSessions media")
+        let bad = try d.ctl(["home", "--display", "rear"])
+        #expect(bad.0 == 1 && bad.2.contains("unknown display 'rear'"))
+        #expect(try d.stop() == 0)
     }
 
     @Test func badDisplaysAndScenesAreClearErrors() throws {

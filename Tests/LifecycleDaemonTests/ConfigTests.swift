@@ -178,8 +178,12 @@ func daemonError(_ text: String) -> ConfigError? {
         let (config, apps, problems) = try ConfigLoader.load(path: root + "/config/lifecycled.toml")
         #expect(problems.isEmpty)
         #expect(
-            Set(apps.map(\.name)) == ["recorder", "saver", "worker", "plain", "c-recorder", "python-recorder", "news"])
+            Set(apps.map(\.name)) == [
+                "recorder", "saver", "worker", "plain", "c-recorder", "python-recorder", "news", "dash",
+            ])
         #expect(config.foregroundSlots == 1)
+        #expect(config.displays == [DisplaySpec(name: "main", slots: 1)])
+        #expect(apps.first { $0.name == "dash" }?.policy.scenes == true)
     }
 }
 
@@ -424,5 +428,49 @@ func daemonError(_ text: String) -> ConfigError? {
         #expect(
             appError("command = [\"x\"]\ncapabilities = [\"CAP_FLY\"]\n")?.message.contains("unknown capability")
                 == true)
+    }
+}
+
+@Suite struct DisplayAndSceneConfigTests {
+    @Test func displaysInOrderWithTheirSlots() throws {
+        let c = try ConfigLoader.loadDaemon(
+            path: write(
+                """
+                [[display]]
+                name = "centre"
+                slots = 2
+
+                [[display]]
+                name = "cluster"
+                """, "d.toml"))
+        #expect(c.displays == [DisplaySpec(name: "centre", slots: 2), DisplaySpec(name: "cluster", slots: 1)])
+        // None declared: one, main, with foreground_slots.
+        let plain = try ConfigLoader.loadDaemon(path: write("foreground_slots = 3\n", "d.toml"))
+        #expect(plain.displays == [DisplaySpec(name: "main", slots: 3)])
+    }
+
+    @Test func badDisplaysNameTheirKeyAndLine() {
+        let e = daemonError
+        #expect(e("[[display]]\nslots = 1\n")?.message == "a [[display]] needs a name")
+        #expect(e("[[display]]\nname = \"a b\"\n")?.key == "display.name")
+        #expect(
+            e("[[display]]\nname = \"x\"\n[[display]]\nname = \"x\"\n")?.message == "display \"x\" is declared twice")
+        #expect(e("[[display]]\nname = \"x\"\nslots = 0\n")?.message == "0 is out of range 1...64")
+        #expect(e("[[display]]\nname = \"x\"\nsize = 1\n")?.key == "display.size")
+        let both = e("foreground_slots = 2\n[[display]]\nname = \"x\"\n")
+        #expect(both?.key == "foreground_slots")
+        #expect(both?.message == "not with [[display]]: each display has its own slots")
+        #expect(e("display = 3\n")?.key == "display")
+    }
+
+    @Test func manifestScenesAndDisplay() throws {
+        let m = try ConfigLoader.loadApp(
+            path: write("command = [\"/bin/true\"]\nscenes = true\nmax_scenes = 3\ndisplay = \"cluster\"\n"))
+        #expect(m.policy.scenes && m.policy.maxScenes == 3 && m.policy.display == "cluster")
+        #expect(
+            appError("command = [\"/bin/true\"]\ndelivery = \"signals\"\nscenes = true\n")?.message
+                == "needs delivery = \"library\": a plain program cannot be told of scenes")
+        #expect(appError("command = [\"/bin/true\"]\nmax_scenes = 0\n")?.key == "max_scenes")
+        #expect(appError("command = [\"/bin/true\"]\ndisplay = \"a/b\"\n")?.key == "display")
     }
 }
