@@ -35,21 +35,13 @@ func activateRigs() throws -> (today: ActivateRig, twoDisplays: ActivateRig, sce
             $0.app == app && $0.kind == .acknowledged && $0.event?.rawValue == event && $0.monotonic >= t0
         }
     }
-    let displays = """
-        [[display]]
-        name = "centre"
-        slots = 1
-
-        [[display]]
-        name = "cluster"
-        slots = 1
-        """
     // Today: one display, a and b take turns in its slot.
     let one = try DaemonUnderTest(apps: ["a": recorderApp(), "b": recorderApp()])
     // Two displays: c stays active on the cluster while a and b take turns on the centre.
-    let two = try DaemonUnderTest(apps: ["a": recorderApp(), "b": recorderApp(), "c": recorderApp()], daemon: displays)
+    let two = try DaemonUnderTest(
+        apps: ["a": recorderApp(), "b": recorderApp(), "c": recorderApp()], daemon: twoDisplays)
     // A scene app with a scene on the cluster, switching two scenes on the centre.
-    let sc = try DaemonUnderTest(apps: ["s": recorderApp("scenes = true")], daemon: displays)
+    let sc = try DaemonUnderTest(apps: ["s": recorderApp("scenes = true")], daemon: twoDisplays)
     let rigs = (
         ActivateRig(d: one, f: try one.follow(), c: try one.client()) { i, c, f, t0 in
             let app = i % 2 == 0 ? "a" : "b"

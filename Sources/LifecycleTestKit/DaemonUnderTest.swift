@@ -431,3 +431,15 @@ public func waitForLine(_ path: String, _ line: String, seconds: Int32 = 20) thr
         _ = read(fd, &buf, buf.count)
     }
 }
+
+/// A daemon file's two displays, one slot each: a car's centre display and
+/// its cluster (the scene tests and the scene benchmark).
+public let twoDisplays = """
+    [[display]]
+    name = "centre"
+    slots = 1
+
+    [[display]]
+    name = "cluster"
+    slots = 1
+    """

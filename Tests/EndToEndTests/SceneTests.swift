@@ -4,17 +4,6 @@ import LifecycleControl
 import LifecycleTestKit
 import Testing
 
-/// Two displays, one slot each: a car's centre display and its cluster.
-let twoDisplays = """
-    [[display]]
-    name = "centre"
-    slots = 1
-
-    [[display]]
-    name = "cluster"
-    slots = 1
-    """
-
 func activate(_ d: DaemonUnderTest, _ app: String, scene: String? = nil, display: String? = nil) throws {
     var r = ControlRequest(.activate, app: app)
     r.scene = scene
