@@ -71,7 +71,8 @@ static void daemon_round_trip(const struct lifecycle__message *m, const uint8_t 
         }
         REQUIRE(cursor == data + size, "the options end %td bytes from the end of the message",
                 (data + size) - cursor);
-        REQUIRE(m->event >= 1 && m->event <= 12 && m->background <= 1, "event or launch mode out of range");
+        REQUIRE(m->event >= 1 && m->event <= LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS && m->background <= 1,
+                "event or launch mode out of range");
         REQUIRE(m->deadline >= -1 && m->budget_end >= -1, "a negative time other than -1 was accepted");
         /* U+0000 is valid UTF-8 and valid on the wire, but the test encoder
          * takes C strings: such an event cannot be written by it. */

@@ -135,6 +135,8 @@ public final class Scene {
     /// Connected before (after a relaunch, or a disconnection for memory):
     /// restore what it showed.
     public internal(set) var restored: Bool
+    /// Connected to open this URL (the app was launched for it): a connection option.
+    public internal(set) var url: String?
     public internal(set) var delegate: (any SceneDelegate)?
 
     init(name: String, display: String, state: SceneState, restored: Bool) {
@@ -441,6 +443,7 @@ public final class Application {
         scene.state = e.event.sceneState!
         if e.event == .sceneWillConnect {
             scene.restored = e.option(SceneOptionKey.session) == "restored"
+            scene.url = e.option(LaunchOptionKey.eventURL)
             scene.delegate = delegate.sceneDelegate(self, for: scene)
         }
         switch e.event {

@@ -111,7 +111,7 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
                     budgetEnd: e.budgetEnd, launchOptions: options,
                     payload: e.event == .didReceiveRemoteNotification
                         ? e.option(LaunchOptionKey.pushPayload.rawValue) : nil,
-                    url: e.event == .openURL ? e.option(LaunchOptionKey.eventURL) : nil,
+                    url: e.event == .openURL || e.event == .sceneWillConnect ? e.option(LaunchOptionKey.eventURL) : nil,
                     scene: e.option(SceneOptionKey.scene), display: e.option(SceneOptionKey.display),
                     restored: e.event == .sceneWillConnect ? e.option(SceneOptionKey.session) == "restored" : nil,
                     discardedScenes: e.event == .didDiscardSceneSessions ? e.discardedScenes : nil)

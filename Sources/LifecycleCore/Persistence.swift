@@ -171,10 +171,17 @@ extension Supervisor {
             guard var record = state.apps[id] else { continue }
             record.policy = policy
             record.skipNumbers(crashes: (crashesMissed[id] ?? 0) &+ (afterCrash ? 1 : 0))
-            for (name, scene) in record.scenes
-            where state.displays[scene.display] == nil || displays[scene.display] == nil {
+            // A scene of a display that is gone moves to the first display,
+            // leaving the old one through the background as any move does
+            // (so it never counts against the first display's slots).
+            for (name, scene) in record.scenes where displays[scene.display] == nil {
+                let shown =
+                    record.policy.scenes
+                    ? scene.told > .background : record.state == .active || record.state == .inactive
+                if scene.leaving == nil, shown, record.phase != .notRunning {
+                    record.scenes[name]!.leaving = scene.display
+                }
                 record.scenes[name]!.display = displays.first
-                if scene.leaving != nil { record.scenes[name]!.leaving = nil }
             }
             apps[id] = record
         }

@@ -165,7 +165,9 @@ extension Supervisor {
                 }
                 scene.display = d
             }
-            scene.lastUsed = now
+            // The most recent, strictly (two activations may share an instant).
+            let latest = $0.scenes.filter { $0.key != name }.map(\.value.lastUsed).max()
+            scene.lastUsed = latest.map { max(now, $0 + .nanoseconds(1)) } ?? now
             scene.shed = false
             scene.discarding = false  // shown again before it was gone: kept
             $0.scenes[name] = scene
@@ -306,7 +308,11 @@ extension Supervisor {
         let context = SceneContext(
             scene: name, display: scene.shownOn,
             restored: event == .sceneWillConnect ? scene.connectedBefore : nil)
+        // Launched to open a URL: the first scene connected gets it as a
+        // connection option (iOS's URL contexts).
+        let url = event == .sceneWillConnect && apps[id]!.launchReason == .url ? apps[id]!.launchURL : nil
         update(id) {
+            if url != nil { $0.launchURL = nil }
             var s = $0.scenes[name]!
             s.told = event.sceneState!
             if event == .sceneWillConnect { s.connectedBefore = true }
@@ -321,7 +327,7 @@ extension Supervisor {
             }
             $0.scenes[name] = s
         }
-        deliver(id, event, scene: context)
+        deliver(id, event, url: url, scene: context)
     }
 
     /// An app without scenes that moved display: once in the background

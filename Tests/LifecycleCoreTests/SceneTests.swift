@@ -185,6 +185,26 @@ import Testing
                 == "sceneWillConnect media cluster restored")
     }
 
+    @Test func aURLThatLaunchesASceneAppIsItsFirstScenesConnectionOption() {
+        var p = Self.scenes
+        p.urlSchemes = ["dash"]
+        var h = Self.harness(["s": p])
+        let effects = h.send(.openURL("dash:route/42"))
+        h.ackAll("s")
+        let connects = h.log.compactMap { e -> Delivered? in
+            if case .deliver("s", let d) = e, d.event == .sceneWillConnect { d } else { nil }
+        }
+        #expect(connects.map(\.url) == ["dash:route/42"])
+        #expect(Harness.events("s", in: h.log).filter { $0 == .openURL }.isEmpty, "in the options, not again")
+        #expect(effects.contains(.spawn("s", generation: 1, mode: .foreground)))
+        // A second scene connected later carries none.
+        h.linesUntilQuiet("s", after: h.send(.activateScene("s", scene: "two", display: "cluster")))
+        let later = h.log.compactMap { e -> Delivered? in
+            if case .deliver("s", let d) = e, d.event == .sceneWillConnect { d } else { nil }
+        }
+        #expect(later.count == 2 && later[1].url == nil)
+    }
+
     @Test func jetsamCountsAnAppWithAnyForegroundSceneAsForeground() {
         var h = Self.harness(["s": Self.scenes, "b": AppPolicy()])
         h.linesUntilQuiet("s", after: h.send(.activateScene("s", scene: "nav", display: "cluster")))
@@ -261,6 +281,11 @@ import Testing
         restored = Supervisor(restoring: state, foregroundSlots: 1, apps: ["s": Self.scenes])
         #expect(restored.displays.names == ["main"])
         #expect(restored.snapshot("s")!.scenes.allSatisfy { $0.display == "main" })
+        // Both scenes leave the foreground of the displays that are gone, through the background.
+        let first = restored.handle(.tick, now: h.now)
+        #expect(
+            Harness.lines("s", in: first) == ["sceneWillResignActive media cluster"])
+        #expect(restored.activeScenes(on: "main") == 0)
         // A front saved by 0.14: {"slots":1,"apps":["a"],"interruptions":0,"locked":false}.
         let legacy = try JSONDecoder().decode(
             Displays.self, from: Data(#"{"slots":1,"apps":["a"],"interruptions":0,"locked":false}"#.utf8))

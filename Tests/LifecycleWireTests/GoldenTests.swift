@@ -189,6 +189,24 @@ import LifecycleWire
         #expect(try DaemonMessage.decode(bytes("daemon.resumed")) == .resumed)
     }
 
+    @Test func theSceneVectorsSayWhatTheirCommentsSay() throws {
+        func bytes(_ name: String) throws -> [UInt8] { try #require(Self.vectors.first { $0.name == name }).bytes }
+        #expect(
+            try DaemonMessage.decode(bytes("daemon.scene-will-connect"))
+                == .event(
+                    EventMessage(
+                        sequence: 30, event: .sceneWillConnect, deadline: 5_000_000_000, budgetEnd: nil,
+                        options: [
+                            KeyValue("scene", "nav"), KeyValue("display", "centre"), KeyValue("session", "new"),
+                        ])))
+        #expect(
+            try DaemonMessage.decode(bytes("daemon.discard-scenes"))
+                == .event(
+                    EventMessage(
+                        sequence: 31, event: .didDiscardSceneSessions, deadline: 5_000_000_000, budgetEnd: nil,
+                        options: [KeyValue("scenes", "nav,media")])))
+    }
+
     @Test func everyRejectedVectorIsRejectedWithItsReason() {
         for v in Self.vectors where v.name.hasPrefix("reject.") {
             do {
