@@ -207,6 +207,15 @@ func showNavAndMedia(_ d: DaemonUnderTest, _ f: Follower) throws {
         let reload = try d2.client().send(ControlRequest(.reload))
         #expect(reload.ok)
         #expect(try d2.status("s").scenes?.map(\.state) == [.background, .active])
+        #expect(reload.reload?.needRestart == [])
+        // A display added: named as waiting for the next start; nothing moves.
+        let file = d2.path("lifecycled.toml")
+        try (try String(contentsOfFile: file, encoding: .utf8) + "\n[[display]]\nname = \"rear\"\n").write(
+            toFile: file, atomically: true, encoding: .utf8)
+        let changed = try d2.client().send(ControlRequest(.reload))
+        #expect(changed.reload?.needRestart == ["display"])
+        #expect(try d2.command(ControlRequest(.status)).status!.daemon.displays?.map(\.name) == ["centre", "cluster"])
+        #expect(try d2.status("s").scenes?.map(\.state) == [.background, .active])
         try d2.command(ControlRequest(.stop, app: "s"))
         try f2.terminated("s")
         #expect(try d2.stop() == 0)
