@@ -44,6 +44,18 @@ public struct JSONBytes {
 
     mutating func bool(_ b: Bool) { b ? raw("true") : raw("false") }
 
+    /// `[{...},{...}]`: one object per item, its keys written by `body`
+    /// (the first with `first: true`).
+    mutating func objects<T>(_ items: [T], _ body: (inout JSONBytes, T) -> Void) {
+        raw("[")
+        for (i, item) in items.enumerated() {
+            raw(i > 0 ? ",{" : "{")
+            body(&self, item)
+            raw("}")
+        }
+        raw("]")
+    }
+
     /// `,"key":` (without the comma for the first key of an object).
     mutating func key(_ k: StaticString, first: Bool = false) {
         if !first { bytes.append(0x2C) }
@@ -66,17 +78,12 @@ extension AppStatus {
         j.key("delivery")
         j.string(delivery.rawValue)
         j.key("backgroundTasks")
-        j.raw("[")
-        for (i, t) in backgroundTasks.enumerated() {
-            if i > 0 { j.raw(",") }
-            j.raw("{")
+        j.objects(backgroundTasks) { j, t in
             j.key("id", first: true)
             j.number(t.id)
             j.key("name")
             j.string(t.name)
-            j.raw("}")
         }
-        j.raw("]")
         if let backgroundTimeRemaining { j.key("backgroundTimeRemaining"); j.number(backgroundTimeRemaining) }
         if let awaiting { j.key("awaiting"); j.string(awaiting.rawValue) }
         if let t = lastTermination {
@@ -125,10 +132,7 @@ extension AppStatus {
         if let restorationBytes { j.key("restorationBytes"); j.number(restorationBytes) }
         if let scenes {
             j.key("scenes")
-            j.raw("[")
-            for (i, s) in scenes.enumerated() {
-                if i > 0 { j.raw(",") }
-                j.raw("{")
+            j.objects(scenes) { j, s in
                 j.key("name", first: true)
                 j.string(s.name)
                 j.key("display")
@@ -139,9 +143,7 @@ extension AppStatus {
                 j.bool(s.inFront)
                 if let d = s.discarding { j.key("discarding"); j.bool(d) }
                 if let d = s.shed { j.key("shed"); j.bool(d) }
-                j.raw("}")
             }
-            j.raw("]")
         }
         j.raw("}")
     }

@@ -119,7 +119,7 @@ public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
         case .unknownScene(let id, let s): "'\(id)' has no scene '\(s)'"
         case .tooManyScenes(let id, let max): "'\(id)' has \(max) scenes already (its max_scenes)"
         case .badSceneName(let s):
-            "'\(s)' is not a scene name (1 to \(SceneNames.maxLength) of A-Z a-z 0-9 . _ -)"
+            "'\(s)' is not a scene name (\(SceneNames.rule))"
         case .sceneNeeded(let id, let d): "'\(id)' has no scene on '\(d)' to show: name one with --scene"
         }
     }

@@ -124,9 +124,7 @@ extension Supervisor {
         if !app.policy.scenes {
             return .success((SceneNames.main, display ?? app.scenes[SceneNames.main]?.display ?? defaultDisplay(id)))
         }
-        let recent = app.scenes.filter { display == nil || $0.value.display == display }
-            .max { ($0.value.lastUsed, $1.key) < ($1.value.lastUsed, $0.key) }
-        if let recent { return .success((recent.key, recent.value.display)) }
+        if let recent = mostRecentScene(id, on: display) { return .success((recent, app.scenes[recent]!.display)) }
         let d = display ?? defaultDisplay(id)
         for name in [SceneNames.main, d] where app.scenes[name] == nil {
             if app.scenes.count >= app.policy.maxScenes { return .failure(.tooManyScenes(id, app.policy.maxScenes)) }
@@ -184,10 +182,14 @@ extension Supervisor {
 
     /// The scene an openURL to a scene app names: its most recent.
     func defaultSceneContext(_ id: AppID) -> SceneContext? {
-        guard let app = apps[id], app.policy.scenes,
-            let (name, scene) = app.scenes.max(by: { ($0.value.lastUsed, $1.key) < ($1.value.lastUsed, $0.key) })
-        else { return nil }
-        return SceneContext(scene: name, display: scene.shownOn, restored: nil)
+        guard apps[id]?.policy.scenes == true, let name = mostRecentScene(id) else { return nil }
+        return SceneContext(scene: name, display: apps[id]!.scenes[name]!.shownOn, restored: nil)
+    }
+
+    /// The app's most recently activated scene (on `display`, when named).
+    func mostRecentScene(_ id: AppID, on display: DisplayID? = nil) -> SceneID? {
+        apps[id]!.scenes.filter { display == nil || $0.value.display == display }
+            .max { ($0.value.lastUsed, $1.key) < ($1.value.lastUsed, $0.key) }?.key
     }
 
     /// The display the app's next activation would use, for the lock check.
@@ -377,15 +379,18 @@ extension Supervisor {
         for id in appIDs {
             let app = apps[id]!
             guard app.policy.scenes, case .running = app.phase, killable(app), app.stop == nil else { continue }
-            for (name, scene) in app.scenes.sorted(by: { $0.key < $1.key })
-            where scene.told == .background && !scene.discarding && !scene.shed
-                && displays.placement(SceneRef(id, name), on: scene.display) == nil
-            {
+            let names = app.scenes.keys.sorted().filter { name in
+                let scene = app.scenes[name]!
+                return scene.told == .background && !scene.discarding && !scene.shed
+                    && displays.placement(SceneRef(id, name), on: scene.display) == nil
+            }
+            guard !names.isEmpty else { continue }
+            for name in names {
                 update(id) { $0.scenes[name]!.shed = true }
                 effects.append(.sceneShed(id, name))
-                shed = true
             }
             advance(id)
+            shed = true
         }
         return shed
     }

@@ -98,7 +98,13 @@ public struct Supervisor: Sendable {
         for id in replan where apps[id] != nil { advance(id) }
         replan = []
         fireDueTimers()  // timers armed in the past by the input
-        for id in frontApps where apps[id]!.state != .active || apps[id]!.policy.scenes { advance(id) }  // a slot may have freed
+        // A slot may have freed (an app with several scenes in front is
+        // advanced once per scene: the second finds nothing to do).
+        for d in displays.all {
+            for ref in d.scenes where apps[ref.app]!.state != .active || apps[ref.app]!.policy.scenes {
+                advance(ref.app)
+            }
+        }
         for id in touched.sorted() { sync(id) }  // lock, unlock, interruptions
         checkInvariants()
         return effects
@@ -169,15 +175,13 @@ public struct Supervisor: Sendable {
     public var foregroundSlots: Int { displays.all[0].slots }
     /// Apps with a scene in a foreground slot of any display, display by
     /// display, least recently activated first.
-    public var foreground: [AppID] { frontApps }
-    /// The first display's interruptions and lock.
-    public var interruptions: Int { displays.all[0].interruptions }
-    public var locked: Bool { displays.all[0].locked }
-
-    var frontApps: [AppID] {
+    public var foreground: [AppID] {
         var seen: Set<AppID> = []
         return displays.all.flatMap(\.apps).filter { seen.insert($0).inserted }
     }
+    /// The first display's interruptions and lock.
+    public var interruptions: Int { displays.all[0].interruptions }
+    public var locked: Bool { displays.all[0].locked }
 
     // MARK: - Bookkeeping
 

@@ -21,6 +21,8 @@ public enum SceneNames {
     /// The name of the display of a daemon file that declares none.
     public static let defaultDisplay: DisplayID = "main"
     public static let maxLength = 64
+    /// The rule, as errors state it.
+    public static let rule = "1 to \(maxLength) of A-Z a-z 0-9 . _ -"
 
     /// A scene or display name: 1 to 64 of A-Z a-z 0-9 . _ - (so a list of
     /// them can be written with commas, and shown in a column).

@@ -430,7 +430,7 @@ extension EventMessage {
                 !SceneNames.valid(String($0))
             }) {
                 return
-                    "\(event.rawValue): option scenes: not scene names separated by commas (1 to \(SceneNames.maxLength) of A-Z a-z 0-9 . _ -)"
+                    "\(event.rawValue): option scenes: not scene names separated by commas (\(SceneNames.rule))"
             }
             return nil
         }
@@ -438,7 +438,7 @@ extension EventMessage {
         guard let scene = option(SceneOptionKey.scene) else { return "\(event.rawValue): option scene missing" }
         guard SceneNames.valid(scene) else {
             return
-                "\(event.rawValue): option scene: not a scene name (1 to \(SceneNames.maxLength) of A-Z a-z 0-9 . _ -)"
+                "\(event.rawValue): option scene: not a scene name (\(SceneNames.rule))"
         }
         return nil
     }

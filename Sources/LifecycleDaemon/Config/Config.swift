@@ -240,7 +240,7 @@ public enum ConfigLoader {
             guard let name else { throw doc.error("display", "a [[display]] needs a name") }
             guard SceneNames.valid(name) else {
                 throw doc.error(
-                    "name", "\"\(name)\" is not a display name (1 to 64 of A-Z a-z 0-9 . _ -)", table: "display")
+                    "name", "\"\(name)\" is not a display name (\(SceneNames.rule))", table: "display")
             }
             guard !specs.contains(where: { $0.name == name }) else {
                 throw doc.error("name", "display \"\(name)\" is declared twice", table: "display")

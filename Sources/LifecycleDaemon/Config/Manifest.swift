@@ -172,7 +172,7 @@ extension ConfigLoader {
             case "display":
                 let d = try doc.string(value, key)
                 guard SceneNames.valid(d) else {
-                    throw doc.error(key, "\"\(d)\" is not a display name (1 to 64 of A-Z a-z 0-9 . _ -)")
+                    throw doc.error(key, "\"\(d)\" is not a display name (\(SceneNames.rule))")
                 }
                 m.policy.display = d
             case "fetch":
