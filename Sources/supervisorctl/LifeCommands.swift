@@ -52,10 +52,11 @@ struct DisplayOption: ParsableArguments {
 
     func apply(_ request: inout ControlRequest) { request.display = display }
 
-    /// The scenes now in front of the display named (or of all), as the status names them.
+    /// The scenes now in front of the display named (or of every one), as
+    /// the status names them (`app`, `app/scene`).
     func front(_ r: StatusReport) -> [String] {
-        guard let display, let displays = r.daemon.displays else { return r.daemon.foreground }
-        return displays.first { $0.name == display }?.front ?? []
+        guard let displays = r.daemon.displays else { return r.daemon.foreground }  // a daemon before displays
+        return displays.filter { display == nil || $0.name == display }.flatMap(\.front)
     }
 }
 

@@ -26,10 +26,6 @@ enum Goal {
     case launchedInBackground(String)
     /// The app has no process any more.
     case ended(String)
-    /// None of these apps is in front any more.
-    case leftFront([String])
-    /// Every one of these apps is in front again.
-    case backInFront([String])
     /// A new run of the app (not the process `after`) is in front (or, when
     /// the front was taken meanwhile, launched into the background).
     case relaunched(String, after: Int32?, inFront: Bool)
@@ -37,7 +33,8 @@ enum Goal {
     /// display named (or any), and the app launched.
     case sceneInFront(String, scene: String?, display: String?)
     /// None of these scenes (`app` or `app/scene`, as a display's front
-    /// names them) is in the foreground any more.
+    /// names them) is in the foreground any more, and their apps have
+    /// acknowledged what they were told.
     case scenesLeft([String])
     /// Every one of these scenes is in front again.
     case scenesBack([String])
@@ -49,7 +46,6 @@ enum Goal {
         case .inFront(let a), .launchedInBackground(let a), .ended(let a), .relaunched(let a, _, _),
             .sceneInFront(let a, _, _), .sceneGone(let a, _):
             [a]
-        case .leftFront(let apps), .backInFront(let apps): apps
         case .scenesLeft(let refs), .scenesBack(let refs):
             Array(Set(refs.map { String($0.split(separator: "/").first ?? "") }))
         }
@@ -80,9 +76,6 @@ enum Goal {
             guard let a = app(name), a.launching != true, a.awaiting == nil else { return false }
             return a.state == .background || a.state == .suspended
         case .ended(let name): return app(name)?.state == .notRunning
-        case .leftFront(let apps):
-            return apps.allSatisfy { name in app(name).map { $0.state != .active && $0.state != .inactive } ?? true }
-        case .backInFront(let apps): return apps.allSatisfy(inFront)
         case .sceneInFront(let name, let sceneName, let display):
             guard let a = app(name), a.launching != true, a.awaiting == nil else { return false }
             return a.scenes?.contains { s in
@@ -90,7 +83,7 @@ enum Goal {
                     && shown(s)
             } == true
         case .scenesLeft(let refs):
-            return refs.allSatisfy { ref in scene(ref).map { !shown($0.1) && $0.1.state != .inactive } ?? true }
+            return refs.allSatisfy { ref in scene(ref).map { $0.0.awaiting == nil && $0.1.state < .inactive } ?? true }
         case .scenesBack(let refs):
             return refs.allSatisfy { ref in
                 scene(ref).map { $0.0.awaiting == nil && shown($0.1) } ?? false

@@ -245,6 +245,21 @@ func showNavAndMedia(_ d: DaemonUnderTest, _ f: Follower) throws {
         #expect(try d.stop() == 0)
     }
 
+    @Test func homeOnEveryDisplayWaitsForTheScenesOfAnAppWithScenes() throws {
+        // The app never returns from sceneDidEnterBackground: home cannot be
+        // done, and says so after --timeout (it would return at once if it
+        // looked for the app's main scene, which an app with scenes may lack).
+        let s = scratch(), log = s + "/s.events"
+        let d = try DaemonUnderTest(
+            apps: ["s": recorder(log, "scenes = true", arguments: ["--hang", "sceneDidEnterBackground"])],
+            daemon: twoDisplays)
+        #expect(try d.ctl(["activate", "s", "--scene", "nav", "--display", "centre"]).0 == 0)
+        let home = try d.ctl(["home", "--timeout", "1"])
+        #expect(home.0 == 7, "\(home)")
+        #expect(lines(log).last == "sceneDidEnterBackground nav centre")
+        #expect(try d.stop() == 0)
+    }
+
     @Test func badDisplaysAndScenesAreClearErrors() throws {
         let d = try DaemonUnderTest(apps: ["a": recorder(scratch() + "/a.events")], daemon: twoDisplays)
         let unknown = try d.client().send(on(.home, "rear"))
