@@ -7,23 +7,42 @@
 # systemd-notify), systemd-nspawn (the tests under a real systemd), setpriv
 # (util-linux) and python3 (the Python example app and test programs).
 # Debian and Ubuntu.
+#
+# With --vm, only what the virtual machine of scripts/vm.sh needs: QEMU,
+# Debian's kernel (linux-image-amd64, whose modules the guest loads from
+# this root), busybox for virtme-ng's initramfs, and virtme-ng itself
+# (from PyPI: Debian 12 has no package of it).
 set -euo pipefail
 
 need=()
-pkg-config --exists libsystemd 2>/dev/null || need+=(libsystemd-dev pkg-config)
-[[ -e /usr/include/sqlite3.h ]] || need+=(libsqlite3-dev)
-command -v sqlite3 >/dev/null || need+=(sqlite3)
-command -v gcc >/dev/null || need+=(gcc)
-command -v systemd-analyze >/dev/null || need+=(systemd)
-command -v systemd-socket-activate >/dev/null || need+=(systemd)
-command -v setpriv >/dev/null || need+=(util-linux)
-command -v systemd-notify >/dev/null || need+=(systemd)
-command -v systemd-nspawn >/dev/null || need+=(systemd-container)
-command -v python3 >/dev/null || need+=(python3)
+if [[ ${1:-} = --vm ]]; then
+    command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+    ls /boot/vmlinuz-* >/dev/null 2>&1 || need+=(linux-image-amd64)
+    command -v busybox >/dev/null || need+=(busybox-static)
+    command -v python3 >/dev/null || need+=(python3 python3-pip)
+else
+    pkg-config --exists libsystemd 2>/dev/null || need+=(libsystemd-dev pkg-config)
+    [[ -e /usr/include/sqlite3.h ]] || need+=(libsqlite3-dev)
+    command -v sqlite3 >/dev/null || need+=(sqlite3)
+    command -v gcc >/dev/null || need+=(gcc)
+    command -v systemd-analyze >/dev/null || need+=(systemd)
+    command -v systemd-socket-activate >/dev/null || need+=(systemd)
+    command -v setpriv >/dev/null || need+=(util-linux)
+    command -v systemd-notify >/dev/null || need+=(systemd)
+    command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+    command -v python3 >/dev/null || need+=(python3)
+fi
 
 if ((${#need[@]})); then
     echo "installing: ${need[*]}"
     if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if [[ ${1:-} = --vm ]] && ! command -v vng >/dev/null; then
+    echo "installing: virtme-ng (pip)"
+    python3 -m pip install -q virtme-ng 2>/dev/null || python3 -m pip install -q --break-system-packages virtme-ng
+    hash -r
+    command -v vng >/dev/null || { echo "install-deps.sh: virtme-ng is installed, but vng is not on PATH" >&2; exit 1; }
 fi
