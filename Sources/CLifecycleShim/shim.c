@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -344,6 +345,10 @@ long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid) {
 #endif
 
 int lc_process_mrelease(int pidfd) { return (int)syscall(SYS_process_mrelease, pidfd, 0); }
+
+int lc_xattr_flag(const char *path, const char *name, int on) {
+    return on ? setxattr(path, name, "1", 1, 0) : removexattr(path, name);
+}
 
 int lc_become_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
 

@@ -130,6 +130,9 @@ int lc_scope_start(const char *scope, pid_t pid, const char *service, const char
     if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(sv)");
     if (r >= 0) r = sd_bus_message_append(m, "(sv)", "Description", "s", description);
     if (r >= 0) r = sd_bus_message_append(m, "(sv)", "Delegate", "b", 1);
+    // The foreground app's memory.low counts only as far as every group
+    // above it allows: no cap from the scope (the slice above is the admin's).
+    if (r >= 0) r = sd_bus_message_append(m, "(sv)", "MemoryLow", "t", UINT64_MAX);
     if (r >= 0 && slice) r = sd_bus_message_append(m, "(sv)", "Slice", "s", slice);
     if (r >= 0) r = sd_bus_message_append(m, "(sv)", "PIDs", "au", 1, (uint32_t)pid);
     if (r >= 0) r = append_strv(m, "PartOf", service);

@@ -171,6 +171,12 @@ public struct MemoryStatus: Codable, Sendable {
     public var simulated: Bool
     /// How app footprints are measured: cgroup v2, cgroup v1 or /proc PSS.
     public var accounting: String
+    /// What of the cgroup controllers could not be set up, and why (the
+    /// reason a fallback was taken); absent when nothing is wrong.
+    public var problems: [String]?
+    /// Memory pushed to swap before kills: where swap has room and the
+    /// configuration allows it.
+    public var reclaim: Bool?
     /// The PSI trigger in use ("some 100000 2000000"), or why there is none.
     public var trigger: String
     public var reading: MemoryReading
@@ -204,13 +210,21 @@ public struct MemoryReading: Codable, Sendable, Equatable {
     /// The managed apps' footprint together, and the configured budget, bytes.
     public var appsTotal: UInt64?
     public var budget: UInt64?
+    /// SwapTotal and SwapFree, bytes (absent: no swap).
+    public var swapTotal: UInt64?
+    public var swapFree: UInt64?
 
-    public init(available: UInt64?, total: UInt64?, stallPercent: Double?, appsTotal: UInt64?, budget: UInt64?) {
+    public init(
+        available: UInt64?, total: UInt64?, stallPercent: Double?, appsTotal: UInt64?, budget: UInt64?,
+        swapTotal: UInt64? = nil, swapFree: UInt64? = nil
+    ) {
         self.available = available
         self.total = total
         self.stallPercent = stallPercent
         self.appsTotal = appsTotal
         self.budget = budget
+        self.swapTotal = swapTotal
+        self.swapFree = swapFree
     }
 }
 
@@ -222,11 +236,14 @@ public struct KillRecord: Codable, Sendable, Equatable {
         public var state: LifecycleState
         public var band: MemoryBand
         public var footprint: UInt64?
-        public init(app: String, state: LifecycleState, band: MemoryBand, footprint: UInt64?) {
+        /// The part of the footprint on the swap device.
+        public var swap: UInt64?
+        public init(app: String, state: LifecycleState, band: MemoryBand, footprint: UInt64?, swap: UInt64? = nil) {
             self.app = app
             self.state = state
             self.band = band
             self.footprint = footprint
+            self.swap = swap
         }
     }
 
@@ -234,10 +251,21 @@ public struct KillRecord: Codable, Sendable, Equatable {
     public var time: Double
     public var app: String
     public var pid: Int32?
-    /// memory-pressure or per-app-limit.
+    /// memory-pressure, per-app-limit or kernel-oom.
     public var reason: TerminationCode
+    /// In memory and on swap together (for the kernel's kill at the app's
+    /// limit: the run's peak).
     public var footprint: UInt64?
+    /// The part of the footprint on the swap device.
+    public var swap: UInt64?
     public var limit: UInt64?
+    /// The kernel's OOM killer did it (absent: lifecycled did).
+    public var kernel: Bool?
+    /// The most the run used (memory.peak), for a kill by the kernel.
+    public var peak: UInt64?
+    /// What the kill gave back, memory and swap (lifecycled's kills, where
+    /// the memory controller measures it).
+    public var freed: UInt64?
     /// The app's state and band when it was chosen.
     public var state: LifecycleState
     public var band: MemoryBand
@@ -526,6 +554,9 @@ public struct EventRecord: Codable, Sendable, Equatable {
         case restoration
         /// A scene was disconnected for memory (`reason`: shed; `detail`).
         case scene
+        /// A suspended app's memory was pushed to swap before any kill
+        /// (`detail`: how much, in how long, and why it stopped short).
+        case reclaimed
     }
 
     /// The `app` of records about no app in particular (memory levels).

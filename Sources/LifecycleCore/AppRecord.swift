@@ -88,11 +88,14 @@ struct AppRecord: Sendable, Equatable, Codable {
     var scenes: [SceneID: SceneRecord] = [:]
     /// Sessions discarded and not yet told (didDiscardSceneSessions).
     var discarded: [SceneID] = []
+    /// Its memory was pushed to swap since it was last suspended
+    /// (MemoryPolicy.swift): not again until it has been thawed.
+    var reclaimed = false
 
     private enum CodingKeys: String, CodingKey {
         case phase, state, since, generation, launchMode, sequence, awaiting, tasks, nextTask, expired, budgetEnd
         case graceEnd, stop, killing, last, warningPending, lastUsed, lastNotice, restarts, restartTo
-        case wakes, history, launchReason, launchURL, launchPush, scenes, discarded
+        case wakes, history, launchReason, launchURL, launchPush, scenes, discarded, reclaimed
     }
 
     init(policy: AppPolicy = AppPolicy()) { self.policy = policy }
@@ -131,6 +134,7 @@ struct AppRecord: Sendable, Equatable, Codable {
         launchPush = try c.decodeIfPresent(Push.self, forKey: .launchPush)
         scenes = try get(.scenes, [:])
         discarded = try get(.discarded, [])
+        reclaimed = try get(.reclaimed, false)
     }
 }
 

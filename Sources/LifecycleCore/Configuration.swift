@@ -58,6 +58,7 @@ extension Supervisor {
         timers.cancelAll(id, includingWakeups: true)
         displays.remove(app: id)
         footprints[id] = nil
+        swapped[id] = nil
         apps[id] = nil
         effects.append(.forgotten(id))
     }

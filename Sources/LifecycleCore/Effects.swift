@@ -36,6 +36,9 @@ public enum Effect: Sendable, Equatable {
     /// The app is killed for memory: the record of why, emitted right after its
     /// `.kill` (the shell signals and frees first), or with the last notice.
     case memoryKill(MemoryKill)
+    /// Push this much of the (suspended) app's memory to swap, off the
+    /// loop (memory.reclaim); report `.reclaimed` when done, whatever came of it.
+    case reclaim(AppID, bytes: UInt64)
     /// The victim of a pressure kill is gone: measure again now, and report
     /// with `.memory`, so the next kill (if any) is decided on fresh numbers.
     case remeasure

@@ -43,8 +43,8 @@ public enum Input: Sendable, Equatable {
     // Reports about processes and channels.
     case launchFailed(AppID, generation: UInt64, message: String)
     /// How the process ended, as the kernel reports it; `.outOfMemory`
-    /// whenever the kernel's OOM killer killed it in its cgroup (the core
-    /// decides whether that was the manifest's limit).
+    /// whenever the kernel's OOM killer killed it in its cgroup, with
+    /// whether that was at the group's own limit.
     case exited(AppID, generation: UInt64, ExitStatus)
     case acknowledged(AppID, generation: UInt64, sequence: UInt32)
     /// The answer to performFetch or didReceiveRemoteNotification.
@@ -57,6 +57,10 @@ public enum Input: Sendable, Equatable {
     /// The shell could not freeze a suspended app within its deadline:
     /// like a missed deadline, it is killed.
     case freezeFailed(AppID, generation: UInt64, why: String)
+
+    /// The reclaim asked for by `.reclaim` is over (done, cut short, or
+    /// lost with a daemon that died meanwhile).
+    case reclaimed(AppID, generation: UInt64)
 
     /// What the shell measured of memory: the core turns it into a level
     /// (with hysteresis), warns, enforces per-app limits and, at critical,

@@ -30,16 +30,28 @@ public struct MemoryMeasurements: Sendable, Equatable, Codable {
     /// The managed apps' footprint together, and the configured budget, bytes.
     public var appsTotal: UInt64?
     public var budget: UInt64?
+    /// The machine's swap (SwapTotal and SwapFree), bytes; zero or nil: none.
+    public var swapTotal: UInt64?
+    public var swapFree: UInt64?
 
     public init(
         available: UInt64? = nil, total: UInt64? = nil, stallPercent: Double? = nil,
-        appsTotal: UInt64? = nil, budget: UInt64? = nil
+        appsTotal: UInt64? = nil, budget: UInt64? = nil, swapTotal: UInt64? = nil, swapFree: UInt64? = nil
     ) {
         self.available = available
         self.total = total
         self.stallPercent = stallPercent
         self.appsTotal = appsTotal
         self.budget = budget
+        self.swapTotal = swapTotal
+        self.swapFree = swapFree
+    }
+
+    /// Swap has room: at least a tenth of it free (earlyoom's and
+    /// systemd-oomd's line between swap that helps and swap that is full).
+    public var swapHasRoom: Bool {
+        guard let t = swapTotal, t > 0, let f = swapFree else { return false }
+        return f >= t / 10
     }
 
     /// The available memory as a percentage of MemTotal.
@@ -76,12 +88,21 @@ public struct MemoryThresholds: Sendable, Equatable, Codable {
 /// What the shell measured, for the core: every footprint it read and the
 /// measurements the level is computed from.
 public struct MemoryReport: Sendable, Equatable {
-    /// Bytes per running app; apps not listed keep their last known value.
+    /// Bytes per running app, in memory and on the swap device together
+    /// (what a kill would give back); apps not listed keep their last
+    /// known value.
     public var footprints: [AppID: UInt64]
+    /// The part of each footprint above that is on the swap device (not in
+    /// memory, compressed or not); an app listed above and not here has none.
+    public var swapped: [AppID: UInt64]
     public var measurements: MemoryMeasurements
 
-    public init(footprints: [AppID: UInt64] = [:], measurements: MemoryMeasurements = MemoryMeasurements()) {
+    public init(
+        footprints: [AppID: UInt64] = [:], swapped: [AppID: UInt64] = [:],
+        measurements: MemoryMeasurements = MemoryMeasurements()
+    ) {
         self.footprints = footprints
+        self.swapped = swapped
         self.measurements = measurements
     }
 }
@@ -111,12 +132,15 @@ public struct MemoryKill: Sendable, Equatable, Codable {
     public enum Cause: String, Sendable, Codable {
         case memoryPressure = "memory-pressure"
         case perAppLimit = "per-app-limit"
+        /// The kernel's OOM killer, not at the app's own limit.
+        case kernelOOM = "kernel-oom"
 
         /// The termination code this cause gives.
         public var code: TerminationCode {
             switch self {
             case .memoryPressure: .memoryPressure
             case .perAppLimit: .perAppLimit
+            case .kernelOOM: .kernelOOM
             }
         }
     }
@@ -126,12 +150,22 @@ public struct MemoryKill: Sendable, Equatable, Codable {
         public var state: LifecycleState
         public var band: MemoryBand
         public var footprint: UInt64?
+        /// The part of the footprint on the swap device.
+        public var swap: UInt64?
     }
 
     public var app: AppID
     public var cause: Cause
+    /// In memory and on swap together; for a kill by the kernel at the
+    /// app's limit, the most the run used (memory.peak).
     public var footprint: UInt64?
+    /// The part of the footprint on the swap device.
+    public var swap: UInt64?
     public var limit: UInt64?
+    /// The kernel's OOM killer killed it (the daemon only records it).
+    public var byKernel = false
+    /// The most the run used (memory.peak), for a kill by the kernel.
+    public var peak: UInt64?
     public var state: LifecycleState
     public var band: MemoryBand
     public var level: MemoryLevel

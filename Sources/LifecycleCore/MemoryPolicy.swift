@@ -1,7 +1,8 @@
 // Memory pressure, the rules: the measured level with its hysteresis,
-// warnings to running apps, per-app limits, and at critical one victim at a
-// time, chosen by state, band and recency, each decided on fresh numbers.
-// The shell measures and reports facts; every decision is made here.
+// warnings to running apps, per-app limits, memory pushed to swap before
+// anything dies, and at critical one victim at a time, chosen by state, band
+// and recency, each decided on fresh numbers. The shell measures and reports
+// facts (the kernel's OOM kills among them); every decision is made here.
 
 extension Supervisor {
     /// The level `measurements` would give now, without changing anything:
@@ -19,8 +20,11 @@ extension Supervisor {
         let sample = MemorySample(
             level: level, simulated: simulated != nil, footprints: report.footprints,
             measurements: report.measurements)
-        for (id, bytes) in sample.footprints where apps[id].map(isAlive) == true && footprints[id] != bytes {
+        for (id, bytes) in sample.footprints where apps[id].map(isAlive) == true {
+            let swap = report.swapped[id]
+            guard footprints[id] != bytes || swapped[id] != swap else { continue }
             footprints[id] = bytes
+            swapped[id] = swap
             apps.markChanged(id)
         }
         let previous = memoryLevel
@@ -44,6 +48,50 @@ extension Supervisor {
         // Scenes first: background scenes are disconnected before any app
         // is killed; the next critical sample kills if that was not enough.
         if sample.level == .critical && pressureVictim == nil && !shedScenes() { killForPressure(sample) }
+        if sample.level >= .warning { reclaimForPressure(sample) }
+    }
+
+    /// Below this much in memory a suspended app is not worth a reclaim.
+    static let reclaimWorthIt: UInt64 = 1 << 20
+
+    /// iOS compresses a suspended app's memory and Android compacts its
+    /// cached apps before either kills one. Here, where swap (or zswap in
+    /// front of it) has room, the coldest suspended app not pushed out
+    /// since it was frozen has its memory pushed to swap by the shell,
+    /// off the loop (memory.reclaim); one app at a time, the next decided on
+    /// the measurements after it. A thaw then pays only page faults, and an
+    /// app in swap is passed over by the kills below while swap has room.
+    mutating func reclaimForPressure(_ sample: MemorySample) {
+        let m = sample.measurements
+        guard reclaimEnabled, reclaiming == nil, m.swapHasRoom, let free = m.swapFree, let total = m.swapTotal
+        else { return }
+        for id in memoryKillOrder() where apps[id]!.state == .suspended && !apps[id]!.reclaimed {
+            let resident = inMemory(id)
+            guard resident >= Self.reclaimWorthIt else { continue }
+            reclaiming = id
+            update(id) { $0.reclaimed = true }
+            effects.append(.reclaim(id, bytes: min(resident, free - total / 10)))
+            return
+        }
+    }
+
+    /// The reclaim is over: measure again now, to decide the next.
+    mutating func reclaimed(_ id: AppID) {
+        reclaiming = nil
+        effects.append(.remeasure)
+    }
+
+    /// The part of the app's footprint in memory (compressed or not).
+    func inMemory(_ id: AppID) -> UInt64 {
+        let f = footprints[id] ?? 0
+        return f - min(swapped[id] ?? 0, f)
+    }
+
+    /// Killing an app gives back what it has in memory. One that is mostly
+    /// on the swap device gives back swap, which is not what runs short
+    /// while swap has room: it is passed over then.
+    func givesBackMemory(_ id: AppID, _ m: MemoryMeasurements) -> Bool {
+        !m.swapHasRoom || (swapped[id] ?? 0) <= inMemory(id)
     }
 
     func isAlive(_ app: AppRecord) -> Bool { app.phase != .notRunning }
@@ -88,11 +136,15 @@ extension Supervisor {
 
     mutating func killForPressure(_ sample: MemorySample) {
         let order = memoryKillOrder()
-        guard let victim = order.first else { return }
+        // In kill order, the first whose kill gives back memory (when none
+        // would, the first: something must give).
+        guard let victim = order.first(where: { givesBackMemory($0, sample.measurements) }) ?? order.first
+        else { return }
         let app = apps[victim]!
         // A busy app (owing an acknowledgement) cannot be told anything more.
         let notice = app.policy.memory.lastNotice && app.awaiting == nil
-        let record = killRecord(victim, .memoryPressure, sample, candidates: order, notice: notice)
+        let record = killRecord(
+            victim, .memoryPressure, sample, candidates: [victim] + order.filter { $0 != victim }, notice: notice)
         pressureVictim = victim
         let reason = TerminationReason.memoryPressure(footprint: footprints[victim], simulated: sample.simulated)
         guard notice else {
@@ -113,20 +165,24 @@ extension Supervisor {
         deliver(victim, .willBeKilledForMemory)
     }
 
+    /// `kernel`: the kernel's OOM killer did it (the record then says what
+    /// the kernel said: its limit, the run's peak).
     func killRecord(
         _ id: AppID, _ cause: MemoryKill.Cause, _ sample: MemorySample,
-        candidates: [AppID], notice: Bool
+        candidates: [AppID], notice: Bool, kernel: OutOfMemory? = nil
     ) -> MemoryKill {
         let app = apps[id]!
         return MemoryKill(
-            app: id, cause: cause, footprint: footprints[id],
-            limit: cause == .perAppLimit ? app.policy.memory.limit : nil,
+            app: id, cause: cause,
+            footprint: (kernel?.limit != nil ? kernel?.peak : nil) ?? footprints[id], swap: swapped[id],
+            limit: cause == .perAppLimit ? kernel?.limit ?? app.policy.memory.limit : nil,
+            byKernel: kernel != nil, peak: kernel?.peak,
             state: app.state, band: app.policy.memory.band, level: sample.level, simulated: sample.simulated,
             measurements: sample.measurements,
             candidates: candidates.map {
                 MemoryKill.Candidate(
                     app: $0, state: apps[$0]!.state, band: apps[$0]!.policy.memory.band,
-                    footprint: footprints[$0])
+                    footprint: footprints[$0], swap: swapped[$0])
             },
             lastNotice: notice)
     }

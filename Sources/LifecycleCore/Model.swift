@@ -86,8 +86,13 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
     case protocolViolation(message: String)
     /// Killed to free memory when the level was critical.
     case memoryPressure(footprint: UInt64?, simulated: Bool)
-    /// Its footprint exceeded the limit of its manifest.
+    /// Its footprint exceeded the limit of its manifest (the daemon saw it,
+    /// or the kernel enforced it at the group's memory.max).
     case memoryLimit(footprint: UInt64, limit: UInt64)
+    /// The kernel's OOM killer killed it, not at its own limit: the whole
+    /// machine (or a group above the app's) ran out of memory first. `peak`:
+    /// the most the run used (memory.peak).
+    case kernelOOM(peak: UInt64?)
     /// It ended, and how is not known: it was found gone when lifecycled
     /// restarted (`whileAway`), or it ended after a restart, not a child of
     /// this daemon, on a kernel that did not say (docs/lifecycle.md).
@@ -115,6 +120,7 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
         case .protocolViolation: .protocolViolation
         case .memoryPressure: .memoryPressure
         case .memoryLimit: .perAppLimit
+        case .kernelOOM: .kernelOOM
         case .exitUnknown: .exitUnknown
         case .notAdopted: .notAdopted
         case .freezeFailed: .freezeFailed
@@ -140,6 +146,9 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
                 + (simulated ? " under simulated pressure" : "")
         case .memoryLimit(let footprint, let limit):
             "over its memory limit: footprint \(formatBytes(footprint)), limit \(formatBytes(limit))"
+        case .kernelOOM(let peak):
+            "killed by the kernel's OOM killer: the machine ran out of memory"
+                + (peak.map { " (its peak \(formatBytes($0)))" } ?? "")
         case .exitUnknown(let away):
             away
                 ? "ended while lifecycled was not running (exit status unknown)"
@@ -154,9 +163,8 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
 public enum ExitStatus: Sendable, Equatable {
     case exited(Int32)
     case signaled(Int32)
-    /// SIGKILLed by the kernel's OOM killer at the app's own limit
-    /// (cgroup v2 memory.max, set from the manifest's memory.limit).
-    case outOfMemory
+    /// SIGKILLed by the kernel's OOM killer (its group's memory.events).
+    case outOfMemory(OutOfMemory)
     /// It ended, and how is not known (see TerminationReason.exitUnknown).
     case unknown(whileAway: Bool)
     /// A restarted daemon found it alive but could not take it back, and

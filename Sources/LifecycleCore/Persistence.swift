@@ -19,13 +19,15 @@ public struct CoreState: Codable, Sendable {
     var memoryLevel: MemoryLevel
     var memorySimulated: Bool
     var footprints: [AppID: UInt64]
+    var swapped: [AppID: UInt64]?
     var pressureVictim: AppID?
+    var reclaiming: AppID?
     var lastSample: MemorySample
 
     private enum CodingKeys: String, CodingKey {
         // "front": the key of the one display's foreground before displays (it decodes as one).
         case now, apps, displays = "front", shuttingDown, timers, gauge, memoryLevel, memorySimulated, footprints
-        case pressureVictim, lastSample
+        case swapped, pressureVictim, reclaiming, lastSample
     }
 
     /// The apps the state knows, with the generation of their current (or
@@ -42,17 +44,20 @@ extension CoreState {
     public struct App: Codable, Equatable, Sendable {
         var record: AppRecord
         var footprint: UInt64?
+        /// The part of the footprint on swap.
+        var swapped: UInt64?
 
         /// The record as saved: without its policy (a restored core takes
         /// it from the configuration), so that a part read back compares
         /// equal to the live one when what is saved is the same.
-        init(_ record: AppRecord, footprint: UInt64?) {
+        init(_ record: AppRecord, footprint: UInt64?, swapped: UInt64?) {
             var saved = record
             saved.policy = AppPolicy()
             saved.pending = nil
             saved.removing = false
             self.record = saved
             self.footprint = footprint
+            self.swapped = swapped
         }
 
         /// The part as a core restored after `crashes` crashes carries it
@@ -76,11 +81,12 @@ extension CoreState {
         var memoryLevel: MemoryLevel
         var memorySimulated: Bool
         var pressureVictim: AppID?
+        var reclaiming: AppID?
         var lastSample: MemorySample
 
         private enum CodingKeys: String, CodingKey {
             case now, displays = "front", shuttingDown, timers, gauge, memoryLevel, memorySimulated, pressureVictim
-            case lastSample
+            case reclaiming, lastSample
         }
     }
 
@@ -88,11 +94,13 @@ extension CoreState {
         Shared(
             now: now, displays: displays, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
             memoryLevel: memoryLevel, memorySimulated: memorySimulated, pressureVictim: pressureVictim,
-            lastSample: lastSample)
+            reclaiming: reclaiming, lastSample: lastSample)
     }
 
     /// One app's part, if the state knows the app.
-    public func app(_ id: AppID) -> App? { apps[id].map { App($0, footprint: footprints[id]) } }
+    public func app(_ id: AppID) -> App? {
+        apps[id].map { App($0, footprint: footprints[id], swapped: swapped?[id]) }
+    }
 
     /// Every app the state knows.
     public var appIDs: some Collection<AppID> { apps.keys }
@@ -101,7 +109,7 @@ extension CoreState {
     public var perApp: [AppID: App] {
         var parts: [AppID: App] = [:]
         parts.reserveCapacity(apps.count)
-        for (id, record) in apps { parts[id] = App(record, footprint: footprints[id]) }
+        for (id, record) in apps { parts[id] = App(record, footprint: footprints[id], swapped: swapped?[id]) }
         return parts
     }
 
@@ -112,7 +120,8 @@ extension CoreState {
             shuttingDown: shared.shuttingDown,
             timers: shared.timers, gauge: shared.gauge, memoryLevel: shared.memoryLevel,
             memorySimulated: shared.memorySimulated, footprints: parts.compactMapValues(\.footprint),
-            pressureVictim: shared.pressureVictim, lastSample: shared.lastSample)
+            swapped: parts.compactMapValues(\.swapped), pressureVictim: shared.pressureVictim,
+            reclaiming: shared.reclaiming, lastSample: shared.lastSample)
     }
 }
 
@@ -121,8 +130,8 @@ extension Supervisor {
     public var saved: CoreState {
         CoreState(
             now: now, apps: apps.records, displays: displays, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
-            memoryLevel: memoryLevel, memorySimulated: memorySimulated, footprints: footprints,
-            pressureVictim: pressureVictim, lastSample: lastSample)
+            memoryLevel: memoryLevel, memorySimulated: memorySimulated, footprints: footprints, swapped: swapped,
+            pressureVictim: pressureVictim, reclaiming: reclaiming, lastSample: lastSample)
     }
 
     /// The apps whose saved part changed since the last call: what the
@@ -204,7 +213,9 @@ extension Supervisor {
         memoryLevel = state.memoryLevel
         memorySimulated = state.memorySimulated
         footprints = state.footprints.filter { apps[$0.key] != nil }
+        swapped = (state.swapped ?? [:]).filter { apps[$0.key] != nil }
         pressureVictim = state.pressureVictim.flatMap { apps[$0] != nil ? $0 : nil }
+        reclaiming = state.reclaiming.flatMap { apps[$0] != nil ? $0 : nil }
         lastSample = state.lastSample
     }
 }

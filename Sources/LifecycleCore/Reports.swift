@@ -91,7 +91,8 @@ extension Supervisor {
 
     /// Classifies how the run ended: the reason of a kill or stop in
     /// progress wins; otherwise the exit status, with the kernel's OOM kill
-    /// counted as the manifest's limit when it sets one.
+    /// counted as a kill at the app's limit when it was at its group's
+    /// memory.max, else as the kernel's own (kernel-oom).
     mutating func exited(_ id: AppID, _ status: ExitStatus) {
         let app = apps[id]!
         let reason: TerminationReason
@@ -103,14 +104,15 @@ extension Supervisor {
             switch status {
             case .exited(let code): reason = .exited(code: code)
             case .signaled(let signal): reason = .signaled(signal: signal)
-            case .outOfMemory:
-                if let limit = app.policy.memory.limit {
-                    // The kernel enforced the manifest's limit: a kill for memory like ours.
-                    effects.append(
-                        .memoryKill(killRecord(id, .perAppLimit, lastSample, candidates: [id], notice: false)))
-                    reason = .memoryLimit(footprint: footprints[id] ?? limit, limit: limit)
+            case .outOfMemory(let oom):
+                // Recorded like a kill of ours, with what the kernel said.
+                let cause: MemoryKill.Cause = oom.limit == nil ? .kernelOOM : .perAppLimit
+                effects.append(
+                    .memoryKill(killRecord(id, cause, lastSample, candidates: [id], notice: false, kernel: oom)))
+                if let limit = oom.limit {
+                    reason = .memoryLimit(footprint: oom.peak ?? footprints[id] ?? limit, limit: limit)
                 } else {
-                    reason = .signaled(signal: 9)
+                    reason = .kernelOOM(peak: oom.peak)
                 }
             case .unknown(let away): reason = .exitUnknown(whileAway: away)
             case .notAdopted(let why): reason = .notAdopted(why: why)
@@ -134,6 +136,7 @@ extension Supervisor {
         timers.cancelAll(id)
         displays.remove(app: id)
         if footprints.removeValue(forKey: id) != nil { apps.markChanged(id) }
+        swapped[id] = nil
         update(id) {
             var fresh = AppRecord(policy: $0.policy)
             fresh.pending = $0.pending
@@ -161,6 +164,7 @@ extension Supervisor {
             pressureVictim = nil
             effects.append(.remeasure)
         }
+        if reclaiming == id { reclaiming = nil }
         afterEnd(id)
         if let place = restartTo, case .stoppedByUser = reason, !shuttingDown, apps[id] != nil {
             forgetEnds(id)

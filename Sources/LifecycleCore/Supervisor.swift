@@ -48,8 +48,17 @@ public struct Supervisor: Sendable {
     /// The level in force (measured, or injected), and whether it was injected.
     public internal(set) var memoryLevel: MemoryLevel = .normal
     public internal(set) var memorySimulated = false
-    /// The last known footprint of each running app, bytes.
+    /// The last known footprint of each running app, bytes: in memory and
+    /// on swap together.
     public internal(set) var footprints: [AppID: UInt64] = [:]
+    /// The part of each footprint on the swap device (absent: none).
+    public internal(set) var swapped: [AppID: UInt64] = [:]
+    /// Push a suspended app's memory to swap before any kill, where swap
+    /// has room (the daemon file's `memory.reclaim`).
+    public var reclaimEnabled = true
+    /// The suspended app whose memory is being pushed to swap: one at a
+    /// time, the next decided on fresh measurements.
+    public internal(set) var reclaiming: AppID?
     /// The app killed for pressure whose end is awaited before the next
     /// decision: one kill at a time, each on fresh measurements.
     public internal(set) var pressureVictim: AppID?
@@ -153,6 +162,7 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { ready(id) }
         case .freezeFailed(let id, let gen, let why):
             if isCurrent(id, gen), apps[id]?.state == .suspended { kill(id, .freezeFailed(why: why)) }
+        case .reclaimed(let id, let gen): if reclaiming == id, apps[id]?.generation == gen { reclaimed(id) }
         case .memory(let report): memory(report, simulated: nil)
         case .simulateMemoryLevel(let level, let report): memory(report, simulated: level)
         }
@@ -201,6 +211,7 @@ public struct Supervisor: Sendable {
         guard state != app.state else { return }
         effects.append(.transition(id, from: app.state, to: state))
         if app.state == .active || state == .active { app.lastUsed = now }
+        if state != .suspended { app.reclaimed = false }  // thawed: its memory comes back as it is touched
         app.state = state
         app.since = now
         apps[id] = app
@@ -249,6 +260,9 @@ public struct Supervisor: Sendable {
         assert(
             pressureVictim.map { v in apps[v].map { $0.killing != nil || $0.lastNotice != nil } == true } ?? true,
             "the one pressure victim is on its way out")
+        assert(
+            reclaiming.map { apps[$0].map { $0.phase != .notRunning } == true } ?? true,
+            "the app being reclaimed runs (it may have been thawed since: the shell stops short)")
         assert(
             apps.allSatisfy { id, app in
                 guard let awaiting = app.awaiting else { return true }

@@ -113,6 +113,12 @@ public final class Daemon {
     var coreTimer: EventLoop.Source?
     var statusTimer: EventLoop.Source?
     var memoryWatch: MemoryWatch?
+    /// Pushes suspended apps' memory to swap off the loop, and the jobs it
+    /// holds (Memory/Reclaim.swift).
+    var reclaimer: Reclaimer?
+    var reclaimSource: EventLoop.Source?
+    var reclaimJobs: [UInt64: (app: AppID, generation: UInt64)] = [:]
+    var lastReclaimJob: UInt64 = 0
     var triggerSource: EventLoop.Source?
     var signalSources: [EventLoop.Source] = []
     var control: ControlServer?
@@ -184,6 +190,7 @@ public final class Daemon {
         if let cgroups = confinement as? Cgroups {
             for n in cgroups.notes { logger.info("\(n)") }
             for w in cgroups.warnings { logger.warning("\(w)") }
+            for p in cgroups.problems { logger.warning("cgroup controllers: \(p)") }
         }
         let confined = Posix.monotonicNanoseconds()
         do {
@@ -245,6 +252,7 @@ public final class Daemon {
         records = Records(keep: settings.config.eventHistory)
         history = HistoryStore(directory: settings.config.stateDirectory)
         supervisor.fetchWindow = settings.config.fetchWindow
+        supervisor.reclaimEnabled = settings.config.memory.reclaim
         try start(standalone: standalone)
     }
 
@@ -255,6 +263,11 @@ public final class Daemon {
         statusTimer = try loop.timer { [unowned self] in self.status.send(self) }
         sweepTimer = try loop.timer { [unowned self] in self.sweepFootprints() }
         memoryWatch = try MemoryWatch(loop: loop) { [unowned self] in self.sampleMemory() }
+        if confinement.standings.contains(.memory) {
+            let reclaimer = try Reclaimer()
+            self.reclaimer = reclaimer
+            reclaimSource = try loop.watch(fd: reclaimer.fd) { [unowned self] _ in self.reclaimsDone() }
+        }
         if let trigger = memory.trigger {
             triggerSource = try loop.watch(fd: trigger.fd, events: IOEvents.priority) { [unowned self] _ in
                 self.sampleMemory(triggered: true)

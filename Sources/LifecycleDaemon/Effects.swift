@@ -46,6 +46,9 @@ extension Daemon {
             {
                 run.group.setOOMScoreAdjust(value)
             }
+            if let run = runs[id], let standing = settings.standing(to, from: from, knobs: confinement.standings) {
+                run.group.stand(standing)
+            }
         case .terminated(let id, let rec):
             logger.notice(
                 "\(id) ended: \(rec.reason)", metadata: metadata(id, ["reason": "\(rec.reason.code.rawValue)"]))
@@ -93,6 +96,7 @@ extension Daemon {
             logger.notice(
                 "\(id): scene \(scene) disconnected to free memory", metadata: metadata(id, ["scene": "\(scene)"]))
             record(id, .scene, reason: "shed", detail: "scene \(scene) disconnected to free memory (its session stays)")
+        case .reclaim(let id, let bytes): startReclaim(id, bytes)
         case .remeasure:
             memoryWatch?.loud()
             memoryWatch?.arm(at: Posix.monotonicNanoseconds())
@@ -100,22 +104,23 @@ extension Daemon {
     }
 
     /// SIGKILL every process of the app; for a kill for memory, free its
-    /// memory now, in our context, rather than when the dying process is
-    /// next scheduled (process_mrelease, Linux 5.15+).
+    /// memory now, in our context, rather than when the dying processes are
+    /// next scheduled (process_mrelease, Linux 5.15+), and keep what it gave
+    /// back for the kill record.
     private func kill(_ id: AppID, _ reason: TerminationReason) {
         guard let run = runs[id] else { return }
-        run.group.killAll()
-        Posix.signal(pidfd: run.pidfd, SIGKILL)
         switch reason {
         case .memoryPressure, .memoryLimit:
             let started = Posix.monotonicNanoseconds()
-            if run.pidfd >= 0, (try? Posix.call("process_mrelease") { lc_process_mrelease(run.pidfd) }) != nil {
-                let us = (Posix.monotonicNanoseconds() - started) / 1000
-                logger.debug("process_mrelease freed \(id)'s memory in \(us) µs", metadata: ["app": "\(id)"])
-            } else {
-                logger.debug("process_mrelease \(id): \(String(cString: strerror(errno)))", metadata: ["app": "\(id)"])
-            }
-        default: break
+            let (before, after) = run.group.killForMemory(pidfd: run.pidfd)
+            if let before, let after { run.memoryFreed = before.total > after.total ? before.total - after.total : 0 }
+            let us = (Posix.monotonicNanoseconds() - started) / 1000
+            logger.debug(
+                "killed \(id) for memory and freed \(run.memoryFreed.map(formatBytes) ?? "an unknown amount") in \(us) µs",
+                metadata: ["app": "\(id)"])
+        default:
+            run.group.killAll()
+            Posix.signal(pidfd: run.pidfd, SIGKILL)
         }
         logger.notice("killing \(id): \(reason)", metadata: metadata(id, ["reason": "\(reason.code.rawValue)"]))
         record(id, .killed, reason: reason.code.rawValue, detail: reason.description)

@@ -48,6 +48,36 @@ struct Settings {
             + "root can leave its cgroup and signal other apps; give each a `user` (or `user = \"root\"` if it is meant)"
     }
 
+    /// What an app's group is given as it moves from `from` to `to`: the
+    /// foreground protected (memory.low) and weighted first (cpu.weight),
+    /// systemd-oomd told to leave it alone (omit) in front and to take it
+    /// last (avoid) in the background; a suspended app is a candidate like
+    /// any, which keeps oomd in the band order. Nil when nothing changes
+    /// (between inactive and active), or the confinement has no such knobs.
+    func standing(_ to: LifecycleState, from: LifecycleState, knobs: GroupStanding.Knobs) -> GroupStanding? {
+        guard to != .notRunning, !knobs.isEmpty else { return nil }
+        let new = standing(in: to, knobs: knobs)
+        guard from != .notRunning else { return new }  // a fresh group: everything
+        let old = standing(in: from, knobs: knobs)
+        let change = GroupStanding(
+            memoryLow: new.memoryLow != old.memoryLow ? new.memoryLow : nil,
+            cpuWeight: new.cpuWeight != old.cpuWeight ? new.cpuWeight : nil, oomd: new.oomd != old.oomd ? new.oomd : nil)
+        return change == GroupStanding() ? nil : change
+    }
+
+    private func standing(in state: LifecycleState, knobs: GroupStanding.Knobs) -> GroupStanding {
+        let inFront = state == .active || state == .inactive
+        var s = GroupStanding()
+        if knobs.contains(.memory) {
+            if let low = config.memory.foregroundLow { s.memoryLow = inFront ? low : 0 }
+            s.oomd = inFront ? .omit : state == .background ? .avoid : OOMDPreference.none
+        }
+        if knobs.contains(.cpu), config.cpu.weights {
+            s.cpuWeight = inFront ? config.cpu.foregroundWeight : config.cpu.backgroundWeight
+        }
+        return s
+    }
+
     /// Where `manifest`'s command is looked for.
     func searchPath(for manifest: AppManifest) -> String {
         manifest.environment["PATH"].map { selfDirectory + ":" + $0 } ?? searchPath

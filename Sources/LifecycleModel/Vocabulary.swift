@@ -228,6 +228,24 @@ public enum TerminationCode: String, Sendable, Codable, CaseIterable {
     case exitUnknown = "exit-unknown"
     case notAdopted = "not-adopted"
     case freezeFailed = "freeze-failed"
+    case kernelOOM = "kernel-oom"
+}
+
+/// What the kernel said of an OOM kill of a run: counted in its group's
+/// memory.events since the group was made (`oom_group_kill`, with
+/// memory.oom.group set, or `oom_kill`), and whether the group had reached
+/// its own memory.max first (`oom`).
+public struct OutOfMemory: Sendable, Equatable {
+    /// The group's own limit, when the kill was at it; nil when it was not:
+    /// the whole machine, or a group above the app's, ran out.
+    public var limit: UInt64?
+    /// The most the group used during the run (memory.peak), if known.
+    public var peak: UInt64?
+
+    public init(limit: UInt64?, peak: UInt64?) {
+        self.limit = limit
+        self.peak = peak
+    }
 }
 
 /// How short memory is. Ordered: normal < warning < critical.

@@ -1,4 +1,6 @@
 @preconcurrency import Glibc
+import CLifecycleShim
+import LifecycleModel
 import SystemPackage
 
 /// Where apps live: a subtree of the cgroup v2 hierarchy, or nothing.
@@ -49,11 +51,23 @@ public final class Cgroups: Confinement {
     public private(set) var memory: MemoryAccounting = .processPSS
     /// The v1 memory hierarchy's copy of our subtree, when memory is accounted there.
     public private(set) var v1MemoryBase: String?
+    /// The cgroup v2 cpu controller is enabled for the apps (cpu.weight by state).
+    public private(set) var cpu = false
+    /// What could not be set up of the controllers, and why: said at start
+    /// and in `status` (a daemon that fell back from the v2 memory
+    /// controller says so; it never does so silently).
+    public private(set) var problems: [String] = []
 
     public var basePath: String { mount + base }
     public var summary: String { "cgroup-v2 \(basePath)" + (scope.map { " (systemd scope \($0))" } ?? "") }
     public var memoryAccounting: MemoryAccounting { memory }
     public var appsPath: String { basePath + "/apps" }
+    public var standings: GroupStanding.Knobs {
+        var knobs: GroupStanding.Knobs = []
+        if memory == .cgroupV2 { knobs.insert(.memory) }
+        if cpu { knobs.insert(.cpu) }
+        return knobs
+    }
 
     init(
         mount: String, base: String, original: String, scope: String? = nil, notes: [String] = [],
@@ -143,7 +157,9 @@ public final class Cgroups: Confinement {
         // (about 25 ms here): a re-executed daemon already in its leaf skips it.
         if Self.ownCgroup() != base + "/daemon" { try Posix.writeFile(basePath + "/daemon/cgroup.procs", "0") }
         entered = true
-        setUpMemoryAccounting()
+        setUpControllers()
+        // The daemon's own latency first: apps never take the CPU from it.
+        if cpu { try? Posix.writeFile(basePath + "/daemon/cpu.weight", "10000") }
     }
 
     /// The scope's layout: the process it was created around (the keeper)
@@ -169,25 +185,48 @@ public final class Cgroups: Confinement {
             notes.append("started a new keeper (pid \(pid)) in \(keeper)")
         }
         entered = true
-        setUpMemoryAccounting()
+        setUpControllers()
     }
 
-    /// The v2 memory controller for the apps' subtree when the tree offers
-    /// it (after the daemon left the base: no internal processes), else the
-    /// v1 memory hierarchy, else /proc.
-    private func setUpMemoryAccounting() {
-        let offered =
-            (try? Posix.readFile(basePath + "/cgroup.controllers"))?
-            .split(whereSeparator: { $0 == " " || $0 == "\n" }).contains("memory") ?? false
-        if offered {
-            try? Posix.writeFile(basePath + "/cgroup.subtree_control", "+memory")
-            try? Posix.writeFile(appsPath + "/cgroup.subtree_control", "+memory")
-            if Posix.exists(appsPath + "/cgroup.subtree_control"),
-                (try? Posix.readFile(appsPath + "/cgroup.subtree_control"))?.contains("memory") == true
-            {
-                memory = .cgroupV2
-                return
+    /// The controllers the apps need from cgroup v2: memory (footprints,
+    /// limits, protection of the foreground, OOM groups) and cpu (weights by
+    /// state). systemd offers them to a delegated unit; a tree of the
+    /// daemon's own (standalone, as on a machine without systemd, where the
+    /// root cgroup may enable none) gets them enabled from the root down to
+    /// it. What cannot be had is said in `problems`, with why; memory then
+    /// falls back to a v1 memory hierarchy (hybrid machines), else /proc.
+    /// Done after the daemon left the base: a cgroup with processes of its
+    /// own cannot enable controllers for its children.
+    private func setUpControllers() {
+        for controller in ["memory", "cpu"] {
+            if !Self.listed(basePath + "/cgroup.controllers", controller) {
+                if scope == nil {
+                    enableAbove(controller)
+                } else {
+                    problems.append("\(scope!) does not offer the \(controller) controller (is it delegated?)")
+                }
             }
+            guard Self.listed(basePath + "/cgroup.controllers", controller) else { continue }
+            for dir in [basePath, appsPath] {
+                guard !Self.listed(dir + "/cgroup.subtree_control", controller) else { continue }
+                do { try Posix.writeFile(dir + "/cgroup.subtree_control", "+" + controller) } catch {
+                    problems.append("cannot enable the \(controller) controller for \(dir): \(error)")
+                }
+            }
+        }
+        cpu = Self.listed(appsPath + "/cgroup.subtree_control", "cpu")
+        if Self.listed(appsPath + "/cgroup.subtree_control", "memory") {
+            memory = .cgroupV2
+            // The foreground's memory.low counts only up to what every group
+            // above it allows: "max" on ours; one above with none caps it.
+            try? Posix.writeFile(appsPath + "/memory.low", "max")
+            if scope == nil { try? Posix.writeFile(basePath + "/memory.low", "max") }
+            if let capped = protectionCap() {
+                problems.append(
+                    "the foreground's memory.low is capped by \(capped), whose memory.low is 0 "
+                        + "(set MemoryLow= on it: docs/configuration.md)")
+            }
+            return
         }
         if let v1 = Self.v1MemoryMount() {
             let dir = v1 + base
@@ -198,6 +237,49 @@ public final class Cgroups: Confinement {
                 memory = .cgroupV1
             }
         }
+    }
+
+    /// Enables `controller` in every group from the mount's root down to
+    /// the base's parent, where it is not already: each group offers to its
+    /// children only what its parent enabled for it.
+    private func enableAbove(_ controller: String) {
+        guard Self.listed(mount + "/cgroup.controllers", controller) else {
+            notes.append(
+                "the cgroup v2 hierarchy has no \(controller) controller (the hybrid layout: a v1 hierarchy holds it)")
+            return
+        }
+        var dir = mount
+        for component in base.split(separator: "/").dropLast().map(String.init) + [""] {
+            if !Self.listed(dir + "/cgroup.subtree_control", controller) {
+                do { try Posix.writeFile(dir + "/cgroup.subtree_control", "+" + controller) } catch {
+                    let why =
+                        error.errno == .resourceBusy
+                        ? "it has processes of its own, and cgroup v2 lets only a group without any enable controllers"
+                        : "\(error)"
+                    problems.append("cannot enable the \(controller) controller in \(dir): \(why)")
+                    return
+                }
+            }
+            if !component.isEmpty { dir += "/" + component }
+        }
+    }
+
+    /// The first group above ours (below the root, where protection is not
+    /// capped) whose memory.low is 0, if any.
+    private func protectionCap() -> String? {
+        var components = base.split(separator: "/").dropLast(scope == nil ? 1 : 0)
+        while !components.isEmpty {
+            let dir = mount + "/" + components.joined(separator: "/")
+            if (try? Posix.readFile(dir + "/memory.low"))?.trimmingWhitespace() == "0" { return dir }
+            components = components.dropLast()
+        }
+        return nil
+    }
+
+    /// True when the space-separated list in `file` names `word`.
+    static func listed(_ file: String, _ word: String) -> Bool {
+        (try? Posix.readFile(file))?.split(whereSeparator: { $0 == " " || $0 == "\n" }).contains(Substring(word))
+            ?? false
     }
 
     /// Where a v1 hierarchy with the memory controller is mounted, if any.
@@ -236,6 +318,12 @@ public final class Cgroups: Confinement {
         }
         let fd = try Posix.call("open", path) { open(path, O_DIRECTORY | O_RDONLY | O_CLOEXEC) }
         let group = AppCgroup(path: path, directory: fd, memory: memory)
+        if memory == .cgroupV2 {
+            // All or nothing: the kernel's OOM killer takes the whole app,
+            // never one helper of it (and counts it in oom_group_kill).
+            try? Posix.writeFile(path + "/memory.oom.group", "1")
+            if let events = try? Posix.readFile(path + "/memory.events") { group.oomBaseline = OOMCounters(events) }
+        }
         if let v1 = v1MemoryBase {
             let dir = v1 + "/apps/\(name).\(generation)"
             if (try? Posix.makeDirectory(dir)) == false {
@@ -351,13 +439,13 @@ public final class AppCgroup: AppGroup {
         v1ProcsFD = -1
     }
 
-    public func memoryFootprint() -> UInt64? {
+    public func memoryUse() -> MemoryUse? {
         switch memory {
-        case .cgroupV2: return MemoryProbe.cgroupFootprint(path, v1: false)
-        case .cgroupV1: return v1Memory.flatMap { MemoryProbe.cgroupFootprint($0, v1: true) }
+        case .cgroupV2: return MemoryProbe.cgroupUse(path, v1: false)
+        case .cgroupV1: return v1Memory.flatMap { MemoryProbe.cgroupUse($0, v1: true) }
         case .processPSS:
             let all = pids().compactMap { MemoryProbe.pss(pid: $0) }
-            return all.isEmpty ? nil : all.reduce(0, +)
+            return all.isEmpty ? nil : MemoryUse(resident: all.reduce(0, +))
         }
     }
 
@@ -369,16 +457,70 @@ public final class AppCgroup: AppGroup {
         return (try? Posix.writeFile(path + "/memory.max", String(bytes))) != nil
     }
 
-    /// True when the kernel's OOM killer killed something in the group
-    /// (memory.events on v2, memory.oom_control on v1).
-    public func oomKilled() -> Bool {
-        let text: String?
+    /// memory.events' OOM counters when the group was made (zero for a
+    /// fresh one; a group taken back after a restart was fresh at its
+    /// launch too). They count for the group's whole life, so only what
+    /// rose since says anything about this run.
+    var oomBaseline = OOMCounters()
+
+    /// The kernel's OOM killer killed in the group when `oom_kill` (each
+    /// process) or `oom_group_kill` (the whole group, with memory.oom.group)
+    /// rose; at the group's own limit when `oom` rose too (its usage reached
+    /// its memory.max). A global OOM kill counts in `oom_kill` as well, but
+    /// not in `oom`: that is how the two are told apart. v1: memory.oom_control.
+    public func outOfMemory() -> OutOfMemory? {
         switch memory {
-        case .cgroupV2: text = try? Posix.readFile(path + "/memory.events")
-        case .cgroupV1: text = v1Memory.flatMap { try? Posix.readFile($0 + "/memory.oom_control") }
-        case .processPSS: text = nil
+        case .cgroupV2:
+            guard let text = try? Posix.readFile(path + "/memory.events") else { return nil }
+            let now = OOMCounters(text)
+            guard now.oomKill > oomBaseline.oomKill || now.groupKill > oomBaseline.groupKill else { return nil }
+            let limit =
+                now.oom > oomBaseline.oom
+                ? (try? Posix.readFile(path + "/memory.max")).flatMap { UInt64($0.trimmingWhitespace()) } : nil
+            let peak = (try? Posix.readFile(path + "/memory.peak")).flatMap { UInt64($0.trimmingWhitespace()) }
+            return OutOfMemory(limit: limit, peak: peak)
+        case .cgroupV1:
+            guard let v1 = v1Memory, let text = try? Posix.readFile(v1 + "/memory.oom_control"),
+                (MemoryProbe.statValue(text, "oom_kill") ?? 0) > 0
+            else { return nil }
+            let peak = (try? Posix.readFile(v1 + "/memory.max_usage_in_bytes")).flatMap {
+                UInt64($0.trimmingWhitespace())
+            }
+            return OutOfMemory(limit: nil, peak: peak)
+        case .processPSS: return nil
         }
-        return text.flatMap { MemoryProbe.statValue($0, "oom_kill") }.map { $0 > 0 } ?? false
+    }
+
+    /// A pidfd of each process taken before the kill (so that no pid can be
+    /// reused under us), cgroup.kill, then process_mrelease (Linux 5.15+) of
+    /// each: the memory comes back in our context, at once, whether the
+    /// dying processes get a CPU or not (they may be frozen).
+    public func killForMemory(pidfd: Int32) -> (before: MemoryUse?, after: MemoryUse?) {
+        let pidfds = pids().map { lc_pidfd_open($0) }.filter { $0 >= 0 }
+        defer { for fd in pidfds { Posix.close(fd) } }
+        let before = memoryUse()
+        killAll()
+        if pidfd >= 0 { _ = lc_pidfd_send_signal(pidfd, SIGKILL) }
+        for fd in pidfds { _ = lc_process_mrelease(fd) }  // EINVAL: it had already gone
+        return (before, memoryUse())
+    }
+
+    /// memory.low, cpu.weight and systemd-oomd's xattrs, as given. A
+    /// failed write is not an error here: the group may be going, and the
+    /// next transition writes again.
+    public func stand(_ standing: GroupStanding) {
+        if let low = standing.memoryLow, memory == .cgroupV2 {
+            try? Posix.writeFile(path + "/memory.low", low == .max ? "max" : String(low))
+        }
+        if let weight = standing.cpuWeight {
+            try? Posix.writeFile(path + "/cpu.weight", String(weight))
+        }
+        if let oomd = standing.oomd, memory == .cgroupV2 {
+            // Both xattrs are read by systemd-oomd on root-owned cgroups only, which ours are.
+            for (name, wanted) in [("user.oomd_omit", oomd == .omit), ("user.oomd_avoid", oomd == .avoid)] {
+                _ = lc_xattr_flag(path, name, wanted ? 1 : 0)
+            }
+        }
     }
 
     /// Starts freezing; true when the freeze is already complete. A busy
@@ -461,5 +603,21 @@ public enum FileManagerLite {
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()
+    }
+}
+
+/// The OOM counters of a cgroup v2 memory.events (missing keys, on older
+/// kernels, read as zero: `oom_group_kill` came in Linux 5.17).
+struct OOMCounters: Equatable {
+    var oom: UInt64 = 0
+    var oomKill: UInt64 = 0
+    var groupKill: UInt64 = 0
+
+    init() {}
+
+    init(_ text: String) {
+        oom = MemoryProbe.statValue(text, "oom") ?? 0
+        oomKill = MemoryProbe.statValue(text, "oom_kill") ?? 0
+        groupKill = MemoryProbe.statValue(text, "oom_group_kill") ?? 0
     }
 }

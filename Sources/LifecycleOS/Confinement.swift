@@ -1,4 +1,6 @@
 @preconcurrency import Glibc
+import CLifecycleShim
+import LifecycleModel
 
 // How apps are held: one protocol, two implementations. `Cgroups` puts each
 // run of an app in a cgroup of its own (the freezer suspends it, cgroup.kill
@@ -28,6 +30,9 @@ public protocol Confinement: AnyObject {
     func appsFootprint() -> UInt64?
     /// Removes what the confinement made at start-up.
     func leave()
+    /// Which of the knobs of `GroupStanding` its groups have (the cgroup v2
+    /// memory and cpu controllers): the daemon writes only those.
+    var standings: GroupStanding.Knobs { get }
 }
 
 /// How a child joins its group as it is spawned.
@@ -63,11 +68,26 @@ public protocol AppGroup: AnyObject {
     var populated: Bool { get }
     /// Removes the group; false while processes remain.
     func remove() -> Bool
-    func memoryFootprint() -> UInt64?
+    /// In memory and on swap, where it can be measured.
+    func memoryUse() -> MemoryUse?
     /// The kernel's own limit where there is one; false where it cannot.
+    /// Written only into a fresh group, before its process starts: with
+    /// nothing charged yet the kernel has nothing to reclaim, so the write
+    /// returns at once (lowering it under a running app would make the
+    /// writer reclaim, synchronously).
     @discardableResult func setMemoryLimit(_ bytes: UInt64) -> Bool
-    /// True when the kernel's OOM killer killed something in the group.
-    func oomKilled() -> Bool
+    /// How the kernel's OOM killer ended the run, if it did (cgroup v2:
+    /// memory.events since the group was made); nil when it did not.
+    func outOfMemory() -> OutOfMemory?
+    /// SIGKILLs every process for memory and frees their memory now, in the
+    /// caller's context (process_mrelease), rather than when each dying
+    /// process is next scheduled; returns what the group held just before
+    /// and just after (what the kill gave back), where it can be measured.
+    /// `pidfd`: the main process's.
+    func killForMemory(pidfd: Int32) -> (before: MemoryUse?, after: MemoryUse?)
+    /// Where the app stands for the kernel and systemd-oomd as its state
+    /// changes: its memory protection, its CPU weight, oomd's preference.
+    func stand(_ standing: GroupStanding)
     /// CPU time of every process of the group, microseconds.
     func cpuMicroseconds() -> UInt64?
     /// Writes `oom_score_adj` of every process of the group (the value of a
@@ -96,6 +116,7 @@ public final class ProcessGroups: Confinement {
     public func leftover(_ name: String) -> (any AppGroup)? { nil }
     public func appsFootprint() -> UInt64? { nil }
     public func leave() {}
+    public var standings: GroupStanding.Knobs { [] }
 }
 
 /// One run of one app as a process group (the child calls setsid): SIGSTOP
@@ -141,9 +162,19 @@ public final class AppProcessGroup: AppGroup {
     public func contains(_ pid: Int32) -> Bool { MemoryProbe.processGroup(of: pid) == self.pid }
     public var populated: Bool { pid > 0 && Posix.signal(-pid, 0) }
     public func remove() -> Bool { true }
-    public func memoryFootprint() -> UInt64? { MemoryProbe.processGroupPSS(pid) }
+    public func memoryUse() -> MemoryUse? { MemoryProbe.processGroupPSS(pid).map { MemoryUse(resident: $0) } }
     public func setMemoryLimit(_ bytes: UInt64) -> Bool { false }
-    public func oomKilled() -> Bool { false }
+    public func outOfMemory() -> OutOfMemory? { nil }
+    public func stand(_ standing: GroupStanding) {}
+
+    /// The group and the main process; only the main process's memory is
+    /// freed at once (its descendants are not tracked without cgroups).
+    public func killForMemory(pidfd: Int32) -> (before: MemoryUse?, after: MemoryUse?) {
+        let before = memoryUse()
+        killAll()
+        if pidfd >= 0 { _ = lc_process_mrelease(pidfd) }
+        return (before, nil)
+    }
 
     /// The main process only: its descendants are not tracked without cgroups.
     public func setOOMScoreAdjust(_ value: Int32) { Posix.setOOMScoreAdjust(pid, value) }
@@ -171,4 +202,43 @@ extension Cgroups {
             return ProcessGroups(reason: "cannot use cgroup subtree \(found.basePath): \(error)")
         }
     }
+}
+
+extension AppGroup {
+    /// In memory and on swap together.
+    public func memoryFootprint() -> UInt64? { memoryUse()?.total }
+}
+
+/// Where an app's group stands as its state changes (written on each
+/// transition that changes it; nil fields are left as they are).
+public struct GroupStanding: Sendable, Equatable {
+    /// cgroup v2 memory.low: reclaim takes from unprotected groups first
+    /// (0: unprotected; UInt64.max: "max", everything it has).
+    public var memoryLow: UInt64?
+    /// cgroup v2 cpu.weight, 1 to 10000 (100 is the kernel's default).
+    public var cpuWeight: Int?
+    /// What systemd-oomd is told of the group (the xattrs it reads on a
+    /// root-owned candidate cgroup).
+    public var oomd: OOMDPreference?
+
+    public init(memoryLow: UInt64? = nil, cpuWeight: Int? = nil, oomd: OOMDPreference? = nil) {
+        self.memoryLow = memoryLow
+        self.cpuWeight = cpuWeight
+        self.oomd = oomd
+    }
+
+    /// The knobs a confinement has.
+    public struct Knobs: OptionSet, Sendable {
+        public let rawValue: Int
+        public init(rawValue: Int) { self.rawValue = rawValue }
+        public static let memory = Knobs(rawValue: 1)  // memory.low, memory.oom.group, oomd's xattrs
+        public static let cpu = Knobs(rawValue: 2)  // cpu.weight
+    }
+}
+
+/// systemd-oomd's ManagedOOMPreference= for one cgroup, as the xattrs it
+/// reads: `user.oomd_omit` (never a candidate), `user.oomd_avoid` (only
+/// when nothing else is), neither (a candidate like any).
+public enum OOMDPreference: Sendable, Equatable {
+    case none, avoid, omit
 }

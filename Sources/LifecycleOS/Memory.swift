@@ -39,19 +39,33 @@ public enum MemoryProbe {
     }
 
     /// A cgroup's footprint: its usage less the inactive file cache the
-    /// kernel can drop at no cost (what the app would really give back if
-    /// killed). v2: memory.current and memory.stat; v1: memory.usage_in_bytes
-    /// and memory.stat (hierarchical total_ keys).
-    public static func cgroupFootprint(_ dir: String, v1: Bool) -> UInt64? {
+    /// kernel can drop at no cost, and what it has on the swap device (what
+    /// the app would really give back if killed). v2: memory.current,
+    /// memory.stat and memory.swap.current, less what zswap holds of it
+    /// (`zswapped`: those pages are in memory, compressed, and counted in
+    /// memory.current); v1: memory.usage_in_bytes and memory.stat
+    /// (hierarchical total_ keys, `total_swap` with swap accounting).
+    public static func cgroupUse(_ dir: String, v1: Bool) -> MemoryUse? {
         let usageFile = v1 ? "/memory.usage_in_bytes" : "/memory.current"
         guard let usageText = try? Posix.readFile(dir + usageFile),
             let usage = UInt64(usageText.trimmingWhitespace())
         else { return nil }
-        let inactive =
-            (try? Posix.readFile(dir + "/memory.stat"))
-            .flatMap { statValue($0, v1 ? "total_inactive_file" : "inactive_file") } ?? 0
-        return usage > inactive ? usage - inactive : 0
+        let stat = try? Posix.readFile(dir + "/memory.stat")
+        let inactive = stat.flatMap { statValue($0, v1 ? "total_inactive_file" : "inactive_file") } ?? 0
+        var swapped: UInt64 = 0
+        if v1 {
+            swapped = stat.flatMap { statValue($0, "total_swap") } ?? 0
+        } else if let swap = (try? Posix.readFile(dir + "/memory.swap.current")).flatMap({
+            UInt64($0.trimmingWhitespace())
+        }) {
+            let zswapped = stat.flatMap { statValue($0, "zswapped") } ?? 0
+            swapped = swap > zswapped ? swap - zswapped : 0
+        }
+        return MemoryUse(resident: usage > inactive ? usage - inactive : 0, swapped: swapped)
     }
+
+    /// `cgroupUse`, both parts together.
+    public static func cgroupFootprint(_ dir: String, v1: Bool) -> UInt64? { cgroupUse(dir, v1: v1)?.total }
 
     /// Proportional set size of one process (/proc/PID/smaps_rollup), bytes.
     public static func pss(pid: Int32) -> UInt64? {
@@ -82,6 +96,20 @@ public enum MemoryProbe {
         // After "comm)": state ppid pgrp ...
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         return fields.count > 2 ? Int32(fields[2]) : nil
+    }
+}
+
+/// What one run of an app holds: in memory (its usage less the inactive
+/// file cache; zswap's compressed pages included) and on the swap device.
+/// A kill gives back both; a reclaim moves the first into the second.
+public struct MemoryUse: Sendable, Equatable {
+    public var resident: UInt64
+    public var swapped: UInt64
+    public var total: UInt64 { resident + swapped }
+
+    public init(resident: UInt64, swapped: UInt64 = 0) {
+        self.resident = resident
+        self.swapped = swapped
     }
 }
 

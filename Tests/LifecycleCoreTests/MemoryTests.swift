@@ -235,19 +235,37 @@ extension AppPolicy {
 }
 
 extension MemoryLimitTests {
-    @Test func theKernelsOOMKillAtTheLimitIsRecordedAsOurs() {
+    @Test func theKernelsOOMKillAtTheLimitIsRecordedAsOursWithItsPeak() {
         var p = AppPolicy()
         p.memory.limit = 100 << 20
         var h = Harness(["a": p, "b": AppPolicy()])
         h.launchActive("a")
-        let effects = h.send(.exited("a", generation: 1, .outOfMemory))
-        #expect(h.memoryKills(in: effects).first?.cause == .perAppLimit)
-        #expect(h.supervisor.snapshot("a")!.last?.reason == .memoryLimit(footprint: 100 << 20, limit: 100 << 20))
+        _ = h.memory(.normal, ["a": 24 << 10])  // sampled before the allocation that hit the limit
+        let effects = h.send(.exited("a", generation: 1, .outOfMemory(OutOfMemory(limit: 100 << 20, peak: 99 << 20))))
+        let k = h.memoryKills(in: effects).first
+        #expect(k?.cause == .perAppLimit && k?.byKernel == true && k?.limit == 100 << 20)
+        #expect(k?.footprint == 99 << 20 && k?.peak == 99 << 20, "the peak, not the sample before the allocation")
+        #expect(h.supervisor.snapshot("a")!.last?.reason == .memoryLimit(footprint: 99 << 20, limit: 100 << 20))
+    }
+
+    @Test func aKernelOOMKillNotAtTheAppsLimitIsTheKernelsOwn() {
+        var p = AppPolicy()
+        p.memory.limit = 300 << 20
+        p.restart.when = .onFailure
+        var h = Harness(["a": p, "b": AppPolicy()])
+        h.launchActive("a")
+        _ = h.memory(.normal, ["a": 121 << 20])
+        // The machine ran out first: no `oom` at the group's limit, whatever the manifest says.
+        let effects = h.send(.exited("a", generation: 1, .outOfMemory(OutOfMemory(limit: nil, peak: 121 << 20))))
+        let k = h.memoryKills(in: effects).first
+        #expect(k?.cause == .kernelOOM && k?.byKernel == true && k?.limit == nil)
+        #expect(k?.footprint == 121 << 20 && k?.peak == 121 << 20, "its last footprint, and its peak")
+        #expect(h.supervisor.snapshot("a")!.last?.reason == .kernelOOM(peak: 121 << 20))
+        #expect(h.supervisor.snapshot("a")!.last?.reason.code.rawValue == "kernel-oom")
+        #expect(!effects.contains { if case .relaunchScheduled = $0 { true } else { false } }, "not a failure")
         h.launchActive("b")
-        h.send(.exited("b", generation: 1, .outOfMemory))
-        #expect(
-            h.supervisor.snapshot("b")!.last?.reason == .signaled(signal: 9),
-            "no limit of its own: the machine's OOM killer")
+        let b = h.send(.exited("b", generation: 1, .outOfMemory(OutOfMemory(limit: nil, peak: nil))))
+        #expect(h.memoryKills(in: b).first?.cause == .kernelOOM)
     }
 }
 
@@ -344,5 +362,120 @@ extension MemoryLimitTests {
         t.availableCritical = nil
         var g = MemoryGauge(thresholds: t)
         #expect(g.update(m(available: 1)) == .normal)
+    }
+}
+
+/// Swap: suspended apps' memory pushed out before any kill (iOS compresses,
+/// Android compacts), and a kill that would give back swap, not memory,
+/// passed over while swap has room.
+@Suite struct ReclaimTests {
+    static let mib: UInt64 = 1 << 20
+
+    /// s1 then s2 suspended (s1 the least recently used), fg in front.
+    func world(reclaim: Bool = true) -> Harness {
+        var h = Harness(["s1": AppPolicy(), "s2": AppPolicy(), "fg": AppPolicy()])
+        h.supervisor.reclaimEnabled = reclaim
+        h.suspend("s1")
+        h.advance(.seconds(1))
+        h.suspend("s2")
+        h.launchActive("fg")
+        return h
+    }
+
+    /// A sample at `level` with 8 GiB of swap, `free` of it free.
+    @discardableResult
+    func sample(
+        _ h: inout Harness, _ level: MemoryLevel, swapFree free: UInt64 = 8 << 30,
+        _ footprints: [AppID: UInt64] = ["s1": 100 * mib, "s2": 100 * mib, "fg": 200 * mib],
+        swapped: [AppID: UInt64] = [:], simulated: Bool = false
+    ) -> [Effect] {
+        var m = Harness.measurements(simulated ? .critical : level)
+        m.swapTotal = 8 << 30
+        m.swapFree = free
+        let report = MemoryReport(footprints: footprints, swapped: swapped, measurements: m)
+        return h.send(simulated ? .simulateMemoryLevel(level, report) : .memory(report))
+    }
+
+    func reclaims(_ effects: [Effect]) -> [AppID] {
+        effects.compactMap { if case .reclaim(let id, _) = $0 { id } else { nil } }
+    }
+
+    @Test func atWarningTheColdestSuspendedAppGoesToSwapOneAtATime() {
+        var h = world()
+        #expect(reclaims(sample(&h, .normal)).isEmpty, "nothing while memory is plentiful")
+        let first = sample(&h, .warning)
+        #expect(first.contains(.reclaim("s1", bytes: 100 * Self.mib)), "the least recently used, all it has in memory")
+        #expect(reclaims(sample(&h, .warning)).isEmpty, "one at a time")
+        #expect(h.supervisor.reclaiming == "s1")
+        #expect(h.send(.reclaimed("s1", generation: h.generation("s1"))).contains(.remeasure))
+        #expect(h.supervisor.reclaiming == nil)
+        // Fresh numbers: s1 is in swap now; s2 is next, and then nobody (fg is in front).
+        let swapped: [AppID: UInt64] = ["s1": 98 * Self.mib]
+        #expect(reclaims(sample(&h, .warning, swapped: swapped)) == ["s2"])
+        h.send(.reclaimed("s2", generation: h.generation("s2")))
+        #expect(reclaims(sample(&h, .critical, swapped: swapped)).isEmpty, "each once while it stays frozen")
+        // Thawed, it is taken back; suspended again, it may go out again.
+        h.launchActive("s1")
+        h.ackAll("fg")
+        #expect(h.state("s1") == .active && h.state("fg") == .suspended)
+        #expect(reclaims(sample(&h, .warning)) == ["fg"])
+    }
+
+    @Test func noReclaimWithoutSwapRoomOrWhenTurnedOffOrForTinyApps() {
+        var h = world()
+        #expect(reclaims(sample(&h, .warning, swapFree: 512 << 20)).isEmpty, "swap less than a tenth free")
+        var off = world(reclaim: false)
+        #expect(reclaims(sample(&off, .critical)).isEmpty)
+        var tiny = world()
+        #expect(reclaims(sample(&tiny, .warning, ["s1": 512 << 10, "s2": 100 * Self.mib])) == ["s2"])
+        var room = world()
+        let effects = sample(&room, .warning, swapFree: 900 << 20)
+        #expect(effects.contains(.reclaim("s1", bytes: 900 * Self.mib - (8 << 30) / 10)), "no more than swap has room for")
+        // A simulated warning (supervisorctl pressure warning) reclaims one, as critical kills one.
+        var simulated = world()
+        #expect(reclaims(sample(&simulated, .warning, simulated: true)) == ["s1"])
+    }
+
+    @Test func aKillThatWouldGiveBackSwapIsPassedOverWhileSwapHasRoom() {
+        var h = world()
+        let swapped: [AppID: UInt64] = ["s1": 95 * Self.mib]
+        let effects = sample(&h, .critical, swapped: swapped)
+        let k = h.memoryKills(in: effects).first
+        #expect(k?.app == "s2", "s1 is mostly on swap: killing it gives back swap, not memory")
+        #expect(k?.candidates.map(\.app) == ["s2", "s1", "fg"], "the victim first, then the rest in kill order")
+        #expect(k?.candidates[1].swap == 95 * Self.mib)
+        h.reapKilled("s2")
+        // Swap full too: s1 is the next, in order.
+        let full = sample(&h, .critical, swapFree: 100 << 20, ["s1": 100 * Self.mib, "fg": 200 * Self.mib], swapped: swapped)
+        #expect(h.victim(in: full) == "s1")
+    }
+
+    @Test func whenEveryCandidateIsInSwapTheFirstInOrderStillGoes() {
+        var h = world()
+        let swapped: [AppID: UInt64] = ["s1": 99 * Self.mib, "s2": 99 * Self.mib, "fg": 199 * Self.mib]
+        #expect(h.victim(in: sample(&h, .critical, swapped: swapped)) == "s1")
+    }
+
+    @Test func aReclaimEndsWithItsAppAndSurvivesARestart() {
+        var h = world()
+        sample(&h, .warning)
+        #expect(h.supervisor.reclaiming == "s1")
+        // Saved and restored (a daemon restart): the reclaim is still awaited,
+        // and the shell reports it over (its worker died with the daemon).
+        var restored = Harness(["s1": AppPolicy(), "s2": AppPolicy(), "fg": AppPolicy()])
+        restored.supervisor = Supervisor(
+            restoring: h.supervisor.saved, foregroundSlots: 1,
+            apps: ["s1": AppPolicy(), "s2": AppPolicy(), "fg": AppPolicy()], afterCrash: true)
+        restored.now = h.now
+        #expect(restored.supervisor.reclaiming == "s1")
+        #expect(restored.send(.reclaimed("s1", generation: restored.generation("s1"))).contains(.remeasure))
+        #expect(restored.supervisor.reclaiming == nil)
+        // A reclaimed app killed meanwhile lets go of the reclaim.
+        sample(&h, .critical)
+        #expect(h.supervisor.reclaiming == "s1" || h.supervisor.pressureVictim == "s1")
+        h.send(.kill("s1"))
+        h.reapKilled("s1")
+        #expect(h.supervisor.reclaiming == nil)
+        #expect(h.send(.reclaimed("s1", generation: 1)).isEmpty, "a late report of an ended run does nothing")
     }
 }

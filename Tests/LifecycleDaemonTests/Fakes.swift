@@ -20,7 +20,8 @@ final class FakeGroup: AppGroup {
     var freezesAtOnce = true
     var frozen = false
     var footprint: UInt64? = 64 << 20
-    var oom = false
+    /// What the kernel's OOM killer did, as outOfMemory() reports it.
+    var oom: OutOfMemory?
 
     init(name: String) { self.name = name }
 
@@ -43,12 +44,21 @@ final class FakeGroup: AppGroup {
         calls.append("remove")
         return true
     }
-    func memoryFootprint() -> UInt64? { footprint }
+    func memoryUse() -> MemoryUse? { footprint.map { MemoryUse(resident: $0) } }
     func setMemoryLimit(_ bytes: UInt64) -> Bool {
         calls.append("limit \(bytes)")
         return true
     }
-    func oomKilled() -> Bool { oom }
+    func outOfMemory() -> OutOfMemory? { oom }
+    func killForMemory(pidfd: Int32) -> (before: MemoryUse?, after: MemoryUse?) {
+        calls.append("killAll")
+        return (memoryUse(), MemoryUse(resident: 0))
+    }
+    func stand(_ standing: GroupStanding) {
+        if let low = standing.memoryLow { calls.append("memory.low \(low == .max ? "max" : String(low))") }
+        if let weight = standing.cpuWeight { calls.append("cpu.weight \(weight)") }
+        if let oomd = standing.oomd { calls.append("oomd \(oomd)") }
+    }
     func cpuMicroseconds() -> UInt64? { nil }
     func setOOMScoreAdjust(_ value: Int32) { calls.append("oom_score_adj \(value)") }
 }
@@ -68,6 +78,8 @@ final class FakeConfinement: Confinement {
     func leftover(_ name: String) -> (any AppGroup)? { nil }
     func appsFootprint() -> UInt64? { nil }
     func leave() {}
+    /// The knobs of a cgroup v2 tree with the memory and cpu controllers, by default.
+    var standings: GroupStanding.Knobs = [.memory, .cpu]
 }
 
 /// A process table: spawns nothing, hands out pids no process has, and

@@ -157,8 +157,12 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         #expect(spawn.request.environment[Wire.socketEnvironmentKey] == "3")
         #expect(spawn.request.environment[Wire.appNameEnvironmentKey] == "a")
         let group = try #require(confinement.groups["a.1"])
-        // Launched for the foreground: the kernel's OOM killer is told it comes last.
-        #expect(group.calls == ["limit \(64 << 20)", "spawned", "oom_score_adj 150"])
+        // Launched for the foreground: the kernel's OOM killer is told it comes last;
+        // it is protected from reclaim, weighted first for the CPU, and left alone by oomd.
+        #expect(
+            group.calls == [
+                "limit \(64 << 20)", "spawned", "oom_score_adj 150", "memory.low max", "cpu.weight 1000", "oomd omit",
+            ])
 
         // The launch events arrive one at a time, each after the last was acknowledged.
         var events: [LifecycleEvent] = []
@@ -175,8 +179,11 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         for _ in 0..<2 { acknowledge(shell, spawn.channel, received(spawn.channel)) }
         #expect(shell.supervisor.snapshot("a")?.state == .suspended)
         #expect(
-            group.calls.suffix(3) == ["oom_score_adj 550", "freeze", "oom_score_adj 850"],
-            "in the background, then frozen: the OOM killer's first choice, as the core's")
+            group.calls.suffix(7) == [
+                "oom_score_adj 550", "memory.low 0", "cpu.weight 50", "oomd avoid", "freeze", "oom_score_adj 850",
+                "oomd none",
+            ],
+            "in the background, then frozen: the OOM killer's (and oomd's) first choice, as the core's")
         #expect(shell.records.history.contains { $0.app == "a" && $0.kind == .frozen })
 
         // A kill reaches the whole group; the exit report completes it.
@@ -200,14 +207,49 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
 
     @Test func theKernelsOOMKillIsReportedAsAFactAndTheCoreNamesTheLimit() throws {
         let (shell, confinement, starter) = try shellUnderTest([
-            "a": "command = [\"/bin/true\"]\nmemory.limit = \"64M\"\n"
+            "a": "command = [\"/bin/true\"]\nmemory.limit = \"64M\"\n", "b": "command = [\"/bin/true\"]\n",
         ])
         _ = shell.front!.execute(.launch("a", .background), from: root)
         let spawn = try #require(starter.spawned.first)
-        confinement.groups["a.1"]!.oom = true
+        // At its own limit (memory.events `oom` rose): the run's peak is its footprint.
+        confinement.groups["a.1"]!.oom = OutOfMemory(limit: 64 << 20, peak: 64 << 20)
         shell.processEnded(pid: spawn.pid, .signaled(SIGKILL))
         #expect(shell.terminations["a"]?.reason == .perAppLimit)
-        #expect(shell.killLog.records(limit: nil).last?.reason == .perAppLimit)
+        let record = try #require(shell.killLog.records(limit: nil).last)
+        #expect(record.reason == .perAppLimit && record.kernel == true && record.limit == 64 << 20)
+        #expect(record.footprint == 64 << 20 && record.pid == spawn.pid, "the peak, and the pid of the run that ended")
+
+        // Not at its own limit: the whole machine ran out (a global OOM kill).
+        _ = shell.front!.execute(.launch("b", .background), from: root)
+        let b = try #require(starter.spawned.last)
+        confinement.groups["b.1"]!.oom = OutOfMemory(limit: nil, peak: 121 << 20)
+        shell.processEnded(pid: b.pid, .signaled(SIGKILL))
+        #expect(shell.terminations["b"]?.reason == .kernelOOM)
+        let global = try #require(shell.killLog.records(limit: nil).last)
+        #expect(global.app == "b" && global.reason == .kernelOOM && global.kernel == true && global.peak == 121 << 20)
+        #expect(global.limit == nil && global.pid == b.pid)
+        // A SIGKILL the kernel's OOM killer did not send stays what it was.
+        _ = shell.front!.execute(.launch("a", .background), from: root)
+        let again = try #require(starter.spawned.last)
+        shell.processEnded(pid: again.pid, .signaled(SIGKILL))
+        #expect(shell.terminations["a"]?.reason == .signaled)
+    }
+
+    @Test func eachTransitionSetsTheGroupsStandingForTheKernelAndOomd() throws {
+        let (shell, confinement, _) = try shellUnderTest([
+            "a": "command = [\"/bin/true\"]\ndelivery = \"signals\"\n[timeouts]\nbackground_grace = 0.01\n"
+        ])
+        _ = shell.front!.execute(.activate("a"), from: root)
+        let a = try #require(confinement.groups["a.1"])
+        #expect(a.calls.contains("memory.low max") && a.calls.contains("cpu.weight 1000") && a.calls.contains("oomd omit"))
+        a.calls = []
+        _ = shell.front!.execute(.home, from: root)
+        #expect(a.calls.contains("memory.low 0") && a.calls.contains("cpu.weight 50") && a.calls.contains("oomd avoid"))
+        // Without the controllers nothing is written.
+        confinement.standings = []
+        a.calls = []
+        _ = shell.front!.execute(.activate("a"), from: root)
+        #expect(!a.calls.contains { $0.hasPrefix("memory.low") || $0.hasPrefix("cpu.weight") || $0.hasPrefix("oomd") })
     }
 
     @Test func simulatedPressureKillsTheBackgroundAppThroughItsGroup() throws {

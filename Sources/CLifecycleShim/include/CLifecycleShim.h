@@ -113,6 +113,12 @@ int lc_become_subreaper(void);
 /// EINVAL when the process is not dying, ESRCH when it is gone).
 int lc_process_mrelease(int pidfd);
 
+/// Sets the extended attribute `name` of `path` to "1" (`on`), or removes
+/// it: systemd-oomd's user.oomd_avoid / user.oomd_omit on a cgroup (Swift's
+/// Glibc module lacks sys/xattr.h). Returns 0, or -1 with errno (ENODATA:
+/// there was nothing to remove).
+int lc_xattr_flag(const char *path, const char *name, int on);
+
 /// A datagram socket bound to `name`, with SO_PASSCRED on, non-blocking,
 /// close-on-exec: an app's NOTIFY_SOCKET (the sd_notify protocol). A path
 /// ("/...") becomes a socket file of mode 0600 (a file left there is

@@ -88,6 +88,39 @@ int64_t lc_zoneinfo_percpu_pages(const char *buf, long length);
 /// parser of those files: Swift's KernelFile calls it too.
 int64_t lc_integer_after(const char *buf, long length, const char *key, long key_length);
 
+// The reclaimer: a worker thread that pushes a suspended app's memory to
+// swap (cgroup v2 memory.reclaim, Linux 5.19+), so that the loop never
+// waits on the kernel's reclaim, which runs in the writer's context and
+// can take seconds. It writes in chunks of 16 MiB, looking before each
+// whether the group is still frozen (a thawed app's memory is wanted
+// back, not pushed out) and stopping at the first refusal (EAGAIN: the
+// kernel found less to reclaim than asked). Each job's result is queued
+// and the eventfd becomes readable; the loop takes them with
+// lc_reclaimer_take. The thread blocks every signal.
+typedef struct lc_reclaimer lc_reclaimer;
+
+typedef struct {
+    uint64_t job;
+    uint64_t requested;     // bytes asked for
+    uint64_t pushed;        // bytes the kernel took (the chunks it accepted)
+    int64_t before;         // memory.current before and after; -1: not read
+    int64_t after;
+    int64_t nanoseconds;    // how long it took
+    int error;              // 0; EAGAIN: less to reclaim than asked; ESTALE: thawed meanwhile; else the errno
+} lc_reclaim_result;
+
+/// Starts the worker. NULL with errno set when eventfd or pthread_create refuses.
+lc_reclaimer *lc_reclaimer_new(void);
+/// Stops the worker (after the chunk in progress) and frees it.
+void lc_reclaimer_free(lc_reclaimer *r);
+/// Readable (an eventfd) when results wait.
+int lc_reclaimer_fd(const lc_reclaimer *r);
+/// Queues a job for the cgroup `dirfd` (an O_DIRECTORY descriptor, dup'ed
+/// here). 0, or -1 with errno: EBUSY when 8 jobs wait already.
+int lc_reclaimer_submit(lc_reclaimer *r, uint64_t job, int dirfd, uint64_t bytes);
+/// Takes the oldest result: 1, or 0 when none waits.
+int lc_reclaimer_take(lc_reclaimer *r, lc_reclaim_result *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -28,8 +28,8 @@ extension Daemon {
     func processEnded(pid: Int32, _ exit: ExitStatus) {
         guard let (id, run) = runs.removeMain(pid: pid) else { return }
         var status = exit
-        if status == .signaled(SIGKILL) || status == .unknown(whileAway: false), run.group.oomKilled() {
-            status = .outOfMemory  // the kernel's OOM killer, in its cgroup: the core says why
+        if status == .signaled(SIGKILL) || status == .unknown(whileAway: false), let oom = run.group.outOfMemory() {
+            status = .outOfMemory(oom)  // the kernel's OOM killer, in its cgroup: the core says why
         }
         tearDown(id, run)
         submit(.exited(id, generation: run.generation, status))

@@ -46,6 +46,8 @@ final class Run {
     /// through its pidfd rather than SIGCHLD.
     var adopted = false
     var exitSource: EventLoop.Source?
+    /// What a kill for memory gave back (memory and swap), for its record.
+    var memoryFreed: UInt64?
 
     init(generation: UInt64, pid: Int32, pidfd: Int32, group: any AppGroup, channel: Int32) {
         self.generation = generation

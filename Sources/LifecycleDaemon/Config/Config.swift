@@ -51,6 +51,7 @@ public struct DaemonConfig: Sendable {
         ProcessInfo.processInfo.environment["RUNTIME_DIRECTORY"]
         .flatMap { $0.split(separator: ":").first.map(String.init) } ?? "/run/lifecycled"
     public var memory = MemoryConfig()
+    public var cpu = CPUConfig()
     /// Where apps' stdout and stderr go (Apps/Output.swift).
     var output: OutputMode = .auto
     /// The per-app log files (when output goes to files). systemd's LogsDirectory= sets it.
@@ -67,6 +68,19 @@ public struct DaemonConfig: Sendable {
     /// Background fetches that fall due within this window of each other
     /// wake the machine once (0: each on its own timer).
     public var fetchWindow: Duration = .seconds(300)
+
+    public init() {}
+}
+
+/// The [cpu] table of the daemon file: cpu.weight by state (with the cgroup
+/// v2 cpu controller), so that what the user sees comes first.
+public struct CPUConfig: Sendable, Equatable {
+    /// Write weights at all.
+    public var weights = true
+    /// Active and inactive apps (in front), and apps in the background;
+    /// the kernel's default is 100 (1 to 10000).
+    public var foregroundWeight = 1000
+    public var backgroundWeight = 50
 
     public init() {}
 }
@@ -104,6 +118,12 @@ public struct MemoryConfig: Sendable, Equatable {
     public var hysteresis: Double = 2
     /// Kill records kept in memory for `supervisorctl jetsam` (the log file keeps more).
     public var killHistory = 200
+    /// Push suspended apps' memory to swap before killing any (where swap
+    /// has room; cgroup v2 memory controller).
+    public var reclaim = true
+    /// memory.low of a foreground app's group: UInt64.max ("max"), an
+    /// amount, or nil ("off": no protection written).
+    public var foregroundLow: UInt64? = .max
 
     public init() {}
 
@@ -185,6 +205,7 @@ public enum ConfigLoader {
             case "state_directory": c.stateDirectory = resolve(try doc.string(value, key), base: base)
             case "runtime_directory": c.runtimeDirectory = resolve(try doc.string(value, key), base: base)
             case "memory": c.memory = try loadMemory(doc, value)
+            case "cpu": c.cpu = try loadCPU(doc, value)
             case "output":
                 let o = try doc.string(value, key)
                 guard let mode = OutputMode(rawValue: o) else {
@@ -283,6 +304,13 @@ public enum ConfigLoader {
             case "budget_critical": m.budgetCritical = try doc.percent(v, k, table: table, max: 1000)
             case "hysteresis": m.hysteresis = try doc.percent(v, k, table: table)
             case "kill_history": m.killHistory = try doc.int(v, k, 0...100_000, table: table)
+            case "reclaim": m.reclaim = try doc.bool(v, k, table: table)
+            case "foreground_low":
+                switch v.string {
+                case "off": m.foregroundLow = nil
+                case "max": m.foregroundLow = .max
+                default: m.foregroundLow = try doc.size(v, k, table: table)
+                }
             default: throw doc.error(k, "unknown key", table: table)
             }
         }
@@ -306,6 +334,20 @@ public enum ConfigLoader {
                 "available_warning", "must not be below available_critical (warning comes first)", table: table)
         }
         return m
+    }
+
+    static func loadCPU(_ doc: Document, _ value: any TOMLValueConvertible) throws(ConfigError) -> CPUConfig {
+        guard let t = value.table else { throw doc.error("cpu", "expected a table") }
+        var c = CPUConfig()
+        try doc.each(t, table: "cpu") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
+            switch k {
+            case "weights": c.weights = try doc.bool(v, k, table: "cpu")
+            case "foreground_weight": c.foregroundWeight = try doc.int(v, k, 1...10000, table: "cpu")
+            case "background_weight": c.backgroundWeight = try doc.int(v, k, 1...10000, table: "cpu")
+            default: throw doc.error(k, "unknown key (weights, foreground_weight, background_weight)", table: "cpu")
+            }
+        }
+        return c
     }
 
     /// The directory part of a path ("" for a bare name), as NSString's

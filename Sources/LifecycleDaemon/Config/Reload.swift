@@ -48,6 +48,7 @@ extension Daemon {
         }
         status.counts[.notRunning, default: 0] += report.added.count
         supervisor.fetchWindow = fresh.config.fetchWindow  // from the next schedule on
+        supervisor.reclaimEnabled = fresh.config.memory.reclaim  // from the next decision on
         _ = submit(.reconfigure(next.mapValues(\.policy)))
         for id in report.added {
             if let mode = next[id]?.autostart {

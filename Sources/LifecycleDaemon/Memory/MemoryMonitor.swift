@@ -104,6 +104,10 @@ final class MemoryMonitor {
             readingParts = (memAvailable, lists)
             m.available = memAvailable + (lists ?? 0)
             m.total = total
+            // Whether a suspended app's memory can go to swap, and whether
+            // one in swap would give back memory if killed (MemoryPolicy.swift).
+            m.swapTotal = meminfo.integer(after: "SwapTotal:").map { $0 * 1024 }
+            m.swapFree = meminfo.integer(after: "SwapFree:").map { $0 * 1024 }
         }
         if triggered { readPressureUntil = now + 4_000_000_000 }
         let quiet = trigger != nil && now > readPressureUntil && measuredLevel == .normal
@@ -119,39 +123,34 @@ final class MemoryMonitor {
             if triggered, let warning = config.stallWarning { m.stallPercent = max(m.stallPercent ?? 0, warning) }
             lastStall = (stall, now)
         }
-        var footprints: [AppID: UInt64] = [:]
+        var report = MemoryReport()
         let all = measuredLevel != .normal
         let groups = all || !limited.isEmpty || config.budget != nil ? allGroups() : [:]
-        for (id, group) in groups where all || limited[id] != nil {
-            if let f = group.memoryFootprint() { footprints[id] = f }
-        }
+        for (id, group) in groups where all || limited[id] != nil { report.measure(id, group) }
         if let budget = config.budget {
             m.budget = budget
             if let total = confinement.appsFootprint() {
                 m.appsTotal = total
             } else {  // /proc accounting: the apps one by one, kept for the core too
-                for (id, group) in groups where footprints[id] == nil {
-                    if let f = group.memoryFootprint() { footprints[id] = f }
-                }
-                m.appsTotal = footprints.values.reduce(0, +)
+                for (id, group) in groups where report.footprints[id] == nil { report.measure(id, group) }
+                m.appsTotal = report.footprints.values.reduce(0, +)
             }
         }
         reading = m
         readingAt = now
         // Just became short: the kill record needs every footprint.
         if !all && preview(m) != .normal {
-            for (id, group) in allGroups() where footprints[id] == nil {
-                if let f = group.memoryFootprint() { footprints[id] = f }
-            }
+            for (id, group) in allGroups() where report.footprints[id] == nil { report.measure(id, group) }
         }
-        return MemoryReport(footprints: footprints, measurements: m)
+        report.measurements = m
+        return report
     }
 
     /// A level injected by `supervisorctl pressure`, with fresh footprints.
     func simulated(groups: [AppID: any AppGroup]) -> MemoryReport {
-        var footprints: [AppID: UInt64] = [:]
-        for (id, group) in groups { if let f = group.memoryFootprint() { footprints[id] = f } }
-        return MemoryReport(footprints: footprints, measurements: reading)
+        var report = MemoryReport(measurements: reading)
+        for (id, group) in groups { report.measure(id, group) }
+        return report
     }
 
     /// MemAvailable at or below which the per-CPU free pages could change
@@ -233,5 +232,14 @@ final class MemoryMonitor {
         guard let least = headroom.min() else { return longest }
         return MemoryWatch.fillInterval(
             headroom: least, fillRate: config.fillRate, shortest: shortest, longest: longest)
+    }
+}
+
+extension MemoryReport {
+    /// The app's footprint, and the part of it on swap, where it can be read.
+    mutating func measure(_ id: AppID, _ group: any AppGroup) {
+        guard let use = group.memoryUse() else { return }
+        footprints[id] = use.total
+        if use.swapped > 0 { swapped[id] = use.swapped }
     }
 }

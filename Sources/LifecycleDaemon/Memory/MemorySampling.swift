@@ -65,7 +65,8 @@ extension MemoryReading {
     init(_ m: MemoryMeasurements) {
         self.init(
             available: m.available, total: m.total, stallPercent: m.stallPercent,
-            appsTotal: m.appsTotal, budget: m.budget)
+            appsTotal: m.appsTotal, budget: m.budget, swapTotal: m.swapTotal == 0 ? nil : m.swapTotal,
+            swapFree: m.swapTotal == 0 ? nil : m.swapFree)
     }
 
     /// "available 2.1 GiB of 23 GiB (9.1 %), stall 0 %, apps 1 GiB of 2 GiB"
@@ -78,6 +79,7 @@ extension MemoryReading {
         }
         if let s = stallPercent { parts.append("stall \(String(format: "%.1f", s)) %") }
         if let u = appsTotal, let b = budget { parts.append("apps \(formatBytes(u)) of a \(formatBytes(b)) budget") }
+        if let t = swapTotal, let f = swapFree { parts.append("swap \(formatBytes(f)) free of \(formatBytes(t))") }
         return parts.isEmpty ? "no measurement" : parts.joined(separator: ", ")
     }
 }

@@ -6,20 +6,29 @@ import Logging
 extension Daemon {
     /// A kill for memory: the kill log, the journal, the event stream.
     func recordKill(_ k: MemoryKill) {
-        let pid = runs[k.app]?.pid
+        // The kernel's kills are recorded once the run has ended: its last pid.
+        let pid = runs.pid(k.app)
         let reading = MemoryReading(k.measurements)
-        let r = KillRecord(
+        var r = KillRecord(
             time: Records.wallTime(decidedAt ?? now()), app: k.app, pid: pid, reason: k.cause.code,
             footprint: k.footprint, limit: k.limit, state: k.state, band: k.band,
             level: k.level, simulated: k.simulated, reading: reading,
             candidates: k.candidates.map {
-                KillRecord.Candidate(app: $0.app, state: $0.state, band: $0.band, footprint: $0.footprint)
+                KillRecord.Candidate(
+                    app: $0.app, state: $0.state, band: $0.band, footprint: $0.footprint, swap: $0.swap)
             },
             lastNotice: k.lastNotice)
+        r.swap = k.swap
+        r.kernel = k.byKernel ? true : nil
+        r.peak = k.peak
+        r.freed = runs[k.app]?.memoryFreed
         let saved = killLog.append(r, logger: logger)
         let footprint = k.footprint.map(formatBytes) ?? "unknown"
         var detail = "\(k.cause.rawValue): footprint \(footprint), \(k.state.rawValue), band \(k.band.rawValue)"
+        if let swap = k.swap, swap > 0 { detail += ", \(formatBytes(swap)) of it on swap" }
         if let limit = k.limit { detail += ", limit \(formatBytes(limit))" }
+        if k.byKernel { detail += "; killed by the kernel's OOM killer" + (k.peak.map { ", peak \(formatBytes($0))" } ?? "") }
+        if let freed = r.freed { detail += "; gave back \(formatBytes(freed))" }
         detail += "; level \(k.level.rawValue)\(k.simulated ? " (simulated)" : ""); \(reading.summary)"
         if k.candidates.count > 1 {
             detail += "; next: " + k.candidates.dropFirst().prefix(5).map(\.app).joined(separator: ", ")
@@ -31,6 +40,8 @@ extension Daemon {
         ]
         if let pid { meta["app-pid"] = "\(pid)" }
         if let f = k.footprint { meta["footprint-bytes"] = "\(f)" }
+        if let freed = r.freed { meta["freed-bytes"] = "\(freed)" }
+        if k.byKernel { meta["killer"] = "kernel" }
         if let a = k.measurements.available { meta["mem-available-bytes"] = "\(a)" }
         logger.notice("jetsam: \(k.app): \(detail)", metadata: meta)
         record(

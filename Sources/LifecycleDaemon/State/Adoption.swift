@@ -59,6 +59,7 @@ extension Daemon {
                 memory: config.memory.thresholds(total: MemoryMonitor.memTotal()), afterCrash: afterCrash,
                 crashesMissed: store?.crashesMissed ?? [:])
             supervisor.fetchWindow = config.fetchWindow
+            supervisor.reclaimEnabled = config.memory.reclaim
             store?.restored(afterCrash: afterCrash)
             terminations = saved.terminations.filter { manifests[$0.key] != nil }
             // Each recorded process is checked on every core (a pidfd, its
@@ -125,6 +126,11 @@ extension Daemon {
                 metadata: ["adopted": "\(runs.byApp.count)", "ended-while-away": "\(ended.count)"])
         }
         for input in ended { submit(input) }
+        // A reclaim the earlier daemon's worker was doing went with it (a
+        // daemon-reexec too: the worker is a thread of the old image).
+        if let id = supervisor.reclaiming, let generation = supervisor.snapshot(id)?.generation {
+            submit(.reclaimed(id, generation: generation))
+        }
         submit(.tick)  // deadlines that passed while no daemon ran fire now
     }
 
