@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
+.PHONY: deps build release run test test-vm test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -39,9 +39,18 @@ run: release clib
 test: deps test-shim test-clib
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	Tests/vm/run.sh
 	Tests/systemd/nspawn.sh
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 	$(MAKE) test-deb
+
+# Pure cgroup v2 with the memory and cpu controllers, in a virtual machine
+# booted from this machine's own root (Tests/vm/run.sh, scripts/vm.sh): real
+# memory running out, the kernel's OOM kills, swap. Part of `test`.
+# make test-vm FILTER=theKernelKillsAtTheAppsOwnLimit runs one test there.
+test-vm: deps
+	$(SWIFT) build --build-tests
+	Tests/vm/run.sh $(FILTER)
 
 # Under a real systemd (systemd-nspawn from the host's root), in the hybrid
 # layout and pure cgroup v2: apps outlive kill -9, SIGSEGV, restart, the

@@ -27,6 +27,17 @@ extension Daemon {
         case .transition(let id, let from, let to):
             status.counts[from, default: 0] -= 1
             status.counts[to, default: 0] += 1
+            // Where the app stands for the kernel first, so that whoever sees
+            // the transition's record finds it done. Written only when the
+            // value changes (not between inactive and active).
+            if let run = runs[id], let band = manifests[id]?.policy.memory.band,
+                let value = OOMScoreAdjust.value(to, band: band), value != OOMScoreAdjust.value(from, band: band)
+            {
+                run.group.setOOMScoreAdjust(value)
+            }
+            if let run = runs[id], let standing = settings.standing(to, from: from, knobs: confinement.standings) {
+                run.group.stand(standing)
+            }
             logger.info(
                 "\(id): \(from.rawValue) -> \(to.rawValue)",
                 metadata: metadata(
@@ -39,15 +50,6 @@ extension Daemon {
             // in front, or frozen), one file, never per request.
             if to == .suspended || to == .active, let run = runs[id] {
                 shownFootprints[id] = run.group.memoryFootprint()
-            }
-            // Written only when the value changes (not between inactive and active).
-            if let run = runs[id], let band = manifests[id]?.policy.memory.band,
-                let value = OOMScoreAdjust.value(to, band: band), value != OOMScoreAdjust.value(from, band: band)
-            {
-                run.group.setOOMScoreAdjust(value)
-            }
-            if let run = runs[id], let standing = settings.standing(to, from: from, knobs: confinement.standings) {
-                run.group.stand(standing)
             }
         case .terminated(let id, let rec):
             logger.notice(

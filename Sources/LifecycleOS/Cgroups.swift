@@ -122,7 +122,9 @@ public final class Cgroups: Confinement {
         return (Cgroups(mount: mount, base: base, original: own, warnings: warnings), "")
     }
 
-    static func v2Mount() -> String? {
+    /// Where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup on pure v2,
+    /// /sys/fs/cgroup/unified in the hybrid layout), if it is.
+    public static func v2Mount() -> String? {
         guard let info = try? Posix.readFile("/proc/self/mountinfo") else { return nil }
         for line in info.split(separator: "\n") {
             // "36 25 0:31 / /sys/fs/cgroup/unified rw,... - cgroup2 cgroup2 rw,..."
@@ -199,6 +201,11 @@ public final class Cgroups: Confinement {
     /// own cannot enable controllers for its children.
     private func setUpControllers() {
         for controller in ["memory", "cpu"] {
+            guard Self.listed(mount + "/cgroup.controllers", controller) else {
+                notes.append(
+                    "the cgroup v2 hierarchy has no \(controller) controller (the hybrid layout: a v1 hierarchy holds it)")
+                continue
+            }
             if !Self.listed(basePath + "/cgroup.controllers", controller) {
                 if scope == nil {
                     enableAbove(controller)
@@ -243,11 +250,6 @@ public final class Cgroups: Confinement {
     /// the base's parent, where it is not already: each group offers to its
     /// children only what its parent enabled for it.
     private func enableAbove(_ controller: String) {
-        guard Self.listed(mount + "/cgroup.controllers", controller) else {
-            notes.append(
-                "the cgroup v2 hierarchy has no \(controller) controller (the hybrid layout: a v1 hierarchy holds it)")
-            return
-        }
         var dir = mount
         for component in base.split(separator: "/").dropLast().map(String.init) + [""] {
             if !Self.listed(dir + "/cgroup.subtree_control", controller) {

@@ -163,17 +163,19 @@ public final class PSITrigger {
         path: String = "/proc/pressure/memory", stallMicroseconds: Int64,
         windowMicroseconds: Int64
     ) throws(SystemError) {
-        specification = "some \(max(1, stallMicroseconds)) \(windowMicroseconds)"
-        fd = try Posix.call("open", path) { open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC) }
-        let text = Array((specification + "\n").utf8), fd = fd
+        let specification = "some \(max(1, stallMicroseconds)) \(windowMicroseconds)"
+        let fd = try Posix.call("open", path) { open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC) }
+        let text = Array((specification + "\n").utf8)
         do {
             try Posix.call("write trigger \"\(specification)\" to", path) {
                 text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             }
         } catch {
-            Posix.close(fd)
+            Posix.close(fd)  // here, not in deinit: the object was never made
             throw error
         }
+        self.specification = specification
+        self.fd = fd
     }
 
     deinit { Posix.close(fd) }

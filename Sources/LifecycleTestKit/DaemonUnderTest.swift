@@ -231,7 +231,9 @@ public final class DaemonUnderTest {
         return st
     }
 
-    public var cgroupPath: String { "/sys/fs/cgroup/unified" + cgroupRoot }
+    /// The daemon's subtree: under /sys/fs/cgroup/unified here (the hybrid
+    /// layout), /sys/fs/cgroup on pure cgroup v2 (the virtual machine).
+    public var cgroupPath: String { (Cgroups.v2Mount() ?? "/sys/fs/cgroup/unified") + cgroupRoot }
 }
 
 /// Reads `events --follow` with a bound on every wait (the bound is a

@@ -115,11 +115,15 @@ enum StatusTable {
             if let u = m.reading.appsTotal, let b = m.reading.budget {
                 line += ", apps \(bytes(u)) of \(bytes(b)) budget"
             }
+            if let t = m.reading.swapTotal, let f = m.reading.swapFree {
+                line += ", swap \(bytes(f)) free of \(bytes(t))\(m.reclaim == true ? " (suspended apps go there first)" : "")"
+            }
             line += "; accounted by \(m.accounting)"
             if let quiet = m.quiet, let n = m.quietSamples {
                 line += "; sampling \(quiet ? "quietly" : "in full") (\(n) quiet sample\(n == 1 ? "" : "s"))"
             }
             out.append(line)
+            for problem in m.problems ?? [] { out.append("memory: \(problem)") }
         }
         return out.joined(separator: "\n")
     }
@@ -312,7 +316,7 @@ struct Jetsam: ParsableCommand {
         }
         if kills.isEmpty { return print("no kills for memory recorded") }
         var rows = [
-            ["TIME", "APP", "PID", "REASON", "FOOTPRINT", "STATE", "BAND", "LEVEL", "MEMORY", "NEXT CANDIDATES"]
+            ["TIME", "APP", "PID", "REASON", "FOOTPRINT", "FREED", "STATE", "BAND", "LEVEL", "MEMORY", "NEXT CANDIDATES"]
         ]
         for k in kills {
             var reading = [String]()
@@ -322,12 +326,14 @@ struct Jetsam: ParsableCommand {
                 reading.append("apps \(StatusTable.bytes(u))/\(StatusTable.bytes(b))")
             }
             var footprint = k.footprint.map(StatusTable.bytes) ?? "-"
+            if let swap = k.swap, swap > 0 { footprint += " (\(StatusTable.bytes(swap)) swap)" }
             if let l = k.limit { footprint += " > \(StatusTable.bytes(l))" }
             let others = k.candidates.filter { $0.app != k.app }.prefix(3).map(\.app)
             rows.append([
                 Events.formatter.string(from: Date(timeIntervalSince1970: k.time)), k.app,
                 k.pid.map { String($0) } ?? "-",
-                k.reason.rawValue + (k.lastNotice ? " (noticed)" : ""), footprint, k.state.rawValue, k.band.rawValue,
+                k.reason.rawValue + (k.lastNotice ? " (noticed)" : "") + (k.kernel == true ? " (kernel)" : ""), footprint,
+                k.freed.map(StatusTable.bytes) ?? "-", k.state.rawValue, k.band.rawValue,
                 k.level.rawValue + (k.simulated ? " (simulated)" : ""),
                 reading.isEmpty ? "-" : reading.joined(separator: ", "),
                 others.isEmpty ? "-" : others.joined(separator: ", "),

@@ -225,8 +225,11 @@ func daemonError(_ text: String) -> ConfigError? {
             budget_critical = 110
             hysteresis = 1
             kill_history = 50
+            reclaim = false
+            foreground_low = "256M"
             """
         ).memory
+        #expect(!c.reclaim && c.foregroundLow == 256 << 20)
         #expect(c.interval == .seconds(2) && c.minInterval == .milliseconds(50))
         #expect(c.fillRate == 4 << 30)
         #expect(c.availableWarning == .bytes(3 << 30) && c.availableCritical == .percent(5))
@@ -241,6 +244,9 @@ func daemonError(_ text: String) -> ConfigError? {
     @Test func defaultsAreSane() throws {
         let c = try daemon("").memory
         #expect(c.monitor && c.psiTrigger && c.budget == nil)
+        #expect(c.reclaim && c.foregroundLow == .max, "reclaim where swap exists; the foreground protected whole")
+        let cpu = try daemon("").cpu
+        #expect(cpu.weights && cpu.foregroundWeight == 1000 && cpu.backgroundWeight == 50)
         let t = c.thresholds(total: 1 << 34)
         #expect(t.availableWarning == 20 && t.availableCritical == 10)
         #expect(t.budgetWarning == nil && t.budgetCritical == nil, "no budget, no budget thresholds")
@@ -265,9 +271,21 @@ func daemonError(_ text: String) -> ConfigError? {
             daemonError("[memory]\navailable_warning = 5\n")?.message.contains("must not be below available_critical")
                 == true)
         #expect(daemonError("[memory]\ninterval = 0.001\n")?.key == "memory.min_interval")
+        #expect(daemonError("[memory]\nforeground_low = \"most\"\n")?.key == "memory.foreground_low")
+        #expect(daemonError("[memory]\nreclaim = \"yes\"\n")?.key == "memory.reclaim")
         #expect(
             daemonError("[memory]\nwobble = 1\n")?.description.hasSuffix("d.toml:2: memory.wobble: unknown key") == true
         )
+    }
+
+    @Test func cpuWeightsAndTheirErrors() throws {
+        let c = try daemon("[cpu]\nweights = true\nforeground_weight = 5000\nbackground_weight = 1\n").cpu
+        #expect(c.weights && c.foregroundWeight == 5000 && c.backgroundWeight == 1)
+        #expect(try !daemon("[cpu]\nweights = false\n").cpu.weights)
+        #expect(daemonError("[cpu]\nforeground_weight = 0\n")?.key == "cpu.foreground_weight")
+        #expect(daemonError("[cpu]\nbackground_weight = 10001\n")?.line == 2)
+        #expect(daemonError("[cpu]\nshares = 3\n")?.message.contains("unknown key") == true)
+        #expect(daemonError("cpu = 3\n")?.key == "cpu")
     }
 
     @Test func appMemory() throws {

@@ -197,3 +197,16 @@ import Testing
         #expect(value("", "MemTotal:") == -1)
     }
 }
+
+/// The PSI trigger, against the real /proc/pressure/memory.
+@Suite struct PSITriggerTests {
+    /// A window the kernel refuses (it takes 0.5 to 10 s) is an error, and
+    /// the trigger closes what it opened exactly once: a second close is a
+    /// bug the syscall helper traps, which would end the daemon at start on
+    /// a machine that refuses the window it asks for first.
+    @Test func aRefusedWindowIsAnErrorAndClosesItsFileOnce() throws {
+        #expect(throws: SystemError.self) { try PSITrigger(stallMicroseconds: 1000, windowMicroseconds: 1000) }
+        let trigger = try PSITrigger(stallMicroseconds: 100_000, windowMicroseconds: 2_000_000)
+        #expect(trigger.specification == "some 100000 2000000" && trigger.fd >= 0)
+    }
+}

@@ -65,12 +65,17 @@ final class MemoryMonitor {
             triggerDescription = "off by configuration"
             return
         }
-        // Without CAP_SYS_RESOURCE the kernel takes windows in multiples of 2 s only.
-        let window: Int64 = 2_000_000
-        do {
-            trigger = try PSITrigger(stallMicroseconds: Int64(Double(window) * stall / 100), windowMicroseconds: window)
-            triggerDescription = trigger!.specification
-        } catch {
+        // A 1 s window, as Android's lmkd uses, where the kernel allows it
+        // (CAP_SYS_RESOURCE); without, it takes windows in multiples of 2 s only.
+        var refusal: SystemError?
+        for window: Int64 in [1_000_000, 2_000_000] where trigger == nil {
+            do {
+                trigger = try PSITrigger(
+                    stallMicroseconds: Int64(Double(window) * stall / 100), windowMicroseconds: window)
+                triggerDescription = trigger!.specification
+            } catch { refusal = error }
+        }
+        if trigger == nil, let error = refusal {
             triggerDescription = "unavailable (\(error)); pressure files are read at each sample"
             logger.notice("no PSI trigger: \(error); memory stall is read from /proc/pressure/memory at each sample")
         }
