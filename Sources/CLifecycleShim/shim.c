@@ -350,6 +350,11 @@ int lc_xattr_flag(const char *path, const char *name, int on) {
     return on ? setxattr(path, name, "1", 1, 0) : removexattr(path, name);
 }
 
+int lc_xattr_exists(const char *path, const char *name) {
+    if (getxattr(path, name, NULL, 0) >= 0) return 1;
+    return errno == ENODATA ? 0 : -1;
+}
+
 int lc_become_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
 
 long long lc_monotonic_ns(void) {

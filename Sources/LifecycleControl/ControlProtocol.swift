@@ -251,7 +251,7 @@ public struct KillRecord: Codable, Sendable, Equatable {
     public var time: Double
     public var app: String
     public var pid: Int32?
-    /// memory-pressure, per-app-limit or kernel-oom.
+    /// memory-pressure, per-app-limit, kernel-oom or systemd-oomd.
     public var reason: TerminationCode
     /// In memory and on swap together (for the kernel's kill at the app's
     /// limit: the run's peak).
@@ -259,9 +259,9 @@ public struct KillRecord: Codable, Sendable, Equatable {
     /// The part of the footprint on the swap device.
     public var swap: UInt64?
     public var limit: UInt64?
-    /// The kernel's OOM killer did it (absent: lifecycled did).
-    public var kernel: Bool?
-    /// The most the run used (memory.peak), for a kill by the kernel.
+    /// Who killed it when lifecycled did not: "kernel" or "systemd-oomd".
+    public var killer: String?
+    /// The most the run used (memory.peak), for a kill by another killer.
     public var peak: UInt64?
     /// What the kill gave back, memory and swap (lifecycled's kills, where
     /// the memory controller measures it).

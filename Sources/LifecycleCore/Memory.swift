@@ -134,6 +134,8 @@ public struct MemoryKill: Sendable, Equatable, Codable {
         case perAppLimit = "per-app-limit"
         /// The kernel's OOM killer, not at the app's own limit.
         case kernelOOM = "kernel-oom"
+        /// systemd-oomd.
+        case systemdOOMD = "systemd-oomd"
 
         /// The termination code this cause gives.
         public var code: TerminationCode {
@@ -141,6 +143,7 @@ public struct MemoryKill: Sendable, Equatable, Codable {
             case .memoryPressure: .memoryPressure
             case .perAppLimit: .perAppLimit
             case .kernelOOM: .kernelOOM
+            case .systemdOOMD: .systemdOOMD
             }
         }
     }
@@ -162,9 +165,9 @@ public struct MemoryKill: Sendable, Equatable, Codable {
     /// The part of the footprint on the swap device.
     public var swap: UInt64?
     public var limit: UInt64?
-    /// The kernel's OOM killer killed it (the daemon only records it).
-    public var byKernel = false
-    /// The most the run used (memory.peak), for a kill by the kernel.
+    /// Another OOM killer killed it (the daemon only records it); nil: lifecycled.
+    public var killer: OOMKiller?
+    /// The most the run used (memory.peak), for a kill by another killer.
     public var peak: UInt64?
     public var state: LifecycleState
     public var band: MemoryBand

@@ -165,8 +165,8 @@ extension Supervisor {
         deliver(victim, .willBeKilledForMemory)
     }
 
-    /// `kernel`: the kernel's OOM killer did it (the record then says what
-    /// the kernel said: its limit, the run's peak).
+    /// `kernel`: another OOM killer did it (the record then says what the
+    /// kernel said: its limit, the run's peak).
     func killRecord(
         _ id: AppID, _ cause: MemoryKill.Cause, _ sample: MemorySample,
         candidates: [AppID], notice: Bool, kernel: OutOfMemory? = nil
@@ -176,7 +176,7 @@ extension Supervisor {
             app: id, cause: cause,
             footprint: (kernel?.limit != nil ? kernel?.peak : nil) ?? footprints[id], swap: swapped[id],
             limit: cause == .perAppLimit ? kernel?.limit ?? app.policy.memory.limit : nil,
-            byKernel: kernel != nil, peak: kernel?.peak,
+            killer: kernel?.killer, peak: kernel?.peak,
             state: app.state, band: app.policy.memory.band, level: sample.level, simulated: sample.simulated,
             measurements: sample.measurements,
             candidates: candidates.map {

@@ -89,10 +89,10 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
     /// Its footprint exceeded the limit of its manifest (the daemon saw it,
     /// or the kernel enforced it at the group's memory.max).
     case memoryLimit(footprint: UInt64, limit: UInt64)
-    /// The kernel's OOM killer killed it, not at its own limit: the whole
-    /// machine (or a group above the app's) ran out of memory first. `peak`:
-    /// the most the run used (memory.peak).
-    case kernelOOM(peak: UInt64?)
+    /// Another OOM killer killed it, not at its own limit: the kernel's,
+    /// when the whole machine (or a group above the app's) ran out of memory
+    /// first, or systemd-oomd. `peak`: the most the run used (memory.peak).
+    case oomKilled(by: OOMKiller, peak: UInt64?)
     /// It ended, and how is not known: it was found gone when lifecycled
     /// restarted (`whileAway`), or it ended after a restart, not a child of
     /// this daemon, on a kernel that did not say (docs/lifecycle.md).
@@ -120,7 +120,7 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
         case .protocolViolation: .protocolViolation
         case .memoryPressure: .memoryPressure
         case .memoryLimit: .perAppLimit
-        case .kernelOOM: .kernelOOM
+        case .oomKilled(let killer, _): killer == .kernel ? .kernelOOM : .systemdOOMD
         case .exitUnknown: .exitUnknown
         case .notAdopted: .notAdopted
         case .freezeFailed: .freezeFailed
@@ -146,8 +146,10 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
                 + (simulated ? " under simulated pressure" : "")
         case .memoryLimit(let footprint, let limit):
             "over its memory limit: footprint \(formatBytes(footprint)), limit \(formatBytes(limit))"
-        case .kernelOOM(let peak):
-            "killed by the kernel's OOM killer: the machine ran out of memory"
+        case .oomKilled(let killer, let peak):
+            (killer == .kernel
+                ? "killed by the kernel's OOM killer: the machine ran out of memory"
+                : "killed by systemd-oomd: the machine's memory pressure or swap use")
                 + (peak.map { " (its peak \(formatBytes($0)))" } ?? "")
         case .exitUnknown(let away):
             away

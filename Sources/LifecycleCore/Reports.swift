@@ -106,13 +106,14 @@ extension Supervisor {
             case .signaled(let signal): reason = .signaled(signal: signal)
             case .outOfMemory(let oom):
                 // Recorded like a kill of ours, with what the kernel said.
-                let cause: MemoryKill.Cause = oom.limit == nil ? .kernelOOM : .perAppLimit
+                let cause: MemoryKill.Cause =
+                    oom.limit != nil ? .perAppLimit : oom.killer == .kernel ? .kernelOOM : .systemdOOMD
                 effects.append(
                     .memoryKill(killRecord(id, cause, lastSample, candidates: [id], notice: false, kernel: oom)))
                 if let limit = oom.limit {
                     reason = .memoryLimit(footprint: oom.peak ?? footprints[id] ?? limit, limit: limit)
                 } else {
-                    reason = .kernelOOM(peak: oom.peak)
+                    reason = .oomKilled(by: oom.killer, peak: oom.peak)
                 }
             case .unknown(let away): reason = .exitUnknown(whileAway: away)
             case .notAdopted(let why): reason = .notAdopted(why: why)

@@ -47,7 +47,7 @@ public struct RestartPolicy: Sendable, Equatable, Codable {
     /// Whether a run that ended this way is relaunched.
     public func relaunches(after reason: TerminationReason) -> Bool {
         switch reason {
-        case .stoppedByUser, .killedByUser, .shutdown, .exitedOnSuspend, .memoryPressure, .kernelOOM: return false
+        case .stoppedByUser, .killedByUser, .shutdown, .exitedOnSuspend, .memoryPressure, .oomKilled: return false
         default: return reason.isCrash ? when != .no : when == .always
         }
     }
@@ -72,10 +72,10 @@ extension TerminationReason {
     /// sent but SIGHUP, SIGINT, SIGTERM and SIGPIPE, a watchdog, a protocol
     /// violation, its own memory limit, a failed launch or freeze, an end
     /// unknown. Ends someone asked for, or a kill for memory pressure (ours or
-    /// the kernel's OOM killer's), are not.
+    /// another OOM killer's), are not.
     public var isCrash: Bool {
         switch self {
-        case .stoppedByUser, .killedByUser, .shutdown, .exitedOnSuspend, .memoryPressure, .kernelOOM: false
+        case .stoppedByUser, .killedByUser, .shutdown, .exitedOnSuspend, .memoryPressure, .oomKilled: false
         case .exited(let code): code != 0
         case .signaled(let s): !RestartPolicy.cleanSignals.contains(s)
         default: true

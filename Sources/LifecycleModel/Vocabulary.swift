@@ -229,23 +229,36 @@ public enum TerminationCode: String, Sendable, Codable, CaseIterable {
     case notAdopted = "not-adopted"
     case freezeFailed = "freeze-failed"
     case kernelOOM = "kernel-oom"
+    case systemdOOMD = "systemd-oomd"
 }
 
 /// What the kernel said of an OOM kill of a run: counted in its group's
 /// memory.events since the group was made (`oom_group_kill`, with
 /// memory.oom.group set, or `oom_kill`), and whether the group had reached
 /// its own memory.max first (`oom`).
+/// Another OOM killer ended it: the kernel's, or systemd-oomd (which
+/// marks the group it kills, `user.oomd_ooms`).
 public struct OutOfMemory: Sendable, Equatable {
-    /// The group's own limit, when the kill was at it; nil when it was not:
-    /// the whole machine, or a group above the app's, ran out.
+    /// The group's own limit, when the kernel's kill was at it; nil when it
+    /// was not: the whole machine, or a group above the app's, ran out.
     public var limit: UInt64?
     /// The most the group used during the run (memory.peak), if known.
     public var peak: UInt64?
+    public var killer: OOMKiller
 
-    public init(limit: UInt64?, peak: UInt64?) {
+    public init(limit: UInt64?, peak: UInt64?, killer: OOMKiller = .kernel) {
         self.limit = limit
         self.peak = peak
+        self.killer = killer
     }
+}
+
+/// Who killed an app for memory when lifecycled did not.
+public enum OOMKiller: String, Sendable, Codable {
+    /// The kernel's OOM killer.
+    case kernel
+    /// systemd-oomd, where a distribution runs it (Fedora, Ubuntu).
+    case systemdOOMD = "systemd-oomd"
 }
 
 /// How short memory is. Ordered: normal < warning < critical.

@@ -469,17 +469,21 @@ public final class AppCgroup: AppGroup {
     /// process) or `oom_group_kill` (the whole group, with memory.oom.group)
     /// rose; at the group's own limit when `oom` rose too (its usage reached
     /// its memory.max). A global OOM kill counts in `oom_kill` as well, but
-    /// not in `oom`: that is how the two are told apart. v1: memory.oom_control.
+    /// not in `oom`: that is how the two are told apart. systemd-oomd marks
+    /// a group before it kills it (`user.oomd_ooms`). v1: memory.oom_control.
     public func outOfMemory() -> OutOfMemory? {
         switch memory {
         case .cgroupV2:
             guard let text = try? Posix.readFile(path + "/memory.events") else { return nil }
             let now = OOMCounters(text)
-            guard now.oomKill > oomBaseline.oomKill || now.groupKill > oomBaseline.groupKill else { return nil }
+            let peak = (try? Posix.readFile(path + "/memory.peak")).flatMap { UInt64($0.trimmingWhitespace()) }
+            guard now.oomKill > oomBaseline.oomKill || now.groupKill > oomBaseline.groupKill else {
+                return lc_xattr_exists(path, "user.oomd_ooms") == 1
+                    ? OutOfMemory(limit: nil, peak: peak, killer: .systemdOOMD) : nil
+            }
             let limit =
                 now.oom > oomBaseline.oom
                 ? (try? Posix.readFile(path + "/memory.max")).flatMap { UInt64($0.trimmingWhitespace()) } : nil
-            let peak = (try? Posix.readFile(path + "/memory.peak")).flatMap { UInt64($0.trimmingWhitespace()) }
             return OutOfMemory(limit: limit, peak: peak)
         case .cgroupV1:
             guard let v1 = v1Memory, let text = try? Posix.readFile(v1 + "/memory.oom_control"),

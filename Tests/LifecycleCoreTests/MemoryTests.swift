@@ -243,7 +243,7 @@ extension MemoryLimitTests {
         _ = h.memory(.normal, ["a": 24 << 10])  // sampled before the allocation that hit the limit
         let effects = h.send(.exited("a", generation: 1, .outOfMemory(OutOfMemory(limit: 100 << 20, peak: 99 << 20))))
         let k = h.memoryKills(in: effects).first
-        #expect(k?.cause == .perAppLimit && k?.byKernel == true && k?.limit == 100 << 20)
+        #expect(k?.cause == .perAppLimit && k?.killer == .kernel && k?.limit == 100 << 20)
         #expect(k?.footprint == 99 << 20 && k?.peak == 99 << 20, "the peak, not the sample before the allocation")
         #expect(h.supervisor.snapshot("a")!.last?.reason == .memoryLimit(footprint: 99 << 20, limit: 100 << 20))
     }
@@ -258,14 +258,19 @@ extension MemoryLimitTests {
         // The machine ran out first: no `oom` at the group's limit, whatever the manifest says.
         let effects = h.send(.exited("a", generation: 1, .outOfMemory(OutOfMemory(limit: nil, peak: 121 << 20))))
         let k = h.memoryKills(in: effects).first
-        #expect(k?.cause == .kernelOOM && k?.byKernel == true && k?.limit == nil)
+        #expect(k?.cause == .kernelOOM && k?.killer == .kernel && k?.limit == nil)
         #expect(k?.footprint == 121 << 20 && k?.peak == 121 << 20, "its last footprint, and its peak")
-        #expect(h.supervisor.snapshot("a")!.last?.reason == .kernelOOM(peak: 121 << 20))
+        #expect(h.supervisor.snapshot("a")!.last?.reason == .oomKilled(by: .kernel, peak: 121 << 20))
         #expect(h.supervisor.snapshot("a")!.last?.reason.code.rawValue == "kernel-oom")
         #expect(!effects.contains { if case .relaunchScheduled = $0 { true } else { false } }, "not a failure")
         h.launchActive("b")
         let b = h.send(.exited("b", generation: 1, .outOfMemory(OutOfMemory(limit: nil, peak: nil))))
         #expect(h.memoryKills(in: b).first?.cause == .kernelOOM)
+        // systemd-oomd's: its own cause and code, not relaunched either.
+        h.launchActive("b")
+        let oomd = h.send(.exited("b", generation: 2, .outOfMemory(OutOfMemory(limit: nil, peak: nil, killer: .systemdOOMD))))
+        #expect(h.memoryKills(in: oomd).first?.cause == .systemdOOMD)
+        #expect(h.supervisor.snapshot("b")!.last?.reason.code.rawValue == "systemd-oomd")
     }
 }
 

@@ -216,7 +216,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         shell.processEnded(pid: spawn.pid, .signaled(SIGKILL))
         #expect(shell.terminations["a"]?.reason == .perAppLimit)
         let record = try #require(shell.killLog.records(limit: nil).last)
-        #expect(record.reason == .perAppLimit && record.kernel == true && record.limit == 64 << 20)
+        #expect(record.reason == .perAppLimit && record.killer == "kernel" && record.limit == 64 << 20)
         #expect(record.footprint == 64 << 20 && record.pid == spawn.pid, "the peak, and the pid of the run that ended")
 
         // Not at its own limit: the whole machine ran out (a global OOM kill).
@@ -226,9 +226,16 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         shell.processEnded(pid: b.pid, .signaled(SIGKILL))
         #expect(shell.terminations["b"]?.reason == .kernelOOM)
         let global = try #require(shell.killLog.records(limit: nil).last)
-        #expect(global.app == "b" && global.reason == .kernelOOM && global.kernel == true && global.peak == 121 << 20)
+        #expect(global.app == "b" && global.reason == .kernelOOM && global.killer == "kernel" && global.peak == 121 << 20)
         #expect(global.limit == nil && global.pid == b.pid)
-        // A SIGKILL the kernel's OOM killer did not send stays what it was.
+        // systemd-oomd's kill (it marks the group): recorded as its own.
+        _ = shell.front!.execute(.launch("b", .background), from: root)
+        let oomd = try #require(starter.spawned.last)
+        confinement.groups["b.2"]!.oom = OutOfMemory(limit: nil, peak: nil, killer: .systemdOOMD)
+        shell.processEnded(pid: oomd.pid, .signaled(SIGKILL))
+        #expect(shell.terminations["b"]?.reason == .systemdOOMD)
+        #expect(shell.killLog.records(limit: nil).last?.killer == "systemd-oomd")
+        // A SIGKILL no OOM killer sent stays what it was.
         _ = shell.front!.execute(.launch("a", .background), from: root)
         let again = try #require(starter.spawned.last)
         shell.processEnded(pid: again.pid, .signaled(SIGKILL))

@@ -119,6 +119,10 @@ int lc_process_mrelease(int pidfd);
 /// there was nothing to remove).
 int lc_xattr_flag(const char *path, const char *name, int on);
 
+/// Whether `path` has the extended attribute `name` (systemd-oomd's
+/// user.oomd_ooms on a cgroup it killed): 1, 0, or -1 with errno.
+int lc_xattr_exists(const char *path, const char *name);
+
 /// A datagram socket bound to `name`, with SO_PASSCRED on, non-blocking,
 /// close-on-exec: an app's NOTIFY_SOCKET (the sd_notify protocol). A path
 /// ("/...") becomes a socket file of mode 0600 (a file left there is

@@ -19,7 +19,7 @@ extension Daemon {
             },
             lastNotice: k.lastNotice)
         r.swap = k.swap
-        r.kernel = k.byKernel ? true : nil
+        r.killer = k.killer?.rawValue
         r.peak = k.peak
         r.freed = runs[k.app]?.memoryFreed
         let saved = killLog.append(r, logger: logger)
@@ -27,7 +27,10 @@ extension Daemon {
         var detail = "\(k.cause.rawValue): footprint \(footprint), \(k.state.rawValue), band \(k.band.rawValue)"
         if let swap = k.swap, swap > 0 { detail += ", \(formatBytes(swap)) of it on swap" }
         if let limit = k.limit { detail += ", limit \(formatBytes(limit))" }
-        if k.byKernel { detail += "; killed by the kernel's OOM killer" + (k.peak.map { ", peak \(formatBytes($0))" } ?? "") }
+        if let killer = k.killer {
+            detail += killer == .kernel ? "; killed by the kernel's OOM killer" : "; killed by systemd-oomd"
+            detail += k.peak.map { ", peak \(formatBytes($0))" } ?? ""
+        }
         if let freed = r.freed { detail += "; gave back \(formatBytes(freed))" }
         detail += "; level \(k.level.rawValue)\(k.simulated ? " (simulated)" : ""); \(reading.summary)"
         if k.candidates.count > 1 {
@@ -41,7 +44,7 @@ extension Daemon {
         if let pid { meta["app-pid"] = "\(pid)" }
         if let f = k.footprint { meta["footprint-bytes"] = "\(f)" }
         if let freed = r.freed { meta["freed-bytes"] = "\(freed)" }
-        if k.byKernel { meta["killer"] = "kernel" }
+        if let killer = k.killer { meta["killer"] = "\(killer.rawValue)" }
         if let a = k.measurements.available { meta["mem-available-bytes"] = "\(a)" }
         logger.notice("jetsam: \(k.app): \(detail)", metadata: meta)
         record(
