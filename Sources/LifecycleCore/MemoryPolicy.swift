@@ -47,8 +47,37 @@ extension Supervisor {
         if sample.level > previous { warnRunningApps() }
         // Scenes first: background scenes are disconnected before any app
         // is killed; the next critical sample kills if that was not enough.
-        if sample.level == .critical && pressureVictim == nil && !shedScenes() { killForPressure(sample) }
+        // Then swap: while it can still give back what is short, nothing dies.
+        if sample.level == .critical && pressureVictim == nil && !shedScenes() && !reclaimCanWait(sample) {
+            killForPressure(sample)
+        }
         if sample.level >= .warning { reclaimForPressure(sample) }
+    }
+
+    /// At a measured critical level, a kill waits while reclaim can still
+    /// give back what is short: a suspended app's memory is going to swap,
+    /// or one is left to push out; the level is critical for the available
+    /// memory alone (swap does not help a stall already under way, nor a
+    /// budget, which counts swap); and the available memory is still above
+    /// half its critical threshold. Below that, or with swap full, the kill
+    /// goes ahead as without swap. An injected level (`supervisorctl
+    /// pressure critical`) kills as it always has.
+    func reclaimCanWait(_ sample: MemorySample) -> Bool {
+        let m = sample.measurements, t = gauge.thresholds
+        guard !sample.simulated, reclaimEnabled, m.swapHasRoom, let available = m.availablePercent,
+            let critical = t.availableCritical, available >= critical / 2
+        else { return false }
+        if let stall = m.stallPercent, let limit = t.stallCritical, stall >= limit { return false }
+        if let used = m.budgetPercent, let limit = t.budgetCritical, used >= limit { return false }
+        return reclaiming != nil || nextReclaim() != nil
+    }
+
+    /// The coldest suspended app worth pushing to swap: not pushed out
+    /// since it was frozen, with at least `reclaimWorthIt` in memory.
+    func nextReclaim() -> AppID? {
+        memoryKillOrder().first {
+            apps[$0]!.state == .suspended && !apps[$0]!.reclaimed && inMemory($0) >= Self.reclaimWorthIt
+        }
     }
 
     /// Below this much in memory a suspended app is not worth a reclaim.
@@ -63,16 +92,12 @@ extension Supervisor {
     /// app in swap is passed over by the kills below while swap has room.
     mutating func reclaimForPressure(_ sample: MemorySample) {
         let m = sample.measurements
-        guard reclaimEnabled, reclaiming == nil, m.swapHasRoom, let free = m.swapFree, let total = m.swapTotal
+        guard reclaimEnabled, reclaiming == nil, m.swapHasRoom, let free = m.swapFree, let total = m.swapTotal,
+            let id = nextReclaim()
         else { return }
-        for id in memoryKillOrder() where apps[id]!.state == .suspended && !apps[id]!.reclaimed {
-            let resident = inMemory(id)
-            guard resident >= Self.reclaimWorthIt else { continue }
-            reclaiming = id
-            update(id) { $0.reclaimed = true }
-            effects.append(.reclaim(id, bytes: min(resident, free - total / 10)))
-            return
-        }
+        reclaiming = id
+        update(id) { $0.reclaimed = true }
+        effects.append(.reclaim(id, bytes: min(inMemory(id), free - total / 10)))
     }
 
     /// The reclaim is over: measure again now, to decide the next.
@@ -137,8 +162,12 @@ extension Supervisor {
     mutating func killForPressure(_ sample: MemorySample) {
         let order = memoryKillOrder()
         // In kill order, the first whose kill gives back memory (when none
-        // would, the first: something must give).
-        guard let victim = order.first(where: { givesBackMemory($0, sample.measurements) }) ?? order.first
+        // would, the first: something must give); never one in front while
+        // an app behind it is left, in swap or not.
+        let behind = order.filter { apps[$0]!.state == .suspended || apps[$0]!.state == .background }
+        guard
+            let victim = behind.first(where: { givesBackMemory($0, sample.measurements) }) ?? behind.first
+                ?? order.first
         else { return }
         let app = apps[victim]!
         // A busy app (owing an acknowledgement) cannot be told anything more.

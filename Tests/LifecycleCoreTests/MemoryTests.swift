@@ -387,14 +387,16 @@ extension MemoryLimitTests {
         return h
     }
 
-    /// A sample at `level` with 8 GiB of swap, `free` of it free.
+    /// A sample at `level` with 8 GiB of swap, `free` of it free; `urgent`:
+    /// critical with less than half the critical available memory left.
     @discardableResult
     func sample(
         _ h: inout Harness, _ level: MemoryLevel, swapFree free: UInt64 = 8 << 30,
         _ footprints: [AppID: UInt64] = ["s1": 100 * mib, "s2": 100 * mib, "fg": 200 * mib],
-        swapped: [AppID: UInt64] = [:], simulated: Bool = false
+        swapped: [AppID: UInt64] = [:], simulated: Bool = false, urgent: Bool = false
     ) -> [Effect] {
         var m = Harness.measurements(simulated ? .critical : level)
+        if urgent { m.available = m.total! / 25 }  // 4 %
         m.swapTotal = 8 << 30
         m.swapFree = free
         let report = MemoryReport(footprints: footprints, swapped: swapped, measurements: m)
@@ -441,24 +443,53 @@ extension MemoryLimitTests {
         #expect(reclaims(sample(&simulated, .warning, simulated: true)) == ["s1"])
     }
 
+    @Test func atCriticalTheKillWaitsWhileReclaimCanGiveBackWhatIsShort() {
+        var h = world()
+        let first = sample(&h, .critical)
+        #expect(h.memoryKills(in: first).isEmpty && reclaims(first) == ["s1"], "s1 goes to swap; nobody dies")
+        #expect(h.memoryKills(in: sample(&h, .critical)).isEmpty, "while the reclaim is under way")
+        // Less than half the critical available memory left: the kill goes ahead.
+        let urgent = sample(&h, .critical, urgent: true)
+        #expect(h.victim(in: urgent) == "s1")
+        h.reapKilled("s1")
+        // A stall or the budget at critical is not helped by swap: killed at once.
+        var stalled = world()
+        var m = Harness.measurements(.critical)
+        (m.swapTotal, m.swapFree, m.stallPercent) = (8 << 30, 8 << 30, 50)
+        let effects = stalled.send(
+            .memory(MemoryReport(footprints: ["s1": 100 * Self.mib, "s2": 100 * Self.mib], measurements: m)))
+        #expect(stalled.victim(in: effects) == "s1")
+        // Nothing left to push out, and the apps in swap give back no memory: the
+        // first behind the front that does dies (here none: then s1, never fg).
+        var done = world()
+        sample(&done, .warning)
+        done.send(.reclaimed("s1", generation: done.generation("s1")))
+        let swapped: [AppID: UInt64] = ["s1": 99 * Self.mib, "s2": 99 * Self.mib]
+        sample(&done, .warning, swapped: ["s1": 99 * Self.mib])
+        done.send(.reclaimed("s2", generation: done.generation("s2")))
+        #expect(done.victim(in: sample(&done, .critical, swapped: swapped)) == "s1", "never the app in front")
+    }
+
     @Test func aKillThatWouldGiveBackSwapIsPassedOverWhileSwapHasRoom() {
         var h = world()
         let swapped: [AppID: UInt64] = ["s1": 95 * Self.mib]
-        let effects = sample(&h, .critical, swapped: swapped)
+        let effects = sample(&h, .critical, swapped: swapped, urgent: true)
         let k = h.memoryKills(in: effects).first
         #expect(k?.app == "s2", "s1 is mostly on swap: killing it gives back swap, not memory")
         #expect(k?.candidates.map(\.app) == ["s2", "s1", "fg"], "the victim first, then the rest in kill order")
         #expect(k?.candidates[1].swap == 95 * Self.mib)
         h.reapKilled("s2")
         // Swap full too: s1 is the next, in order.
-        let full = sample(&h, .critical, swapFree: 100 << 20, ["s1": 100 * Self.mib, "fg": 200 * Self.mib], swapped: swapped)
+        let full = sample(
+            &h, .critical, swapFree: 100 << 20, ["s1": 100 * Self.mib, "fg": 200 * Self.mib], swapped: swapped,
+            urgent: true)
         #expect(h.victim(in: full) == "s1")
     }
 
     @Test func whenEveryCandidateIsInSwapTheFirstInOrderStillGoes() {
         var h = world()
         let swapped: [AppID: UInt64] = ["s1": 99 * Self.mib, "s2": 99 * Self.mib, "fg": 199 * Self.mib]
-        #expect(h.victim(in: sample(&h, .critical, swapped: swapped)) == "s1")
+        #expect(h.victim(in: sample(&h, .critical, swapped: swapped, urgent: true)) == "s1")
     }
 
     @Test func aReclaimEndsWithItsAppAndSurvivesARestart() {
@@ -476,7 +507,7 @@ extension MemoryLimitTests {
         #expect(restored.send(.reclaimed("s1", generation: restored.generation("s1"))).contains(.remeasure))
         #expect(restored.supervisor.reclaiming == nil)
         // A reclaimed app killed meanwhile lets go of the reclaim.
-        sample(&h, .critical)
+        sample(&h, .critical, urgent: true)
         #expect(h.supervisor.reclaiming == "s1" || h.supervisor.pressureVictim == "s1")
         h.send(.kill("s1"))
         h.reapKilled("s1")

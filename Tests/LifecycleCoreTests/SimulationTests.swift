@@ -527,7 +527,7 @@ extension Simulation {
             return lastMeasurements.swapHasRoom && s > f - s
         }
         let mine = tier(lastState[k.app, default: .notRunning])
-        for other in ids where other != k.app && !dying.contains(other) && (inSwap(k.app) || !inSwap(other)) {
+        for other in ids where other != k.app && !dying.contains(other) && (mine == 2 || inSwap(k.app) || !inSwap(other)) {
             let state = lastState[other, default: .notRunning]
             guard state != .notRunning else { continue }
             if tier(state) < mine { fail("\(k.app) (\(k.state)) killed while \(other) is \(state)") }
