@@ -173,7 +173,7 @@ install: release install-clib generated
 # configuration in /etc/lifecycled as conffiles (a changed one is kept on
 # upgrade), maintainer scripts that enable and start the socket and service
 # on a first install and restart the daemon (keeping every app) on an upgrade.
-VERSION ?= 0.15.0
+VERSION ?= 0.16.0
 DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB_STAGE := .build/deb/stage-$(VERSION)
 DEB := .build/deb/lifecycled_$(VERSION)_$(DEB_ARCH).deb
