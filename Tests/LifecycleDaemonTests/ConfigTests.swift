@@ -278,6 +278,14 @@ func daemonError(_ text: String) -> ConfigError? {
         )
     }
 
+    /// [memory] and [cpu] change at the next start, and a reload says so.
+    @Test func aReloadNamesMemoryAndCPUChangesAsNeedingARestart() throws {
+        let before = try daemon("")
+        let after = try daemon("[memory]\nreclaim = false\n[cpu]\nforeground_weight = 2000\n")
+        #expect(Daemon.settingsNeedingRestart(from: before, to: after) == ["memory", "cpu"])
+        #expect(Daemon.settingsNeedingRestart(from: before, to: before).isEmpty)
+    }
+
     @Test func cpuWeightsAndTheirErrors() throws {
         let c = try daemon("[cpu]\nweights = true\nforeground_weight = 5000\nbackground_weight = 1\n").cpu
         #expect(c.weights && c.foregroundWeight == 5000 && c.backgroundWeight == 1)

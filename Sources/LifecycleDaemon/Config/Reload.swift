@@ -48,7 +48,6 @@ extension Daemon {
         }
         status.counts[.notRunning, default: 0] += report.added.count
         supervisor.fetchWindow = fresh.config.fetchWindow  // from the next schedule on
-        supervisor.reclaimEnabled = fresh.config.memory.reclaim  // from the next decision on
         _ = submit(.reconfigure(next.mapValues(\.policy)))
         for id in report.added {
             if let mode = next[id]?.autostart {
@@ -159,6 +158,7 @@ extension Daemon {
         check("state_directory", \.stateDirectory)
         check("runtime_directory", \.runtimeDirectory)
         check("memory", \.memory)
+        check("cpu", \.cpu)
         check("output", \.output)
         check("log_directory", \.logDirectory)
         check("log_max_size", \.logMaxSize)
