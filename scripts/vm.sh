@@ -14,6 +14,9 @@
 #   --zswap         zswap in front of that swap device (needs --swap)
 #   --timeout S     hard limit on the whole run, boot included (default 600)
 #   --out DIR       shared read-write with the guest, at the same path (results)
+#   --systemd       boot a real systemd as PID 1 (Tests/vm/systemd-init.sh), which
+#                   runs the command as a service (systemd.run=) and powers off;
+#                   not with --out
 # Inside, the command runs as root with LIFECYCLED_VM=1 and LIFECYCLED_VM_OUT=DIR
 # in its environment (Tests/vm/guest.sh says what it sets up first).
 #
@@ -29,7 +32,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-MEMORY=1G CPUS=2 SWAP="" ZSWAP=0 TIMEOUT=600 OUT=""
+MEMORY=1G CPUS=2 SWAP="" ZSWAP=0 TIMEOUT=600 OUT="" SYSTEMD=0
 while (($#)); do
     case "$1" in
     --memory) MEMORY=$2; shift 2 ;;
@@ -38,6 +41,7 @@ while (($#)); do
     --zswap) ZSWAP=1; shift ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --out) OUT=$(realpath -m "$2"); shift 2 ;;
+    --systemd) SYSTEMD=1; shift ;;
     --) shift; break ;;
     -*) echo "vm.sh: unknown option $1 (see the header of scripts/vm.sh)" >&2; exit 64 ;;
     *) break ;;
@@ -45,6 +49,7 @@ while (($#)); do
 done
 (($#)) || { echo "vm.sh: no command to run in the guest" >&2; exit 64; }
 [[ $ZSWAP = 0 || -n $SWAP ]] || { echo "vm.sh: --zswap needs --swap (zswap is a cache in front of a swap device)" >&2; exit 64; }
+[[ $SYSTEMD = 0 || -z $OUT ]] || { echo "vm.sh: --systemd does not take --out: the command's output comes back whole" >&2; exit 64; }
 [[ $(id -u) = 0 ]] || { echo "vm.sh: needs root (the guest's kernel image in /boot is readable by root only)" >&2; exit 64; }
 
 scripts/install-deps.sh --vm
@@ -90,15 +95,33 @@ if [[ -n $SWAP ]]; then
     truncate -s "$SWAP" "$LAB/swap.img"
     ARGS+=(--disk "$LAB/swap.img")
 fi
-if [[ -n $OUT ]]; then
-    mkdir -p "$OUT"
-    ARGS+=(--rwdir "$OUT")
-fi
 # The command, quoted for the guest's shell.
 COMMAND=$(printf '%q ' "$@")
 ENVIRONMENT="LIFECYCLED_VM_SWAP=${SWAP:+/dev/vda} LIFECYCLED_VM_ZSWAP=$ZSWAP LIFECYCLED_VM_OUT=$OUT"
 mkdir -p "$LAB/mark"
-ARGS+=(--rwdir "$LAB/mark" --exec "$ENVIRONMENT LIFECYCLED_VM_MARK=$LAB/mark $ROOT/Tests/vm/guest.sh $COMMAND")
+if ((SYSTEMD)); then
+    # The mark directory is the guest's /vm-out (its first --rwdir); systemd
+    # runs run.sh as a service and powers off, whatever its status, which
+    # comes back in a file.
+    cat >"$LAB/mark/run.sh" <<RUN
+#!/bin/bash
+cd $(printf '%q' "$PWD")
+{ $ENVIRONMENT LIFECYCLED_VM_MARK=/vm-out LIFECYCLED_VM_SYSTEMD=1 $ROOT/Tests/vm/guest.sh $COMMAND; echo \$? >/vm-out/status; } 2>&1 |
+    tee /vm-out/log >/dev/console
+RUN
+    chmod +x "$LAB/mark/run.sh"
+    APPEND="console=ttyS0 quiet loglevel=3 panic=-1 init=$ROOT/Tests/vm/systemd-init.sh systemd.show_status=0"
+    APPEND+=" systemd.run=/vm-out/run.sh systemd.run_success_action=poweroff-force"
+    APPEND+=" systemd.run_failure_action=poweroff-force"
+    # QEMU keeps the last -append: this one, not vng's (whose init would run the command instead).
+    ARGS+=(--rwdir "$LAB/mark" --systemd "--qemu-opts=-no-reboot -append '$APPEND'")
+else
+    if [[ -n $OUT ]]; then
+        mkdir -p "$OUT"
+        ARGS+=(--rwdir "$OUT")
+    fi
+    ARGS+=(--rwdir "$LAB/mark" --exec "$ENVIRONMENT LIFECYCLED_VM_MARK=$LAB/mark $ROOT/Tests/vm/guest.sh $COMMAND")
+fi
 
 ZNOTE=""
 ((ZSWAP)) && ZNOTE=", zswap"
@@ -120,5 +143,9 @@ fi
 if ((status == 124 || status == 137)); then
     echo "vm.sh: FAILED: the guest did not finish within $TIMEOUT s: killed" >&2
     exit 124
+fi
+if ((SYSTEMD)); then
+    [[ -s $LAB/mark/status ]] || { echo "vm.sh: FAILED: the command under systemd never finished" >&2; exit 1; }
+    status=$(cat "$LAB/mark/status")
 fi
 exit "$status"

@@ -5,7 +5,7 @@
 # The cgroup root is left as the kernel booted it (no controller enabled
 # below it): enabling what it needs is the daemon's job, and tested.
 set -euo pipefail
-touch "$LIFECYCLED_VM_MARK/booted"
+[[ ${LIFECYCLED_VM_SYSTEMD:-0} = 1 ]] || touch "$LIFECYCLED_VM_MARK/booted"  # else the init did
 if [[ -n ${LIFECYCLED_VM_SWAP:-} ]]; then
     mkswap -q "$LIFECYCLED_VM_SWAP" >/dev/null
     swapon "$LIFECYCLED_VM_SWAP"

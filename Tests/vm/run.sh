@@ -3,8 +3,12 @@
 # Tests/EndToEndTests/PureV2Tests.swift, in the virtual machine of
 # scripts/vm.sh (this machine's own root, Debian's kernel, pure cgroup v2
 # with the memory and cpu controllers), run from the test binary already
-# built (swift build --build-tests). Two boots: one without swap (OOM kills
-# where memory alone runs out), one with a 512 MiB swap device (reclaim).
+# built (swift build --build-tests). Three boots: one without swap (OOM
+# kills where memory alone runs out), one with a 512 MiB swap device
+# (reclaim), and one with a real systemd as PID 1 running the shipped units
+# (Tests/vm/systemd-inside.sh: the apps' scope with its delegated
+# controllers, the slice's cap on the foreground's protection, a kernel OOM
+# kill under OOMPolicy=continue, kill -9).
 # Each is bounded; a hung guest fails the stage, and a machine that cannot
 # boot a guest at all fails it loudly (scripts/vm.sh, exit 125).
 #
@@ -34,3 +38,5 @@ if [[ -n ${1:-} ]]; then
 fi
 guest PureV2MemoryTests --timeout 420
 guest PureV2SwapTests --swap 512M --timeout 240
+echo "== pure cgroup v2 in a virtual machine: the shipped units under systemd"
+scripts/vm.sh --systemd --timeout 300 -- env BIN="$(realpath "$(dirname "$TESTS")")" Tests/vm/systemd-inside.sh
