@@ -43,8 +43,8 @@ public enum Input: Sendable, Equatable {
     // Reports about processes and channels.
     case launchFailed(AppID, generation: UInt64, message: String)
     /// How the process ended, as the kernel reports it; `.outOfMemory`
-    /// whenever the kernel's OOM killer killed it in its cgroup, with
-    /// whether that was at the group's own limit.
+    /// whenever another OOM killer killed it in its cgroup (the kernel's,
+    /// with whether that was at the group's own limit, or systemd-oomd).
     case exited(AppID, generation: UInt64, ExitStatus)
     case acknowledged(AppID, generation: UInt64, sequence: UInt32)
     /// The answer to performFetch or didReceiveRemoteNotification.

@@ -101,7 +101,7 @@ extension Supervisor {
     }
 
     /// The reclaim is over: measure again now, to decide the next.
-    mutating func reclaimed(_ id: AppID) {
+    mutating func reclaimDone() {
         reclaiming = nil
         effects.append(.remeasure)
     }
@@ -194,18 +194,18 @@ extension Supervisor {
         deliver(victim, .willBeKilledForMemory)
     }
 
-    /// `kernel`: another OOM killer did it (the record then says what the
-    /// kernel said: its limit, the run's peak).
+    /// `by`: another OOM killer did it (the record then says what the
+    /// kernel said: the group's limit, the run's peak).
     func killRecord(
         _ id: AppID, _ cause: MemoryKill.Cause, _ sample: MemorySample,
-        candidates: [AppID], notice: Bool, kernel: OutOfMemory? = nil
+        candidates: [AppID], notice: Bool, by other: OutOfMemory? = nil
     ) -> MemoryKill {
         let app = apps[id]!
         return MemoryKill(
             app: id, cause: cause,
-            footprint: (kernel?.limit != nil ? kernel?.peak : nil) ?? footprints[id], swap: swapped[id],
-            limit: cause == .perAppLimit ? kernel?.limit ?? app.policy.memory.limit : nil,
-            killer: kernel?.killer, peak: kernel?.peak,
+            footprint: (other?.limit != nil ? other?.peak : nil) ?? footprints[id], swap: swapped[id],
+            limit: cause == .perAppLimit ? other?.limit ?? app.policy.memory.limit : nil,
+            killer: other?.killer, peak: other?.peak,
             state: app.state, band: app.policy.memory.band, level: sample.level, simulated: sample.simulated,
             measurements: sample.measurements,
             candidates: candidates.map {

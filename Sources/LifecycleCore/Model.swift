@@ -165,7 +165,8 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
 public enum ExitStatus: Sendable, Equatable {
     case exited(Int32)
     case signaled(Int32)
-    /// SIGKILLed by the kernel's OOM killer (its group's memory.events).
+    /// SIGKILLed by another OOM killer: the kernel's (its group's
+    /// memory.events say so) or systemd-oomd (its mark on the group).
     case outOfMemory(OutOfMemory)
     /// It ended, and how is not known (see TerminationReason.exitUnknown).
     case unknown(whileAway: Bool)

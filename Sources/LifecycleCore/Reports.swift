@@ -90,9 +90,10 @@ extension Supervisor {
     // MARK: - Process ends
 
     /// Classifies how the run ended: the reason of a kill or stop in
-    /// progress wins; otherwise the exit status, with the kernel's OOM kill
-    /// counted as a kill at the app's limit when it was at its group's
-    /// memory.max, else as the kernel's own (kernel-oom).
+    /// progress wins; otherwise the exit status, with another OOM killer's
+    /// kill counted as a kill at the app's limit when the kernel's was at
+    /// its group's memory.max, else as that killer's own (kernel-oom,
+    /// systemd-oomd).
     mutating func exited(_ id: AppID, _ status: ExitStatus) {
         let app = apps[id]!
         let reason: TerminationReason
@@ -109,7 +110,7 @@ extension Supervisor {
                 let cause: MemoryKill.Cause =
                     oom.limit != nil ? .perAppLimit : oom.killer == .kernel ? .kernelOOM : .systemdOOMD
                 effects.append(
-                    .memoryKill(killRecord(id, cause, lastSample, candidates: [id], notice: false, kernel: oom)))
+                    .memoryKill(killRecord(id, cause, lastSample, candidates: [id], notice: false, by: oom)))
                 if let limit = oom.limit {
                     reason = .memoryLimit(footprint: oom.peak ?? footprints[id] ?? limit, limit: limit)
                 } else {

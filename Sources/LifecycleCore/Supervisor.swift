@@ -162,7 +162,7 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { ready(id) }
         case .freezeFailed(let id, let gen, let why):
             if isCurrent(id, gen), apps[id]?.state == .suspended { kill(id, .freezeFailed(why: why)) }
-        case .reclaimed(let id, let gen): if reclaiming == id, apps[id]?.generation == gen { reclaimed(id) }
+        case .reclaimed(let id, let gen): if reclaiming == id, apps[id]?.generation == gen { reclaimDone() }
         case .memory(let report): memory(report, simulated: nil)
         case .simulateMemoryLevel(let level, let report): memory(report, simulated: level)
         }

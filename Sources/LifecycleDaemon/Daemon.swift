@@ -136,6 +136,10 @@ public final class Daemon {
     /// Set when this daemon exits leaving its apps to the next one.
     var leavingApps = false
 
+    /// Suspended apps' memory may go to swap: the configuration allows it
+    /// and the groups have memory.reclaim (the cgroup v2 memory controller).
+    var canReclaim: Bool { config.memory.reclaim && confinement.standings.contains(.memory) }
+
     /// Loads the configuration, takes the cgroup subtree and the control
     /// socket, and tells systemd READY=1 (in `run`) only once all of that is done.
     public convenience init(options: Options, logger: Logger) throws {
@@ -252,7 +256,7 @@ public final class Daemon {
         records = Records(keep: settings.config.eventHistory)
         history = HistoryStore(directory: settings.config.stateDirectory)
         supervisor.fetchWindow = settings.config.fetchWindow
-        supervisor.reclaimEnabled = settings.config.memory.reclaim
+        supervisor.reclaimEnabled = canReclaim
         try start(standalone: standalone)
     }
 

@@ -59,7 +59,7 @@ extension Daemon {
                 memory: config.memory.thresholds(total: MemoryMonitor.memTotal()), afterCrash: afterCrash,
                 crashesMissed: store?.crashesMissed ?? [:])
             supervisor.fetchWindow = config.fetchWindow
-            supervisor.reclaimEnabled = config.memory.reclaim
+            supervisor.reclaimEnabled = canReclaim
             store?.restored(afterCrash: afterCrash)
             terminations = saved.terminations.filter { manifests[$0.key] != nil }
             // Each recorded process is checked on every core (a pidfd, its
