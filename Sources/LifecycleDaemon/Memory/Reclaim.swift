@@ -12,13 +12,15 @@ import SystemPackage
 extension Daemon {
     /// Hands the job to the reclaimer; a job that cannot start is over at once.
     func startReclaim(_ id: AppID, _ bytes: UInt64) {
-        guard let run = runs[id] else { return }  // ended: the core has let go of it
         lastReclaimJob += 1
-        guard let reclaimer, run.group.memory == .cgroupV2, case .cgroup(let dir, _) = run.group.placement, dir >= 0,
+        guard let run = runs[id], let reclaimer, run.group.memory == .cgroupV2,
+            case .cgroup(let dir, _) = run.group.placement, dir >= 0,
             reclaimer.submit(job: lastReclaimJob, directory: dir, bytes: bytes)
         else {
             logger.notice("\(id): cannot push its memory to swap here", metadata: metadata(id))
-            queue.append(.reclaimed(id, generation: run.generation))
+            if let generation = runs[id]?.generation ?? supervisor.snapshot(id)?.generation {
+                queue.append(.reclaimed(id, generation: generation))
+            }
             return
         }
         reclaimJobs[lastReclaimJob] = (id, run.generation)
