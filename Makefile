@@ -119,6 +119,20 @@ bench-memory: release
 	python3 Benchmarks/memory/reaction.py --out bench-results/memory.md
 	python3 Benchmarks/memory/reaction.py --victim-mb 256 --overshoot-mb 64 --out bench-results/memory-256.md
 
+# Memory pressure side by side in a 1 GiB, 2-CPU guest (scripts/vm.sh; systemd
+# as PID 1 for systemd-oomd): the kernel's OOM killer, earlyoom, systemd-oomd
+# (distribution defaults and tuned), lifecycled (with and without reclaim, and
+# the build before this work: BEFORE=DIR, default /work/before/.build/release),
+# both workloads, no swap / swap / zswap, 3 runs each; then the cpu workload
+# (fg latency with 4 busy background apps: cpu.weight on, off, before).
+# bench-results/memory-vm/summary.md. About 2 hours under TCG on an idle host
+# (it waits while a Swift build or another guest runs); earlyoom and
+# systemd-oomd are installed with apt-get when missing. See the header of
+# Benchmarks/memory-vm/run.py (MEMORY_VM_ARGS=--quick, --arms, --configs, --runs, --workloads).
+.PHONY: bench-memory-vm
+bench-memory-vm: release
+	/usr/bin/python3 Benchmarks/memory-vm/run.py $(if $(BEFORE),--before $(BEFORE)) $(MEMORY_VM_ARGS)
+
 # Everything under $(DESTDIR)$(PREFIX) (and the units and config under
 # $(DESTDIR)/etc): binaries (stripped; they need no Swift toolchain), the C
 # library, shell completions for bash, zsh and fish and man pages, both

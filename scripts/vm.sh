@@ -16,7 +16,9 @@
 #   --out DIR       shared read-write with the guest, at the same path (results)
 #   --systemd       boot a real systemd as PID 1 (Tests/vm/systemd-init.sh), which
 #                   runs the command as a service (systemd.run=) and powers off;
-#                   not with --out
+#                   the guest's /tmp is then a fresh tmpfs (--out still works)
+#   --oomd          with --systemd: leave systemd-oomd enabled (it is masked
+#                   otherwise, like every other OOM killer of this root)
 # Inside, the command runs as root with LIFECYCLED_VM=1 and LIFECYCLED_VM_OUT=DIR
 # in its environment (Tests/vm/guest.sh says what it sets up first).
 #
@@ -32,7 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-MEMORY=1G CPUS=2 SWAP="" ZSWAP=0 TIMEOUT=600 OUT="" SYSTEMD=0
+MEMORY=1G CPUS=2 SWAP="" ZSWAP=0 TIMEOUT=600 OUT="" SYSTEMD=0 OOMD=0
 while (($#)); do
     case "$1" in
     --memory) MEMORY=$2; shift 2 ;;
@@ -42,6 +44,7 @@ while (($#)); do
     --timeout) TIMEOUT=$2; shift 2 ;;
     --out) OUT=$(realpath -m "$2"); shift 2 ;;
     --systemd) SYSTEMD=1; shift ;;
+    --oomd) OOMD=1; shift ;;
     --) shift; break ;;
     -*) echo "vm.sh: unknown option $1 (see the header of scripts/vm.sh)" >&2; exit 64 ;;
     *) break ;;
@@ -49,7 +52,8 @@ while (($#)); do
 done
 (($#)) || { echo "vm.sh: no command to run in the guest" >&2; exit 64; }
 [[ $ZSWAP = 0 || -n $SWAP ]] || { echo "vm.sh: --zswap needs --swap (zswap is a cache in front of a swap device)" >&2; exit 64; }
-[[ $SYSTEMD = 0 || -z $OUT ]] || { echo "vm.sh: --systemd does not take --out: the command's output comes back whole" >&2; exit 64; }
+[[ $OOMD = 0 || $SYSTEMD = 1 ]] || { echo "vm.sh: --oomd needs --systemd (systemd-oomd runs under systemd only)" >&2; exit 64; }
+[[ $OUT != *[[:space:]]* ]] || { echo "vm.sh: --out $OUT: a path with white space cannot be passed to the guest" >&2; exit 64; }
 [[ $(id -u) = 0 ]] || { echo "vm.sh: needs root (the guest's kernel image in /boot is readable by root only)" >&2; exit 64; }
 
 scripts/install-deps.sh --vm
@@ -110,11 +114,18 @@ cd $(printf '%q' "$PWD")
     tee /vm-out/log >/dev/console
 RUN
     chmod +x "$LAB/mark/run.sh"
+    # Unknown NAME=VALUE arguments reach the init in its environment.
     APPEND="console=ttyS0 quiet loglevel=3 panic=-1 init=$ROOT/Tests/vm/systemd-init.sh systemd.show_status=0"
+    APPEND+=" lc_vm_oomd=$OOMD lc_vm_out=$OUT"
     APPEND+=" systemd.run=/vm-out/run.sh systemd.run_success_action=poweroff-force"
     APPEND+=" systemd.run_failure_action=poweroff-force"
     # QEMU keeps the last -append: this one, not vng's (whose init would run the command instead).
-    ARGS+=(--rwdir "$LAB/mark" --systemd "--qemu-opts=-no-reboot -append '$APPEND'")
+    ARGS+=(--rwdir "$LAB/mark")
+    if [[ -n $OUT ]]; then
+        mkdir -p "$OUT"
+        ARGS+=(--rwdir "$OUT")  # the second: tag virtme.initmount1, mounted at the same path by the init
+    fi
+    ARGS+=(--systemd "--qemu-opts=-no-reboot -append '$APPEND'")
 else
     if [[ -n $OUT ]]; then
         mkdir -p "$OUT"
