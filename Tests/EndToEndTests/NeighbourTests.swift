@@ -533,6 +533,11 @@ extension ControlLimitTests {
         let s = scratch()
         chmod(s, 0o777)
         let v2 = "/sys/fs/cgroup/unified"
+        // The recorder where `nobody` can reach it: the build may sit where
+        // other users cannot enter (a CI clone in a root-only directory).
+        let reachable = s + "/example-recorder"
+        try FileManager.default.copyItem(atPath: binary("example-recorder"), toPath: reachable)
+        chmod(reachable, 0o755)
         let script = """
             V=$(pgrep -x -f '/bin/sleep 1001'); echo $V > \(s)/victim; id -u > \(s)/uid; umask > \(s)/umask; \
             grep -E 'NoNewPrivs|CapBnd' /proc/self/status > \(s)/status; awk '{print $19}' /proc/self/stat > \(s)/nice; \
@@ -548,7 +553,7 @@ extension ControlLimitTests {
                 "escaper":
                     "command = [\"/bin/sh\", \"-c\", \"\(script.replacingOccurrences(of: "\"", with: "\\\""))\"]\n"
                     + "delivery = \"signals\"\nuser = \"nobody\"\numask = \"0027\"\ncapabilities = [\"CAP_NET_BIND_SERVICE\"]\n",
-                "rec": recorder(s + "/rec", "user = \"nobody\""),
+                "rec": "command = [\"\(reachable)\", \"--log\", \"\(s)/rec\"]\nuser = \"nobody\"\n",
                 "svc": "user = \"nobody\"\n"
                     + notifying(["/bin/sh", "-c", "systemd-notify --ready; exec sleep 1000"], launch: 10),
             ], daemon: "foreground_slots = 4")
