@@ -160,8 +160,12 @@ public final class Cgroups: Confinement {
         if Self.ownCgroup() != base + "/daemon" { try Posix.writeFile(basePath + "/daemon/cgroup.procs", "0") }
         entered = true
         setUpControllers()
-        // The daemon's own latency first: apps never take the CPU from it.
-        if cpu { try? Posix.writeFile(basePath + "/daemon/cpu.weight", "10000") }
+        // The daemon's group weighs as much as all its apps together (their
+        // parent's weight, the kernel's default): above every background
+        // app, never above the app in front's whole group, because the
+        // reclaims it writes run in its own context (docs/architecture.md).
+        // Written, not assumed: an older daemon's leaf may say otherwise.
+        if cpu { try? Posix.writeFile(basePath + "/daemon/cpu.weight", "100") }
     }
 
     /// The scope's layout: the process it was created around (the keeper)

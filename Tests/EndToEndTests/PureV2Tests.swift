@@ -88,7 +88,7 @@ struct PureV2MemoryTests {
         for controller in ["memory", "cpu"] {
             #expect(cgroupFile(d.cgroupPath + "/apps/cgroup.subtree_control").contains(controller))
         }
-        #expect(cgroupFile(d.cgroupPath + "/daemon/cpu.weight") == "10000", "the daemon before any app")
+        #expect(cgroupFile(d.cgroupPath + "/daemon/cpu.weight") == "100", "the daemon as heavy as its apps together")
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "a"))
         try f.acknowledged("a", "didBecomeActive")

@@ -60,8 +60,8 @@ problems=$(json '"; ".join(d["daemon"]["memory"].get("problems") or [])')
 check "it says the slice above caps the foreground's protection ($problems)" \
     grep -q "capped by /sys/fs/cgroup/system.slice" <<<"$problems"
 unit=$(for p in OOMPolicy ManagedOOMPreference CPUWeight; do systemctl show -p $p --value lifecycled; done | tr '\n' ' ')
-check "the unit says OOMPolicy=continue, ManagedOOMPreference=omit, CPUWeight=1000 ($unit)" \
-    test "$unit" = "continue omit 1000 "
+check "the unit says OOMPolicy=continue, ManagedOOMPreference=omit, CPUWeight=100 ($unit)" \
+    test "$unit" = "continue omit 100 "
 
 # What configuration.md says to do about the cap, then a restart (apps stay).
 PID=$($CTL pid recorder)
