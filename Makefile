@@ -125,8 +125,9 @@ bench-memory: release
 # the build before this work: BEFORE=DIR, default /work/before/.build/release),
 # both workloads, no swap / swap / zswap, 3 runs each; then the cpu workload
 # (fg latency with 4 busy background apps: cpu.weight on, off, before).
-# bench-results/memory-vm/summary.md. About 2 hours under TCG on an idle host
-# (it waits while a Swift build or another guest runs); earlyoom and
+# bench-results/memory-vm/summary.md; results and what they mean in
+# docs/performance.md ("Pure cgroup v2"). About 2 hours under TCG on an idle
+# host (it waits while a Swift build or another guest runs); earlyoom and
 # systemd-oomd are installed with apt-get when missing. See the header of
 # Benchmarks/memory-vm/run.py (MEMORY_VM_ARGS=--quick, --arms, --configs, --runs, --workloads).
 .PHONY: bench-memory-vm
