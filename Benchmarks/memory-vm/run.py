@@ -146,7 +146,7 @@ workload x config x arm):
 THE CPU WORKLOAD (--workloads cpu; guest.py --arm cpu; cpu.c): one guest (M0,
 no swap), its arms alternated (in a shuffled order in each of --runs rounds):
   L           lifecycled, default: [cpu] weights on (cpu.weight 1000 for the
-              app in front, 50 for the ones behind, the daemon 10000);
+              app in front, 50 for the ones behind, the daemon 100, as heavy as all its apps);
   L-noweights the same build with [cpu] weights = false;
   L-before    the earlier build (--before): no use of the cpu controller at all,
               every app at the kernel's default weight and nice 0.
