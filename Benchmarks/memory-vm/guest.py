@@ -1294,7 +1294,7 @@ def main():
     ap.add_argument("--cpu-arms", default=",".join(CPU_ARMS))
     ap.add_argument("--cpu-seconds", type=float, default=60, help="cpu workload: s of pings per run")
     ap.add_argument("--cpu-warmup", type=float, default=2)
-    ap.add_argument("--cpu-work-ms", type=int, default=2, help="cpu workload: fg's CPU work per ping")
+    ap.add_argument("--cpu-work-ms", type=int, default=6, help="cpu workload: fg's CPU work per ping")
     ap.add_argument("--spinners", type=int, default=4)
     ap.add_argument("--config", default="M0")
     ap.add_argument("--out", required=True)

@@ -150,21 +150,21 @@ no swap), its arms alternated (in a shuffled order in each of --runs rounds):
   L-noweights the same build with [cpu] weights = false;
   L-before    the earlier build (--before): no use of the cpu controller at all,
               every app at the kernel's default weight and nice 0.
-  apps        fg: answers each ping after a fixed loop of about 2 ms of CPU
+  apps        fg: answers each ping after a fixed loop of about 6 ms of CPU
               (calibrated once per guest at start, nothing else running:
               raw/cpu/calibration.json), activated (in front); spin-1..4: busy
               loops, launched into the background with background_modes =
               ["audio"] (kept running), on the guest's 2 CPUs; the pinger pings
-              fg every 10 ms (100 pings/s: fg needs ~20 % of one CPU) for
+              fg every 10 ms (100 pings/s: fg needs ~60 % of one CPU) for
               --cpu-seconds (60; 20 with --quick) after 2 s of warm-up.
-              --cpu-work-ms N: N ms of work per ping instead of 2. At 2 ms fg
-              needs 20 % of a CPU, less than an equal share (2 CPUs / 5 apps =
-              40 % of one), so the scheduler's wake-up preference serves it
-              with or without weights; above 4 ms it needs more than an equal
-              share, which only cpu.weight gives it.
+              --cpu-work-ms N: N ms of work per ping instead of 6. Above 4 ms
+              fg needs more than an equal share (2 CPUs / 5 apps = 40 % of
+              one), which only cpu.weight gives it; at 2 ms (20 % of a CPU)
+              the scheduler's wake-up preference serves it with or without
+              weights.
   table       fg ping p50/p99/max over the window (median over runs of p50 and
               p99, max of max; no reply within 1 s counts as 1000 ms); the ideal
-              is about 2 ms (the work itself). fg CPU share: fg's cgroup cpu.stat
+              is about the work itself (6 ms). fg CPU share: fg's cgroup cpu.stat
               usage_usec over the window / all five apps' usage (and / the
               guest's 2 CPUs x the window); the cpu.weight each app's group had.
 
@@ -931,7 +931,7 @@ def summarize_cpu(a, rawdir, results):
         c = guest_info["contended"]
         notes.append(f"cpu: {c[0][1]} ran alongside this guest (seen {len(c)} times, 5 s apart): its numbers may be "
                      f"perturbed")
-    text.append(f"fg answers each ping (every 10 ms) after ~{opts.get('cpu_work_ms', 2)} ms of CPU work "
+    text.append(f"fg answers each ping (every 10 ms) after ~{opts.get('cpu_work_ms', 6)} ms of CPU work "
                 f"({cal.get('iters', '?')} iterations, calibrated in the guest at {cal.get('iters_per_ms', 0):.0f}/ms), "
                 f"{opts.get('spinners', 4)} background apps spin on {meta.get('cpus', '?')} CPUs, "
                 f"{opts.get('cpu_seconds', '?')} s per run, arms alternated. Ping RTT ms: median over runs of p50 "
@@ -996,9 +996,9 @@ def main():
     ap.add_argument("--workloads")
     ap.add_argument("--cpu-arms", default=",".join(CPU_ARMS), help="the cpu workload's arms")
     ap.add_argument("--cpu-seconds", type=float, help="s of pings per cpu run (60; --quick 20)")
-    ap.add_argument("--cpu-work-ms", type=int, default=2,
-                    help="fg's CPU work per ping (2: 20 %% of a CPU, below an equal share of the 2 CPUs "
-                    "among 5 apps; above 4 it needs more than that share)")
+    ap.add_argument("--cpu-work-ms", type=int, default=6,
+                    help="fg's CPU work per ping (6: 60 %% of a CPU, more than an equal share of the 2 CPUs "
+                    "among 5 apps; at 4 or less it needs no more than that share)")
     ap.add_argument("--before", default="/work/before/.build/release",
                     help="lifecycled and supervisorctl before this work (arm L-before)")
     ap.add_argument("--seed", type=int, default=20261125)
