@@ -106,6 +106,8 @@ workload x config x arm):
                   is earlier); negative when the killer acted before the stall; n/a
                   when there was no stall (T0 n/a: the killer acted first) or no kill.
                   Table: "T0 s after the hog started / T0->1st kill ms", medians.
+                  A table of its own: the first kill's stamp from the hog's start
+                  (medians), which still compares killers that act before T0.
   kills           in order, VICTIM:KILLER:SIGNAL (s1..s5 = susp-1..5, hog, FG;
                   killer K kernel, E earlyoom, O systemd-oomd, L lifecycled, ? nobody
                   claimed it). Attribution: the pid in the kernel's "Killed process"
@@ -865,6 +867,7 @@ def summarize(a, rawdir, outdir):
                  "below 1 is better):",
                  "", "| workload | config | arm | " + " | ".join(l for l, _ in metrics) + " |",
                  "|" + "---|" * (3 + len(metrics))] + ratio_lines
+    text += first_kill_table(results["runs"])
     cpu_text, cpu_notes = summarize_cpu(a, rawdir, results)
     text += cpu_text
     notes += cpu_notes
@@ -902,6 +905,38 @@ def analyze_cpu_run(res, rd):
     m["states"] = {a: (s or {}).get("state") for a, s in (res.get("states") or {}).items()}
     m["deaths"] = [d.get("app") for d in res.get("deaths") or []]
     return m
+
+
+def first_kill_table(runs):
+    """When each arm killed first, from the hog's start (median over runs),
+    and how many apps each run killed: the comparison that still holds when
+    a killer acts before any stall (T0 n/a)."""
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["workload"], r["config"], r["arm"]), []).append(r)
+    rows = []
+    for w in MEMORY_WORKLOADS:
+        for c in ALL_CONFIGS:
+            cells = []
+            for arm in ALL_ARMS:
+                rs = groups.get((w, c, arm))
+                if not rs:
+                    cells.append("–")
+                    continue
+                firsts = [r["first_kill_after_hog_ms"] for r in rs if r.get("first_kill_after_hog_ms") is not None]
+                cell = f"{med(firsts) / 1000:.2f} s" if firsts else "no kill"
+                if firsts and len(firsts) < len(rs):
+                    cell += f" ({len(rs) - len(firsts)} no kill)"
+                cell += "; " + "/".join(str(len(r.get("kills") or [])) for r in rs)
+                if not all(r.get("ok", True) for r in rs):
+                    cell += " (failed run)"
+                cells.append(cell)
+            if any(x != "–" for x in cells):
+                rows.append(f"| {w} | {c} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return ["", "The first kill, from the hog's start (median over runs; then the apps each run killed):", "",
+            "| workload | config | " + " | ".join(ALL_ARMS) + " |", "|---|---|" + "---|" * len(ALL_ARMS)] + rows
 
 
 def summarize_cpu(a, rawdir, results):
