@@ -53,7 +53,7 @@ done
 (($#)) || { echo "vm.sh: no command to run in the guest" >&2; exit 64; }
 [[ $ZSWAP = 0 || -n $SWAP ]] || { echo "vm.sh: --zswap needs --swap (zswap is a cache in front of a swap device)" >&2; exit 64; }
 [[ $OOMD = 0 || $SYSTEMD = 1 ]] || { echo "vm.sh: --oomd needs --systemd (systemd-oomd runs under systemd only)" >&2; exit 64; }
-[[ $OUT != *[[:space:]]* ]] || { echo "vm.sh: --out $OUT: a path with white space cannot be passed to the guest" >&2; exit 64; }
+[[ $OUT =~ ^[A-Za-z0-9_+./-]*$ ]] || { echo "vm.sh: --out $OUT: only letters, digits and _+./- can be passed to the guest (virtme's rule)" >&2; exit 64; }
 [[ $(id -u) = 0 ]] || { echo "vm.sh: needs root (the guest's kernel image in /boot is readable by root only)" >&2; exit 64; }
 
 scripts/install-deps.sh --vm

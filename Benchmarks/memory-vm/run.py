@@ -86,8 +86,10 @@ here, compiled by this script into OUT/bin):
 WHAT EACH NUMBER MEANS (per run; the table aggregates the runs of one
 workload x config x arm):
   fg survived     fg alive at the end AND >= 99 % of the pings sent after the hog
-                  started answered within 1 s. Table: runs survived / runs.
-  ping p50/p99/max  RTT of the pings sent from the hog's start to the end (a ping
+                  started (to 1 s before the end) answered within 1 s. Table: runs
+                  survived / runs.
+  ping p50/p99/max  RTT of the pings sent from the hog's start to 1 s before the
+                  end (later replies may still be on their way when it ends; a ping
                   not answered within 1 s counts as 1000 ms, or its real RTT if a
                   late reply came); table: median over runs of p50 and of p99,
                   the max over runs of max.
@@ -128,13 +130,15 @@ workload x config x arm):
                   before the hog. Negative = fewer kills than that (swap absorbed the
                   rest). leak: n/a.
   kernel OOM kills  delta of /proc/vmstat oom_kill over the run. It counts processes,
-                  and with memory.oom.group=1 (K and E) the kernel counts its chosen
-                  victim twice (as the victim, then as a member of its group):
-                  2 per app killed here (one process each). The kills column has the apps.
+                  and with memory.oom.group=1 (K, E and O) the kernel counts its
+                  chosen victim twice (as the victim, then as a member of its group):
+                  about 2 per app killed here (one process each). The kills column has
+                  the apps.
   fg full stall   delta of fg's cgroup memory.pressure `full` total from the hog's
                   start to the end (or fg's death), ms. guest full stall: the same
                   of /proc/pressure/memory. Medians over runs.
-  back per kill   victim's memory.current + memory.swap.current just before the kill
+  back per kill   victim's own memory just before the kill: memory.current less
+                  zswap's compressed pool, plus memory.swap.current, each page once
                   (the largest in the 0.5 s before it: the kill's stamp may be a few ms
                   late) / MemAvailable 500 ms after the kill minus just before it
                   (the hog keeps allocating meanwhile), MiB; medians over every kill.
@@ -406,6 +410,18 @@ def run_guest(a, config, arm, bindir, rawdir):
 # Analysis.
 
 
+def json_lines(path):
+    """The lines of a JSON-lines file that parse: a guest killed mid-write
+    leaves its last line torn."""
+    out = []
+    for line in open(path, errors="replace"):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
 def pct(xs, p):
     xs = sorted(xs)
     if not xs:
@@ -465,19 +481,27 @@ def before(samples, t):
     return best
 
 
-def charged_before(samples, app, t, key, window=0.5):
-    """APP's KEY (memory.current, .swap.current, zswap) just before a kill at
-    t: the largest value in the WINDOW seconds before it (the last sample
-    before t may already show the memory going: the kill's own stamp can be
-    a few ms late, and a dying app's memory goes in a few ms)."""
+def charged_before(samples, app, t, value, window=0.5):
+    """VALUE(the app's sample) just before a kill at t: the sample in the
+    WINDOW seconds before it where it was largest (the last sample before t
+    may already show the memory going: the kill's own stamp can be a few
+    ms late, and a dying app's memory goes in a few ms); that sample's
+    whole entry, or None."""
     i = before(samples, t)
-    best = 0
+    best, entry = -1, None
     while i is not None and i >= 0 and samples[i]["t"] >= t - window:
         a = samples[i]["apps"].get(app)
-        if a and a.get(key, -1) > best:
-            best = a[key]
+        if a and value(a) > best:
+            best, entry = value(a), a
         i -= 1
-    return best
+    return entry
+
+
+def own_memory(a):
+    """An app's memory, each page once: memory.current without zswap's
+    compressed pool (which it also counts) plus memory.swap.current (which
+    counts the zswapped pages whole)."""
+    return max(a.get("cur", 0) - max(a.get("zs", 0), 0), 0) + max(a.get("swap", 0), 0)
 
 
 def short(app):
@@ -619,7 +643,7 @@ def analyze_run(res, rd, opts):
         for app in order:
             if have >= need:
                 break
-            have += charged_before(samples, app, t_ref, "cur")
+            have += (charged_before(samples, app, t_ref, lambda e: e.get("cur", 0)) or {}).get("cur", 0)
             oracle += 1
         m["deficit_mb"] = res["deficit_mb"]
         m["oracle_kills"] = oracle if have >= need else None
@@ -644,12 +668,11 @@ def analyze_run(res, rd, opts):
         if i is None:
             continue
         after = before(samples, k["t_kill"] + 0.5)
-        cur = charged_before(samples, k["app"], k["t_kill"], "cur")
-        swap = charged_before(samples, k["app"], k["t_kill"], "swap")
-        zs = charged_before(samples, k["app"], k["t_kill"], "zs")
+        a = charged_before(samples, k["app"], k["t_kill"], own_memory) or {}
+        cur, swap, zs = (max(a.get(x, 0), 0) for x in ("cur", "swap", "zs"))
         back.append({
-            "victim": k["app"], "charged_mb": (cur + swap) / 2**20, "cur_mb": cur / 2**20, "swap_mb": swap / 2**20,
-            "zswap_mb": zs / 2**20,
+            "victim": k["app"], "charged_mb": own_memory(a) / 2**20 if a else 0.0, "cur_mb": cur / 2**20,
+            "swap_mb": swap / 2**20, "zswap_mb": zs / 2**20,
             "d_avail_500ms_mb": ((samples[after]["avail"] - samples[i]["avail"]) / 1024
                                  if after is not None and samples[after]["t"] >= k["t_kill"] + 0.45 else None),
         })
@@ -720,7 +743,7 @@ def summarize(a, rawdir, outdir):
             opts["mem_total_kb"] = meta.get("meminfo_kb", {}).get("MemTotal")
             progress = []
             if os.path.exists(os.path.join(gd, "progress.jsonl")):
-                progress = [json.loads(l) for l in open(os.path.join(gd, "progress.jsonl")) if l.strip()]
+                progress = json_lines(os.path.join(gd, "progress.jsonl"))
             not_run = next((p["why"] for p in progress if p.get("step") == "not-run"), None)
             if guest_info.get("not_run"):
                 not_run = guest_info["not_run"]
@@ -749,9 +772,8 @@ def summarize(a, rawdir, outdir):
                     rd = os.path.join(gd, f"{w}-{i}")
                     rp = os.path.join(rd, "run.json")
                     if os.path.exists(rp):
-                        res = json.load(open(rp))
-                        try:
-                            m = analyze_run(res, rd, opts)
+                        try:  # a guest killed while writing leaves it torn
+                            m = analyze_run(json.load(open(rp)), rd, opts)
                         except Exception as e:  # noqa: BLE001 - an analysis bug must not hide the other runs
                             m = failed_metrics({"workload": w, "index": i}, opts, f"analysis failed: {e!r}")
                     else:
@@ -810,13 +832,16 @@ def summarize(a, rawdir, outdir):
             peers = [(p, groups[(w, config, p)].get(key)) for p in PEERS if (w, config, p) in groups]
             if key == "idle_cpu_ms":
                 peers = [(p, v) for p, v in peers if p != "K"]
-            peers = [(p, v) for p, v in peers if v is not None and v > 0]
+            peers = [(p, v) for p, v in peers if v is not None]
             mine = g.get(key)
             if not peers or mine is None:
                 cells.append("n/a")
                 continue
             p, v = min(peers, key=lambda pv: pv[1])
-            cells.append(f"{mine / v:.2f}× {p}")
+            if v <= 0 or mine < 0:  # no ratio to a zero, nor of a negative time (acted before T0)
+                cells.append(f"{fmt(mine)} vs {fmt(v)} {p}")
+            else:
+                cells.append(f"{mine / v:.2f}× {p}")
         ratio_lines.append(f"| {w} | {config} | {arm} | " + " | ".join(cells) + " |")
     os.makedirs(outdir, exist_ok=True)
     meta_line, metas = "", []
@@ -856,7 +881,8 @@ def summarize(a, rawdir, outdir):
             meta_line += f" systemd-oomd: {oomd}."
     text = ["# Memory pressure in a 1 GiB, 2-CPU guest: lifecycled against the kernel, earlyoom, systemd-oomd", "",
             f"Generated by Benchmarks/memory-vm/run.py on {time.strftime('%Y-%m-%d %H:%M')} "
-            f"({'quick' if a.quick else 'full'}: runs {a.runs}, seed {a.seed}). {meta_line}",
+            f"(up to {max((r['index'] for r in results['runs']), default=0)} runs per row in the data). "
+            f"{meta_line}",
             "What each column means: the header of Benchmarks/memory-vm/run.py. Medians over runs unless said; "
             "kills: s1..s5 = susp-1..5, killer K kernel / E earlyoom / O systemd-oomd / L lifecycled / ? unclaimed. "
             "Extra kills: against the oracle's minimum for keeping 10 % of MemTotal available (the default "
@@ -864,7 +890,7 @@ def summarize(a, rawdir, outdir):
     text += lines if len(lines) > 2 else ["(no memory workload in this run)"]
     if ratio_lines:
         text += ["", "L, L0 and L-before against the best peer (value / the lowest of K, E, O, O+ with data; "
-                 "below 1 is better):",
+                 "below 1 is better; \"a vs b\" against a peer's zero or for a negative time):",
                  "", "| workload | config | arm | " + " | ".join(l for l, _ in metrics) + " |",
                  "|" + "---|" * (3 + len(metrics))] + ratio_lines
     text += first_kill_table(results["runs"])
@@ -953,7 +979,7 @@ def summarize_cpu(a, rawdir, results):
     opts = meta.get("options", {})
     progress = []
     if os.path.exists(os.path.join(gd, "progress.jsonl")):
-        progress = [json.loads(l) for l in open(os.path.join(gd, "progress.jsonl")) if l.strip()]
+        progress = json_lines(os.path.join(gd, "progress.jsonl"))
     cal = json.load(open(os.path.join(gd, "calibration.json"))) if os.path.exists(os.path.join(gd, "calibration.json")) \
         else {}
     arms = opts.get("cpu_arms", a.cpu_arms).split(",")

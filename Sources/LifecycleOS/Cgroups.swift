@@ -162,8 +162,8 @@ public final class Cgroups: Confinement {
         setUpControllers()
         // The daemon's group weighs as much as all its apps together (their
         // parent's weight, the kernel's default): above every background
-        // app, never above the app in front's whole group, because the
-        // reclaims it writes run in its own context (docs/architecture.md).
+        // app, and no heavier, because the reclaims it writes run in its
+        // own context (docs/architecture.md).
         // Written, not assumed: an older daemon's leaf may say otherwise.
         if cpu { try? Posix.writeFile(basePath + "/daemon/cpu.weight", "100") }
     }

@@ -251,8 +251,12 @@ struct PureV2MemoryTests {
         try f.acknowledged("a", "didBecomeActive")
         let pid = try d.status("a").pid
         _ = try d.crash(with: SIGKILL)
+        // The weight of its own group is written, not assumed: say an
+        // older daemon left another one there.
+        try "10000".write(toFile: d.cgroupPath + "/daemon/cpu.weight", atomically: false, encoding: .utf8)
         let next = try DaemonUnderTest(after: d)
         let g = try next.follow()
+        #expect(cgroupFile(next.cgroupPath + "/daemon/cpu.weight") == "100")
         #expect(try next.status("a").pid == pid && next.status("a").state == .active)
         let a = try appGroup(next, "a")
         #expect(cgroupFile(a + "/memory.low") == "max")
