@@ -39,6 +39,11 @@ extension Supervisor {
             guard let limit = app.policy.memory.limit, let bytes = footprints[id], bytes > limit,
                 killable(app)
             else { continue }
+            // Where the kernel holds the app to its limit, memory in RAM
+            // above it is the kernel's own kill under way (a dying task may
+            // charge past memory.max): that kill and its record are the
+            // kernel's (memory.events). What swap adds is the daemon's.
+            if kernelEnforcesLimits, bytes - min(swapped[id] ?? 0, bytes) > limit { continue }
             // The record after the kill: the shell signals first, then writes.
             let record = killRecord(id, .perAppLimit, sample, candidates: [id], notice: false)
             kill(id, .memoryLimit(footprint: bytes, limit: limit))

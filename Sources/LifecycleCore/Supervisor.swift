@@ -56,6 +56,9 @@ public struct Supervisor: Sendable {
     /// Push a suspended app's memory to swap before any kill, where swap
     /// has room (the daemon file's `memory.reclaim`).
     public var reclaimEnabled = true
+    /// The kernel holds each app's memory in RAM to its limit (cgroup v2
+    /// `memory.max`): the daemon kills at a limit only for what swap adds.
+    public var kernelEnforcesLimits = false
     /// The suspended app whose memory is being pushed to swap: one at a
     /// time, the next decided on fresh measurements.
     public internal(set) var reclaiming: AppID?

@@ -257,6 +257,7 @@ public final class Daemon {
         history = HistoryStore(directory: settings.config.stateDirectory)
         supervisor.fetchWindow = settings.config.fetchWindow
         supervisor.reclaimEnabled = canReclaim
+        supervisor.kernelEnforcesLimits = confinement.standings.contains(.memory)
         try start(standalone: standalone)
     }
 

@@ -235,6 +235,25 @@ extension AppPolicy {
 }
 
 extension MemoryLimitTests {
+    /// Where the kernel holds the app to its limit (memory.max), memory in
+    /// RAM above it is the kernel's kill under way (a dying task may charge
+    /// past memory.max): that kill is the kernel's to make and record. What
+    /// swap adds beyond the limit is still the daemon's to kill.
+    @Test func whereTheKernelHoldsTheLimitItsKillIsLeftToIt() {
+        var p = AppPolicy()
+        p.memory.limit = 100 << 20
+        var h = Harness(["a": p])
+        h.supervisor.kernelEnforcesLimits = true
+        h.launchActive("a")
+        let over = h.send(.memory(MemoryReport(
+            footprints: ["a": (100 << 20) + (1 << 20)], measurements: Harness.measurements(.normal))))
+        #expect(h.memoryKills(in: over).isEmpty, "the kernel's kill, racing the sample")
+        let swapped = h.send(.memory(MemoryReport(
+            footprints: ["a": (100 << 20) + (8 << 20)], swapped: ["a": 16 << 20],
+            measurements: Harness.measurements(.normal))))
+        #expect(swapped.contains(.kill("a", .memoryLimit(footprint: (100 << 20) + (8 << 20), limit: 100 << 20))))
+    }
+
     @Test func theKernelsOOMKillAtTheLimitIsRecordedAsOursWithItsPeak() {
         var p = AppPolicy()
         p.memory.limit = 100 << 20

@@ -60,6 +60,7 @@ extension Daemon {
                 crashesMissed: store?.crashesMissed ?? [:])
             supervisor.fetchWindow = config.fetchWindow
             supervisor.reclaimEnabled = canReclaim
+            supervisor.kernelEnforcesLimits = confinement.standings.contains(.memory)
             store?.restored(afterCrash: afterCrash)
             terminations = saved.terminations.filter { manifests[$0.key] != nil }
             // Each recorded process is checked on every core (a pidfd, its
