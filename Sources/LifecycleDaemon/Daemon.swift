@@ -136,9 +136,17 @@ public final class Daemon {
     /// Set when this daemon exits leaving its apps to the next one.
     var leavingApps = false
 
-    /// Suspended apps' memory may go to swap: the configuration allows it
-    /// and the groups have memory.reclaim (the cgroup v2 memory controller).
-    var canReclaim: Bool { config.memory.reclaim && confinement.standings.contains(.memory) }
+    /// Tells a new core what this machine and configuration allow: the
+    /// fetch window; suspended apps' memory may go to swap (the
+    /// configuration allows it and the groups have memory.reclaim); the
+    /// kernel holds each app to its limit (memory.max). Both need the
+    /// cgroup v2 memory controller.
+    func tellCore() {
+        let memoryController = confinement.standings.contains(.memory)
+        supervisor.fetchWindow = config.fetchWindow
+        supervisor.reclaimEnabled = config.memory.reclaim && memoryController
+        supervisor.kernelEnforcesLimits = memoryController
+    }
 
     /// Loads the configuration, takes the cgroup subtree and the control
     /// socket, and tells systemd READY=1 (in `run`) only once all of that is done.
@@ -255,9 +263,7 @@ public final class Daemon {
             logger: logger)
         records = Records(keep: settings.config.eventHistory)
         history = HistoryStore(directory: settings.config.stateDirectory)
-        supervisor.fetchWindow = settings.config.fetchWindow
-        supervisor.reclaimEnabled = canReclaim
-        supervisor.kernelEnforcesLimits = confinement.standings.contains(.memory)
+        tellCore()
         try start(standalone: standalone)
     }
 

@@ -90,7 +90,7 @@ extension Daemon: CommandTarget {
         var report = StatusReport(daemon: daemon, apps: apps)
         let problems = (confinement as? Cgroups)?.problems ?? []
         report.daemon.memory?.problems = problems.isEmpty ? nil : problems
-        report.daemon.memory?.reclaim = canReclaim && (memory.reading.swapTotal ?? 0) > 0
+        report.daemon.memory?.reclaim = supervisor.reclaimEnabled && (memory.reading.swapTotal ?? 0) > 0
         report.daemon.started = startedAt
         report.daemon.start = startKind
         report.daemon.logLinesDropped = LogOutput.standardError.droppedTotal

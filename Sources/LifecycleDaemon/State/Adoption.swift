@@ -58,9 +58,7 @@ extension Daemon {
                 restoring: saved.core, displays: config.displays, apps: settings.policies,
                 memory: config.memory.thresholds(total: MemoryMonitor.memTotal()), afterCrash: afterCrash,
                 crashesMissed: store?.crashesMissed ?? [:])
-            supervisor.fetchWindow = config.fetchWindow
-            supervisor.reclaimEnabled = canReclaim
-            supervisor.kernelEnforcesLimits = confinement.standings.contains(.memory)
+            tellCore()
             store?.restored(afterCrash: afterCrash)
             terminations = saved.terminations.filter { manifests[$0.key] != nil }
             // Each recorded process is checked on every core (a pidfd, its
