@@ -96,7 +96,9 @@ let package = Package(
             name: "example-worker", dependencies: ["LifecycleClient"],
             path: "Examples/worker", swiftSettings: strict),
         .executableTarget(name: "example-plain", path: "Examples/plain", swiftSettings: strict),
-        .testTarget(name: "LifecycleCoreTests", dependencies: ["LifecycleCore"], swiftSettings: strict),
+        // The test kit for its seeded random source alone: the core stays pure.
+        .testTarget(
+            name: "LifecycleCoreTests", dependencies: ["LifecycleCore", "LifecycleTestKit"], swiftSettings: strict),
         .testTarget(
             name: "LifecycleWireTests", dependencies: ["LifecycleWire", "CLifecycleHeader"],
             swiftSettings: strict),

@@ -46,6 +46,11 @@ struct AppRecord: Sendable, Equatable, Codable {
     var state: LifecycleState = .notRunning
     var since: Instant = .zero
     var generation: UInt64 = 0
+    /// The next run's generation is above this: raised after a crash past
+    /// any generation a run started after the last save may have taken
+    /// (`Supervisor.generationGapAfterCrash`), so that no two runs of an
+    /// app ever share a generation, or a group's name.
+    var generationFloor: UInt64 = 0
     var launchMode: LaunchMode = .foreground
     var sequence: UInt32 = 0
     var awaiting: Awaiting?
@@ -93,7 +98,8 @@ struct AppRecord: Sendable, Equatable, Codable {
     var reclaimed = false
 
     private enum CodingKeys: String, CodingKey {
-        case phase, state, since, generation, launchMode, sequence, awaiting, tasks, nextTask, expired, budgetEnd
+        case phase, state, since, generation, generationFloor, launchMode, sequence, awaiting, tasks, nextTask
+        case expired, budgetEnd
         case graceEnd, stop, killing, last, warningPending, lastUsed, lastNotice, restarts, restartTo
         case wakes, history, launchReason, launchURL, launchPush, scenes, discarded, reclaimed
     }
@@ -111,6 +117,7 @@ struct AppRecord: Sendable, Equatable, Codable {
         state = try get(.state, .notRunning)
         since = try get(.since, .zero)
         generation = try get(.generation, 0)
+        generationFloor = try get(.generationFloor, 0)
         launchMode = try get(.launchMode, .foreground)
         sequence = try get(.sequence, 0)
         awaiting = try c.decodeIfPresent(Awaiting.self, forKey: .awaiting)

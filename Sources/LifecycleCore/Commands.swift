@@ -34,10 +34,11 @@ extension Supervisor {
     ) {
         let app = apps[id]!
         if mode == .foreground { takeForegroundSlot(id) }
-        effects.append(.spawn(id, generation: app.generation + 1, mode: mode))
+        let generation = max(app.generation, app.generationFloor) + 1
+        effects.append(.spawn(id, generation: generation, mode: mode))
         let now = now
         update(id) {
-            $0.generation += 1
+            $0.generation = generation
             $0.phase =
                 $0.policy.delivery == .library
                 ? .launching(step: 0)

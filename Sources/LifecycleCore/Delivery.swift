@@ -72,3 +72,18 @@ extension Supervisor {
         if let deadline { timers.arm(id, .ack, at: deadline) }
     }
 }
+
+extension Supervisor {
+    /// The event `sequence` left the shell at `at`, later than it was
+    /// decided: the deadline that waits on it (its acknowledgement's, or
+    /// after willTerminate the exit's) is at least its whole timeout from
+    /// then. A deadline judges the app, and the app could not see the event
+    /// before it left.
+    mutating func left(_ id: AppID, _ sequence: UInt32, at: Instant) {
+        guard let app = apps[id], let awaiting = app.awaiting, awaiting.sequence == sequence else { return }
+        let terminating = awaiting.event == .willTerminate
+        let kind: TimerKind = terminating ? .terminate : .ack
+        let timeout = terminating ? app.policy.terminateTimeout : app.policy.timeout(for: awaiting.event)
+        if let deadline = timers.deadline(id, kind), deadline < at + timeout { timers.arm(id, kind, at: at + timeout) }
+    }
+}

@@ -47,6 +47,11 @@ public enum Input: Sendable, Equatable {
     /// with whether that was at the group's own limit, or systemd-oomd).
     case exited(AppID, generation: UInt64, ExitStatus)
     case acknowledged(AppID, generation: UInt64, sequence: UInt32)
+    /// The event with this sequence number left the daemon at `at`, well
+    /// after it was decided (the daemon stalled between the decision and
+    /// the save before it may leave), or was sent again on a channel the app
+    /// took back after a restart: the app has its whole time from then.
+    case left(AppID, generation: UInt64, sequence: UInt32, at: Instant)
     /// The answer to performFetch or didReceiveRemoteNotification.
     case completed(AppID, generation: UInt64, sequence: UInt32, result: WakeResult)
     case beginBackgroundTask(AppID, generation: UInt64, request: UInt32, name: String)

@@ -138,11 +138,19 @@ extension Supervisor {
     /// shell writes after a step.
     public mutating func takeChanged() -> Set<AppID> { apps.takeChanged() }
 
-    /// How far sequence numbers and task ids jump after a crash: the state
-    /// is saved once per turn of the daemon's loop, after it sends, so an app
-    /// may hold numbers the saved state never recorded; fresh ones must not
-    /// collide with them (an app ignores a repeated sequence number).
+    /// How far sequence numbers and task ids jump after a crash. The shell
+    /// sends nothing before the state that numbered it is saved, but when
+    /// a save fails (a full disk) it sends all the same, so an app may hold
+    /// numbers the saved state never recorded; fresh ones must not collide
+    /// with them (an app ignores a repeated sequence number).
     public static let numberingGapAfterCrash: UInt32 = 1 << 16
+
+    /// How far the next run's generation jumps after a crash. A spawn is
+    /// saved before the step that made it returns, so one run at most is
+    /// lost; the rest covers saves that failed (a full disk) before it.
+    /// The shell's cleanup checks a group's identity besides (a run's
+    /// group is never touched through a path another run took).
+    public static let generationGapAfterCrash: UInt64 = 16
 
     /// A core that carries on from `state`, under the configuration given now:
     /// each app's policy, the number of slots and the thresholds are today's.
@@ -223,9 +231,13 @@ extension Supervisor {
 extension AppRecord {
     /// Sequence numbers and task ids jump past what a running app may hold
     /// from before `crashes` crashes (nothing for an app not running: its
-    /// next run starts its numbering again).
+    /// next run starts its numbering again); the next run's generation
+    /// jumps past any a run started after the last save may have taken,
+    /// running or not (that run's group may still be there).
     mutating func skipNumbers(crashes: UInt32) {
-        guard crashes > 0, phase != .notRunning else { return }
+        guard crashes > 0 else { return }
+        generationFloor = max(generationFloor, generation) &+ Supervisor.generationGapAfterCrash &* UInt64(crashes)
+        guard phase != .notRunning else { return }
         sequence &+= Supervisor.numberingGapAfterCrash &* crashes
         nextTask &+= Supervisor.numberingGapAfterCrash &* crashes
     }

@@ -144,6 +144,7 @@ extension Supervisor {
             fresh.pending = $0.pending
             fresh.removing = $0.removing
             fresh.generation = $0.generation
+            fresh.generationFloor = $0.generationFloor
             fresh.state = $0.state  // so that sync() publishes the change
             fresh.since = $0.since
             fresh.last = record

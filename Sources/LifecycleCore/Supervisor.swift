@@ -99,17 +99,23 @@ public struct Supervisor: Sendable {
 
     // MARK: - The one entry point
 
-    public mutating func handle(_ input: Input, now: Instant) -> [Effect] {
+    /// `beforeDeadlines`: a fact the shell found waiting, which may have
+    /// arrived before deadlines that have passed since (a daemon stalled,
+    /// or late to its timer): it is judged before them, since nothing says
+    /// it came after, and no deadline fires in this step (the next one
+    /// without the flag, a tick at the latest, fires what is then due).
+    /// Otherwise a deadline that passed before the input wins.
+    public mutating func handle(_ input: Input, now: Instant, beforeDeadlines: Bool = false) -> [Effect] {
         self.now = max(self.now, now)
         effects = []
         touched = []
         for id in unscheduled.sorted() where apps[id] != nil { scheduleFetch(id) }
         unscheduled = []
-        fireDueTimers()  // a deadline that passed before the input wins
+        if !beforeDeadlines { fireDueTimers() }
         apply(input)
         for id in replan where apps[id] != nil { advance(id) }
         replan = []
-        fireDueTimers()  // timers armed in the past by the input
+        if !beforeDeadlines { fireDueTimers() }  // timers armed in the past by the input
         // A slot may have freed (an app with several scenes in front is
         // advanced once per scene: the second finds nothing to do).
         for d in displays.all {
@@ -124,6 +130,10 @@ public struct Supervisor: Sendable {
 
     /// The earliest pending deadline, if any.
     public func nextDeadline() -> Instant? { timers.next }
+
+    /// The apps with a deadline due at `now`: what the shell reads from
+    /// first, so that an answer already sent is judged before its deadline.
+    public func appsWithDeadlinesDue(at now: Instant) -> [AppID] { timers.apps(dueAt: now) }
 
     private mutating func apply(_ input: Input) {
         switch input {
@@ -153,6 +163,8 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { exited(id, status) }
         case .acknowledged(let id, let gen, let seq):
             if isCurrent(id, gen) { acknowledged(id, seq) }
+        case .left(let id, let gen, let seq, let at):
+            if isCurrent(id, gen) { left(id, seq, at: at) }
         case .completed(let id, let gen, let seq, let result):
             if isCurrent(id, gen) { completed(id, seq, result) }
         case .beginBackgroundTask(let id, let gen, let request, let name):

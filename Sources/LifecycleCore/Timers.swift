@@ -66,6 +66,11 @@ struct TimerTable: Sendable, Codable {
     /// The earliest deadline, if any.
     var next: Instant? { deadlines.values.min() }
 
+    /// The apps with a deadline due at `now`, by name.
+    func apps(dueAt now: Instant) -> [AppID] {
+        Set(deadlines.filter { $0.value <= now }.map(\.key.app)).sorted()
+    }
+
     /// The earliest deadline of a run (not a fetch schedule or a held push).
     var nextOfRuns: Instant? { deadlines.filter { $0.key.kind != .fetch && $0.key.kind != .push }.values.min() }
 

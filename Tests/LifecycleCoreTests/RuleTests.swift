@@ -512,3 +512,46 @@ import Testing
         #expect(active.killReason("b") == nil && active.state("b") == .active, "not suspended: nothing to freeze")
     }
 }
+
+/// Deadlines are judged on what the app did: an answer the shell found
+/// waiting when it first looked after the deadline (a stalled daemon)
+/// goes before it; otherwise the deadline wins.
+@Suite struct JudgedOnWhatTheAppDidTests {
+    @Test(arguments: [true, false]) func anAnswerFoundAtTheFirstLookGoesBeforeItsDeadline(foundWaiting: Bool) {
+        var h = Harness(["a": AppPolicy()])
+        h.launchActive("a")
+        h.send(.home)
+        let d = h.outstanding("a")!
+        #expect(d.event == .willResignActive)
+        h.now = h.now + .seconds(30)  // the daemon was stopped; its timer has not fired
+        #expect(h.supervisor.appsWithDeadlinesDue(at: h.now) == ["a"])
+        let effects = h.supervisor.handle(
+            .acknowledged("a", generation: 1, sequence: d.sequence), now: h.now, beforeDeadlines: foundWaiting)
+        let killed = effects.contains { if case .kill("a", _) = $0 { true } else { false } }
+        #expect(killed == !foundWaiting)
+        if foundWaiting { #expect(Harness.events("a", in: effects) == [.didEnterBackground]) }
+    }
+
+    /// An event that left the shell late (the daemon stalled between the
+    /// decision and the save) gives the app its whole time from then.
+    @Test func anEventThatLeftLateMovesItsDeadline() {
+        var h = Harness(["a": AppPolicy()])
+        h.launchActive("a")
+        h.send(.home)
+        let d = h.outstanding("a")!
+        h.now = h.now + .seconds(3)  // the daemon stalled before it could send
+        h.send(.left("a", generation: 1, sequence: d.sequence, at: h.now))
+        #expect(h.advance(.seconds(4.9)).isEmpty, "5 s from when it left, not from the decision")
+        let late = h.advance(.seconds(0.2))
+        #expect(late.contains { if case .kill("a", .eventWatchdog) = $0 { true } else { false } })
+        // About an event no longer awaited (or another run's): nothing moves.
+        var g = Harness(["a": AppPolicy()])
+        g.launchActive("a")
+        g.send(.home)
+        let e = g.outstanding("a")!
+        g.send(.left("a", generation: 1, sequence: e.sequence - 1, at: g.now + .seconds(3)))
+        g.send(.left("a", generation: 2, sequence: e.sequence, at: g.now + .seconds(3)))
+        #expect(g.advance(.seconds(5)).contains { if case .kill = $0 { true } else { false } })
+    }
+}
+

@@ -1,18 +1,8 @@
 import Foundation
 import Testing
 @testable import LifecycleCore
+import LifecycleTestKit
 
-/// A deterministic random source (SplitMix64): a seed replays a run exactly.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// A simulated world around the real core: apps that acknowledge late or
 /// never, begin and end background tasks, crash, and processes that die when
@@ -821,11 +811,38 @@ extension RestoreAfterCrashTests {
             crashesMissed: ["a": 2, "b": 2])
         #expect(restored.saved.apps["a"]!.sequence == seq &+ 3 &* gap)
         #expect(restored.saved.apps["a"]!.nextTask == task &+ 3 &* gap)
-        #expect(restored.saved.apps["b"]! == saved.apps["b"]!, "not running: its next run numbers afresh")
+        #expect(restored.saved.apps["b"]!.sequence == saved.apps["b"]!.sequence, "not running: numbers afresh")
+        #expect(restored.saved.apps["b"]!.generationFloor == 3 * Supervisor.generationGapAfterCrash)
         #expect(saved.app("a")!.afterCrashes(3) == restored.saved.app("a")!, "the store's view agrees with the core's")
         let reexec = Supervisor(
             restoring: saved, foregroundSlots: 1, apps: ["a": AppPolicy(), "b": AppPolicy()], crashesMissed: ["a": 1])
         #expect(reexec.saved.apps["a"]!.sequence == seq &+ gap, "a daemon-reexec opens only the gaps missed")
+    }
+
+    /// A run started after the last save took the next generation, and its
+    /// group may still be there: after a crash no generation is taken again,
+    /// for an app running at the save or not.
+    @Test func generationsNeverRepeatAcrossACrash() {
+        var h = Harness(["a": AppPolicy(), "b": AppPolicy()])
+        h.launchActive("a")
+        let saved = h.supervisor.saved
+        var restored = Supervisor(
+            restoring: saved, foregroundSlots: 1, apps: ["a": AppPolicy(), "b": AppPolicy()], afterCrash: true)
+        #expect(restored.snapshot("a")?.generation == 1, "the running run keeps its own")
+        let gap = Supervisor.generationGapAfterCrash
+        // The run the saved state names ended while no daemon ran; launched again.
+        _ = restored.handle(.exited("a", generation: 1, .unknown(whileAway: true)), now: h.now)
+        let spawns =
+            restored.handle(.launch("a", .background), now: h.now) + restored.handle(.activate("b"), now: h.now)
+        let generations = spawns.compactMap { e -> UInt64? in
+            if case .spawn(_, let g, _) = e { return g } else { return nil }
+        }
+        #expect(generations == [1 + gap + 1, gap + 1])
+        // And a second crash before anything was saved jumps again, never back.
+        let again = Supervisor(
+            restoring: restored.saved, foregroundSlots: 1, apps: ["a": AppPolicy(), "b": AppPolicy()],
+            afterCrash: true)
+        #expect(again.saved.apps["a"]!.generationFloor == 1 + gap + 1 + gap)
     }
 
     /// Restarted with fewer slots: the apps that lost theirs leave the front
