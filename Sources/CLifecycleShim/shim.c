@@ -66,14 +66,12 @@ static void close_from(unsigned lo, unsigned hi) {
     for (unsigned fd = lo; fd <= hi && fd < 65536; fd++) close((int)fd);
 }
 
-/// The child's side: join the v1 memory cgroup, put the fds in place, reset
-/// signals, lead a new session, change directory, exec.
+/// The child's side: put the fds in place (closing the daemon's), join the
+/// v1 memory cgroup, reset signals, lead a new session, change directory,
+/// exec. The daemon's descriptors go first, before anything that can block
+/// (the v1 join waits for an RCU grace period, 10-25 ms): a child must never
+/// hold the daemon's sockets or files past the daemon's death.
 __attribute__((noreturn)) static void child(const struct lc_spawn_request *req, int pipe_fd) {
-    if (req->v1_procs_fd >= 0) {
-        // v1 memory charges do not move with a process: join before allocating.
-        if (write(req->v1_procs_fd, "0", 1) != 1) child_fail(pipe_fd, LC_STEP_CGROUP_V1);
-    }
-
     // File descriptors. First lift every source above all targets and the
     // pipe (so no dup2 can clobber a source not yet moved), then dup2 each
     // into place (dup2 clears FD_CLOEXEC), then close the rest.
@@ -93,14 +91,22 @@ __attribute__((noreturn)) static void child(const struct lc_spawn_request *req, 
         lifted[i] = fcntl(req->fd_map[2 * i], F_DUPFD_CLOEXEC, top + 1);
         if (lifted[i] < 0) child_fail(pipe_fd, LC_STEP_FDS);
     }
+    // The v1 group's cgroup.procs is kept through the closing below, lifted
+    // above every target so that no dup2 lands on it.
+    int v1_procs = -1;
+    if (req->v1_procs_fd >= 0) {
+        v1_procs = fcntl(req->v1_procs_fd, F_DUPFD_CLOEXEC, top + 1 + n);
+        if (v1_procs < 0) child_fail(pipe_fd, LC_STEP_FDS);
+    }
     for (int i = 0; i < n; i++) {
         if (dup2(lifted[i], targets[i]) < 0) child_fail(pipe_fd, LC_STEP_FDS);
     }
     // Close every fd >= 3 that is not a target and not the pipe (which is
     // close-on-exec and reports exec failures). Sort targets plus the pipe.
-    int keep[LC_MAX_FDS + 1], k = 0;
+    int keep[LC_MAX_FDS + 2], k = 0;
     for (int i = 0; i < n; i++) keep[k++] = targets[i];
     keep[k++] = pipe_fd;
+    if (v1_procs >= 0) keep[k++] = v1_procs;
     for (int i = 1; i < k; i++) {
         int v = keep[i], j = i - 1;
         while (j >= 0 && keep[j] > v) { keep[j + 1] = keep[j]; j--; }
@@ -113,6 +119,11 @@ __attribute__((noreturn)) static void child(const struct lc_spawn_request *req, 
         if ((unsigned)keep[i] + 1 > next) next = (unsigned)keep[i] + 1;
     }
     close_from(next, ~0U);
+    if (v1_procs >= 0) {
+        // v1 memory charges do not move with a process: join before allocating.
+        if (write(v1_procs, "0", 1) != 1) child_fail(pipe_fd, LC_STEP_CGROUP_V1);
+        close(v1_procs);
+    }
 
     // Signals: the daemon blocks SIGCHLD, SIGTERM, ... for its signalfd and
     // ignores SIGPIPE; both would be inherited across exec. Reset them.

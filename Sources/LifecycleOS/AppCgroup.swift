@@ -16,10 +16,26 @@ public final class AppCgroup: AppGroup {
     public internal(set) var v1Memory: String?
     public internal(set) var v1ProcsFD: Int32 = -1
 
+    /// The group's identity (its directory's inode: a cgroup's id, never
+    /// reused in a boot), taken when the handle is made: a group removed
+    /// and made again at the same path (a new run under a reused name) is
+    /// another group, which this handle neither kills nor removes.
+    let identity: ino_t?
+
     init(path: String, directory: Int32, memory: MemoryAccounting) {
         self.path = path
         self.directory = directory
         self.memory = memory
+        var st = stat()
+        let found = directory >= 0 ? fstat(directory, &st) : stat(path, &st)
+        identity = found == 0 ? st.st_ino : nil
+    }
+
+    /// The path still names the group this handle was made for (false
+    /// once it is gone, or another group took the path).
+    var stillItself: Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && st.st_ino == identity
     }
 
     deinit {
@@ -152,6 +168,7 @@ public final class AppCgroup: AppGroup {
     /// SIGKILLs every process: cgroup.kill (Linux 5.14+), else each pid of
     /// cgroup.procs. Works on frozen processes without thawing them.
     public func killAll() {
+        guard stillItself else { return }
         if (try? Posix.writeFile(path + "/cgroup.kill", "1")) != nil { return }
         for pid in pids() { Posix.signal(pid, SIGKILL) }
     }
@@ -173,6 +190,9 @@ public final class AppCgroup: AppGroup {
     public func remove() -> Bool {
         closeDirectory()
         spawned()
+        // Gone already, or the path is another group's now (its v1 copy
+        // too): nothing of ours is left to remove.
+        guard stillItself else { return true }
         if let v1 = v1Memory {
             for pid in Self.pids(v1 + "/cgroup.procs") { Posix.signal(pid, SIGKILL) }
             if !Posix.remove(directory: v1) { return false }
