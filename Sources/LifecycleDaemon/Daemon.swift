@@ -58,9 +58,18 @@ public final class Daemon {
     let status = StatusLine()
     /// Why each app's last run ended, for `status`.
     var terminations: [AppID: TerminationInfo] = [:]
-    /// Inputs that arise while performing effects wait here, never nested.
-    var queue: [Input] = []
+    /// Inputs that arise while performing effects wait here, never nested;
+    /// `found`: a fact from an app, judged before deadlines that passed
+    /// while it waited (State/Outbox.swift).
+    var queue: [(input: Input, found: Bool)] = []
     var draining = false
+    /// Reading what apps sent before deadlines are judged: what is read
+    /// goes here, then to the front of the queue.
+    var sweeping = false
+    var sweepFound: [Input] = []
+    /// What reaches outside the daemon, held until the state that caused
+    /// it is saved (State/Outbox.swift).
+    var outbox: [() -> Void] = []
     /// The `now` of the input being handled: records carry the time of the
     /// decision that caused them.
     var decidedAt: Instant?
@@ -76,9 +85,7 @@ public final class Daemon {
     /// runs once per turn of the loop (a timer due at once), not per step.
     var unsaved = false
     var saveTimer: EventLoop.Source?
-    /// A process was started: saved before the drain returns, since a
-    /// process the saved state does not name would be killed by the next
-    /// daemon as a leftover.
+    /// A process was started: saved before the drain returns.
     var spawnedUnsaved = false
     /// True when this daemon carried on from an earlier one's state.
     var restored = false
@@ -320,6 +327,7 @@ public final class Daemon {
             loop: loop, listener: listener, privateListener: privateListener(handoff, beside: listener), front: front,
             descriptorLimit: Posix.descriptorLimit(), reserve: reserve)
         control.logger = logger
+        control.holding = { [unowned self] in self.holding }
         self.control = control
         records.sinks.append(control)
         saveTimer = try loop.timer { [unowned self] in self.saveState() }
@@ -424,6 +432,7 @@ public final class Daemon {
             }
         }
         try loop.run()
+        saveState()  // and what the last step held goes out (the state is removed below if nothing runs)
         if leavingApps {
             closeResumeSocket()
             control?.close()
@@ -453,39 +462,68 @@ public final class Daemon {
 
     /// Hands an input to the core and performs its effects. Inputs that
     /// arise while performing (a failed spawn) are queued, never nested.
-    /// Returns the effects of this input.
+    /// Returns the effects of this input. What the effects send out of the
+    /// daemon waits for the save (State/Outbox.swift).
     @discardableResult
-    func submit(_ input: Input) -> [Effect] {
-        queue.append(input)
+    func submit(_ input: Input) -> [Effect] { submit(input, found: false) }
+
+    /// A fact an app reported (a message, its readiness, its exit): judged
+    /// before any deadline that passed while it waited to be read.
+    func report(_ input: Input) { submit(input, found: true) }
+
+    @discardableResult
+    private func submit(_ input: Input, found: Bool) -> [Effect] {
+        if sweeping {
+            sweepFound.append(input)
+            return []
+        }
+        queue.append((input, found))
         if draining { return [] }
         draining = true
         defer { draining = false }
-        var first: [Effect]? = nil
-        while !queue.isEmpty {
-            let next = queue.removeFirst()
-            let at = now()
-            decidedAt = at
-            let effects = supervisor.handle(next, now: at)
-            if first == nil { first = effects }
-            // A measurement or a tick that changed nothing visible is not
-            // worth a write: the next daemon measures afresh.
-            switch next {
-            case .tick, .memory: if !effects.isEmpty { unsaved = true }
-            default: unsaved = true
+        // This input's effects (facts read before deadlines may go first).
+        var mine: [Effect]? = nil
+        var before = 0
+        repeat {
+            while !queue.isEmpty {
+                let at = now()
+                if !queue[0].found, let due = supervisor.nextDeadline(), due <= at {
+                    // Deadlines passed since the last step: what was decided
+                    // leaves first (an event that left late moves its
+                    // deadline), then what the apps concerned have sent is
+                    // read; both go first.
+                    let count = queue.count
+                    readBeforeDeadlines(at)
+                    if mine == nil { before += queue.count - count }
+                }
+                let (next, early) = queue.removeFirst()
+                decidedAt = at
+                let effects = supervisor.handle(next, now: at, beforeDeadlines: early)
+                if mine == nil {
+                    if before == 0 { mine = effects } else { before -= 1 }
+                }
+                // A measurement or a tick that changed nothing visible is not
+                // worth a write: the next daemon measures afresh.
+                switch next {
+                case .tick, .memory: if !effects.isEmpty { unsaved = true }
+                default: unsaved = true
+                }
+                for e in effects { perform(e) }
             }
-            for e in effects { perform(e) }
-        }
-        decidedAt = nil
-        if spawnedUnsaved {
-            spawnedUnsaved = false
-            saveState()
-        } else if unsaved {
-            saveTimer?.arm(at: Posix.monotonicNanoseconds())
-        }
+            decidedAt = nil
+            if spawnedUnsaved {
+                // A process the saved state does not name would be killed
+                // by the next daemon as a leftover: saved before anything
+                // else happens (what it releases may queue more).
+                spawnedUnsaved = false
+                saveState()
+            }
+        } while !queue.isEmpty
+        if unsaved { saveTimer?.arm(at: Posix.monotonicNanoseconds()) }
         coreTimer?.arm(at: supervisor.nextDeadline()?.nanoseconds)
         status.changed(self)
         if supervisor.shuttingDown && supervisor.allStopped { loop.exit() }
-        return first ?? []
+        return mine ?? []
     }
 
     // MARK: - Records

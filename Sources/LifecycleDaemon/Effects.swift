@@ -3,6 +3,7 @@ import CLifecycleShim
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
+import LifecycleWire
 import Logging
 
 // The one switch where the core's effects become system calls, log lines
@@ -17,26 +18,31 @@ extension Daemon {
             spawnedUnsaved = true
         case .deliver(let id, let d): deliver(id, d)
         case .backgroundTaskReply(let id, let request, let task, let budgetEnd):
-            send(id, .backgroundTaskReply(request: request, task: task, budgetEnd: budgetEnd?.nanoseconds))
+            let reply = DaemonMessage.backgroundTaskReply(
+                request: request, task: task, budgetEnd: budgetEnd?.nanoseconds)
+            outward(id) { [unowned self] _ in self.send(id, reply) }
         case .expireBackgroundTasks(let id, let tasks):
-            send(id, .backgroundTasksExpiring(tasks))
+            outward(id) { [unowned self] _ in self.send(id, .backgroundTasksExpiring(tasks)) }
             record(id, .expiring, detail: "tasks \(tasks.map(String.init).joined(separator: ","))")
-        case .freeze(let id): freeze(id)
-        case .thaw(let id): thaw(id)
-        case .kill(let id, let reason): kill(id, reason)
+        // Freezes, thaws and kills after the save too: the next daemon
+        // reconciles a freezer left the other way, but an end it did not
+        // cause it could only record as "ended while away".
+        case .freeze(let id): outward(id) { [unowned self] _ in self.freeze(id) }
+        case .thaw(let id): outward(id) { [unowned self] _ in self.thaw(id) }
+        case .kill(let id, let reason): outward(id) { [unowned self] _ in self.kill(id, reason) }
         case .transition(let id, let from, let to):
             status.counts[from, default: 0] -= 1
             status.counts[to, default: 0] += 1
             // Where the app stands for the kernel first, so that whoever sees
             // the transition's record finds it done. Written only when the
             // value changes (not between inactive and active).
-            if let run = runs[id], let band = manifests[id]?.policy.memory.band,
+            if let band = manifests[id]?.policy.memory.band,
                 let value = OOMScoreAdjust.value(to, band: band), value != OOMScoreAdjust.value(from, band: band)
             {
-                run.group.setOOMScoreAdjust(value)
+                outward(id) { run in run.group.setOOMScoreAdjust(value) }
             }
-            if let run = runs[id], let standing = settings.standing(to, from: from, knobs: confinement.standings) {
-                run.group.stand(standing)
+            if let standing = settings.standing(to, from: from, knobs: confinement.standings) {
+                outward(id) { run in run.group.stand(standing) }
             }
             logger.info(
                 "\(id): \(from.rawValue) -> \(to.rawValue)",

@@ -145,6 +145,55 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
             }
         }
         shell.readChannel("a", shell.runs["a"]!)
+        shell.saveState()  // the loop's save, after which what the step decided goes out
+    }
+
+    /// An event that leaves late (the daemon stalled between its decision
+    /// and the save) carries a deadline moved by as much, and the core's moves too.
+    @Test func anEventThatLeavesLateMovesItsDeadline() throws {
+        let (shell, _, starter) = try shellUnderTest(["a": "command = [\"/bin/true\"]\n"])
+        _ = shell.front!.execute(.activate("a"), from: root)
+        let spawn = try #require(starter.spawned.first)
+        for _ in 0..<3 { acknowledge(shell, spawn.channel, received(spawn.channel)) }
+        #expect(shell.supervisor.snapshot("a")?.state == .active)
+        _ = shell.front!.execute(.home, from: root)
+        let decided = try #require(shell.supervisor.nextDeadline())
+        usleep(100_000)  // the stall itself, between the decision and the save
+        shell.saveState()
+        guard case .event(let event)? = received(spawn.channel).first else {
+            Issue.record("willResignActive did not leave")
+            return
+        }
+        #expect(event.event == .willResignActive)
+        #expect((event.deadline ?? 0) >= decided.nanoseconds + 100_000_000, "the app is told its whole time")
+        #expect(try #require(shell.supervisor.nextDeadline()) >= decided + .milliseconds(100))
+    }
+
+    /// Nothing leaves before it is durable (State/Outbox.swift): what a step
+    /// sends, signals, freezes or kills waits for the save after it.
+    @Test func nothingLeavesBeforeTheSave() throws {
+        let (shell, confinement, starter) = try shellUnderTest([
+            "a": "command = [\"/bin/true\"]\n[timeouts]\nbackground_grace = 0.01\n"
+        ])
+        _ = shell.front!.execute(.activate("a"), from: root)
+        let spawn = try #require(starter.spawned.first)
+        let group = try #require(confinement.groups["a.1"])
+        // A spawn is saved before its step returns: its first event follows.
+        let first = received(spawn.channel)
+        #expect(first.count == 1)
+        acknowledge(shell, spawn.channel, first)
+        for _ in 0..<2 { acknowledge(shell, spawn.channel, received(spawn.channel)) }
+        #expect(shell.supervisor.snapshot("a")?.state == .active)
+        _ = shell.front!.execute(.home, from: root)
+        #expect(received(spawn.channel).isEmpty, "willResignActive waits for the save")
+        shell.saveState()
+        let resign = received(spawn.channel)
+        #expect(resign.count == 1)
+        acknowledge(shell, spawn.channel, resign)
+        _ = shell.front!.execute(.kill("a"), from: root)
+        #expect(!group.calls.contains("killAll"), "the kill waits for the save")
+        shell.saveState()
+        #expect(group.calls.contains("killAll"))
     }
 
     @Test func aLaunchFreezeAndKillOverFakes() throws {
@@ -152,6 +201,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
             "a": "command = [\"/bin/true\"]\nmemory.limit = \"64M\"\n"
         ])
         guard case .success = shell.front!.execute(.activate("a"), from: root) else { Issue.record("refused"); return }
+        shell.saveState()
         let spawn = try #require(starter.spawned.first)
         #expect(spawn.request.executable == "/bin/true")
         #expect(spawn.request.environment[Wire.socketEnvironmentKey] == "3")
@@ -176,6 +226,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
 
         // Home: resign, enter the background, and with no task: frozen.
         _ = shell.front!.execute(.home, from: root)
+        shell.saveState()
         for _ in 0..<2 { acknowledge(shell, spawn.channel, received(spawn.channel)) }
         #expect(shell.supervisor.snapshot("a")?.state == .suspended)
         #expect(
@@ -188,6 +239,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
 
         // A kill reaches the whole group; the exit report completes it.
         _ = shell.front!.execute(.kill("a"), from: root)
+        shell.saveState()
         #expect(group.calls.suffix(1) == ["killAll"])
         shell.processEnded(pid: spawn.pid, .signaled(SIGKILL))
         #expect(group.calls.suffix(2) == ["killAll", "remove"], "what it left is killed, its group removed")
@@ -247,15 +299,18 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
             "a": "command = [\"/bin/true\"]\ndelivery = \"signals\"\n[timeouts]\nbackground_grace = 0.01\n"
         ])
         _ = shell.front!.execute(.activate("a"), from: root)
+        shell.saveState()
         let a = try #require(confinement.groups["a.1"])
         #expect(a.calls.contains("memory.low max") && a.calls.contains("cpu.weight 1000") && a.calls.contains("oomd omit"))
         a.calls = []
         _ = shell.front!.execute(.home, from: root)
+        shell.saveState()
         #expect(a.calls.contains("memory.low 0") && a.calls.contains("cpu.weight 50") && a.calls.contains("oomd avoid"))
         // Without the controllers nothing is written.
         confinement.standings = []
         a.calls = []
         _ = shell.front!.execute(.activate("a"), from: root)
+        shell.saveState()
         #expect(!a.calls.contains { $0.hasPrefix("memory.low") || $0.hasPrefix("cpu.weight") || $0.hasPrefix("oomd") })
     }
 
@@ -267,6 +322,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         shell.submit(.tick)
         _ = starter
         _ = shell.front!.execute(.pressure(.critical), from: root)
+        shell.saveState()
         let b = try #require(confinement.groups["b.1"])
         #expect(b.calls.contains("killAll"))
         #expect(shell.killLog.records(limit: 1).first?.app == "b")

@@ -53,35 +53,54 @@ extension Daemon {
                 sequence: d.sequence, event: d.event,
                 launchedInBackground: d.mode == .background, deadline: d.deadline?.nanoseconds,
                 budgetEnd: d.budgetEnd?.nanoseconds, options: options)
-            run.sent[d.sequence] = (d.event, Posix.monotonicNanoseconds())
             run.lastEvent = message
             if run.channel < 0 && run.adopted {
                 // Re-adopted, its channel not yet taken back: sent on resume.
+                run.sent[d.sequence] = (d.event, Posix.monotonicNanoseconds())
                 logger.info(
                     "\(id): \(d.event.rawValue) waits for the app to resume its channel; its deadline applies",
                     metadata: ["app": "\(id)"])
             } else {
-                // The restoration data first: the event's restoration.size names it.
-                if let restoration, !send(id, .restoration(restoration)) {
-                    logger.warning(
-                        "\(id): cannot hand over its restoration data (channel full or closed)",
-                        metadata: ["app": "\(id)"])
-                }
-                if !send(id, .event(message)) {
-                    logger.warning(
-                        "\(id): cannot deliver \(d.event.rawValue) (channel full or closed); its deadline still applies",
-                        metadata: ["app": "\(id)"])
+                // After the save (State/Outbox.swift); the restoration data
+                // first: the event's restoration.size names it.
+                let decided = decidedAt?.nanoseconds ?? Posix.monotonicNanoseconds()
+                outward(id) { [unowned self] run in
+                    // Stamped as it leaves: the round trip is the app's, not the save's.
+                    let left = Posix.monotonicNanoseconds()
+                    run.sent[d.sequence] = (d.event, left)
+                    // Left late (the daemon stalled before the save): the app
+                    // gets its whole time from now, and is told so.
+                    var message = message
+                    let late = left - decided
+                    if late > Self.leftLate, let deadline = message.deadline {
+                        message.deadline = deadline + late
+                        self.report(
+                            .left(id, generation: run.generation, sequence: d.sequence, at: Instant(nanoseconds: left)))
+                    }
+                    if let restoration, !self.send(id, .restoration(restoration)) {
+                        self.logger.warning(
+                            "\(id): cannot hand over its restoration data (channel full or closed)",
+                            metadata: ["app": "\(id)"])
+                    }
+                    if !self.send(id, .event(message)) {
+                        let what = "\(id): cannot deliver \(d.event.rawValue) (channel full or closed)"
+                        self.logger.warning("\(what); its deadline still applies", metadata: ["app": "\(id)"])
+                    }
                 }
             }
             record(id, .delivered, event: d.event, sequence: d.sequence, detail: Self.sceneDetail(d))
         } else {
             let signal = m.signals[d.event]
-            if let signal { Posix.signal(pidfd: run.pidfd, signal) }
+            if let signal { outward(id) { run in Posix.signal(pidfd: run.pidfd, signal) } }
             record(
                 id, .delivered, event: d.event, sequence: d.sequence,
                 detail: signal.map { "signal \(Posix.signalName($0))" } ?? "no signal mapped")
         }
     }
+
+    /// An event that leaves this long after it was decided (the daemon
+    /// stalled between the decision and the save) moves its deadline.
+    static var leftLate: Int64 { 50_000_000 }
 
     /// What `events` shows of a scene event: "scene nav on centre".
     static func sceneDetail(_ d: Delivered) -> String? {
@@ -126,7 +145,7 @@ extension Daemon {
                 run.channel = -1
                 return
             case .oversized:
-                submit(
+                report(
                     .protocolViolation(
                         id, generation: run.generation,
                         message: "message larger than \(Wire.maxMessageSize) bytes"))
@@ -137,7 +156,7 @@ extension Daemon {
                     case .acknowledge, .complete: break
                     default:
                         guard flooding(run) else { break }
-                        submit(
+                        report(
                             .protocolViolation(
                                 id, generation: run.generation,
                                 message: "flood: more than \(Self.floodLimit) requests in one second"))
@@ -149,7 +168,7 @@ extension Daemon {
                             let latency = Double(Posix.monotonicNanoseconds() - sent.at) / 1000
                             record(id, .acknowledged, event: sent.event, sequence: seq, latency: latency)
                         }
-                        submit(.acknowledged(id, generation: run.generation, sequence: seq))
+                        report(.acknowledged(id, generation: run.generation, sequence: seq))
                     case .complete(let seq, let result):
                         if let sent = run.sent.removeValue(forKey: seq) {
                             let latency = Double(Posix.monotonicNanoseconds() - sent.at) / 1000
@@ -157,21 +176,21 @@ extension Daemon {
                                 id, .acknowledged, to: result.rawValue, event: sent.event, sequence: seq,
                                 latency: latency)
                         }
-                        submit(.completed(id, generation: run.generation, sequence: seq, result: result))
+                        report(.completed(id, generation: run.generation, sequence: seq, result: result))
                     case .saveRestoration(let data):
                         saveRestoration(id, data)
                     case .beginBackgroundTask(let request, let name):
-                        submit(.beginBackgroundTask(id, generation: run.generation, request: request, name: name))
+                        report(.beginBackgroundTask(id, generation: run.generation, request: request, name: name))
                     case .endBackgroundTask(let task):
-                        submit(.endBackgroundTask(id, generation: run.generation, task: task))
+                        report(.endBackgroundTask(id, generation: run.generation, task: task))
                     case .resume:
-                        submit(
+                        report(
                             .protocolViolation(
                                 id, generation: run.generation,
                                 message: "resume sent on an open channel (it belongs on the resume socket)"))
                     }
                 } catch {
-                    submit(.protocolViolation(id, generation: run.generation, message: error.description))
+                    report(.protocolViolation(id, generation: run.generation, message: error.description))
                 }
             }
         }

@@ -23,7 +23,7 @@ extension Daemon {
         run.freezeTimer?.cancel()
         run.freezeStarted = Posix.monotonicNanoseconds()
         run.freezeAsked = false
-        run.freezeDelay = 250_000
+        run.freezeDelay = 25_000  // first look again after 50 µs (it doubles before the first wait)
         run.freezeTimer = try? loop.timer { [unowned self, unowned run] in self.freezeStep(id, run) }
         freezeStep(id, run)
     }

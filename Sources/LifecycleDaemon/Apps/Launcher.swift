@@ -47,7 +47,7 @@ extension Daemon {
         let m = manifests[id]!
         let fail = { [unowned self] (message: String) in
             self.logger.error("cannot launch \(id): \(message)", metadata: ["app": "\(id)"])
-            self.queue.append(.launchFailed(id, generation: generation, message: message))
+            self.queue.append((.launchFailed(id, generation: generation, message: message), false))
         }
         if let shortage = descriptorShortage() { return fail(shortage) }
         guard let executable = settings.executable(for: m) else {
@@ -58,6 +58,9 @@ extension Daemon {
         do { group = try confinement.makeGroup(app: id, generation: generation) } catch {
             return fail("cannot create its cgroup: \(error)")
         }
+        // A cleanup still retrying at this path was for another group (its
+        // handle would not touch this one anyway: AppCgroup.stillItself).
+        cleanupTimers.removeValue(forKey: group.name)?.cancel()
         if let limit = m.policy.memory.limit { group.setMemoryLimit(limit) }
         var env = appEnvironment()
         for (k, v) in m.environment { env[k] = v }

@@ -67,7 +67,7 @@ extension Daemon {
             for line in String(decoding: buffer[0..<n], as: UTF8.self).split(separator: "\n") {
                 if line == "READY=1" {
                     record(id, .notified, detail: "READY=1")
-                    submit(.ready(id, generation: run.generation))
+                    report(.ready(id, generation: run.generation))
                 } else if line.hasPrefix("STATUS=") {
                     run.statusLine = String(line.dropFirst("STATUS=".count).prefix(256))
                     record(id, .notified, detail: "STATUS=" + (run.statusLine ?? ""))

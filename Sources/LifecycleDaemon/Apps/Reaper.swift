@@ -32,7 +32,7 @@ extension Daemon {
             status = .outOfMemory(oom)  // the kernel's OOM killer, in its cgroup: the core says why
         }
         tearDown(id, run)
-        submit(.exited(id, generation: run.generation, status))
+        report(.exited(id, generation: run.generation, status))
     }
 
     /// After the main process ended: kill whatever it left in its cgroup,

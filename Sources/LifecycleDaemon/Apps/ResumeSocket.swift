@@ -37,6 +37,17 @@ extension Daemon {
         if let resumePath { unlink(resumePath) }
     }
 
+    /// The resumes that have arrived, taken now rather than when the loop
+    /// would run them: before deadlines are judged (State/Outbox.swift), an
+    /// app that was taking its channel back must not lose the race.
+    func takeWaitingResumes() {
+        acceptResumes()
+        for fd in resuming.keys.sorted() {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, 0) == 1 { resume(fd) }
+        }
+    }
+
     private func acceptResumes() {
         while let fd = (try? UnixSocket.accept(resumeListener)).flatMap({ $0 }) {
             // Only the process of a library app whose channel is down may
@@ -78,29 +89,35 @@ extension Daemon {
         run.channelSource = try? loop.watch(fd: fd) { [unowned self, unowned run] _ in self.readChannel(id, run) }
         record(id, .resumed, sequence: last, detail: "tasks \(tasks.map(String.init).joined(separator: ","))")
         logger.info("\(id) resumed its channel", metadata: metadata(id))
-        // `resumed` first: whatever the inputs below make the core send must follow it.
+        // `resumed` first, at once (the handshake, not a decision): whatever
+        // the inputs below make the core send, and what is held for the
+        // save, must follow it.
         send(id, .resumed)
         guard let owed = supervisor.channelState(id) else { return }
         if let seq = owed.awaiting, seq <= last, last != 0 {
             // Acknowledged, but the acknowledgement was lost with the old socket.
-            submit(.acknowledged(id, generation: run.generation, sequence: seq))
+            report(.acknowledged(id, generation: run.generation, sequence: seq))
         } else if let seq = owed.awaiting, let event = run.lastEvent, event.sequence == seq {
             // Never received, or received and still being handled: sent again,
             // with the restoration data that goes before willFinishLaunching.
-            if event.event == .willFinishLaunching,
-                event.options.contains(where: { $0.key == LaunchOptionKey.restorationSize.rawValue }),
-                let blob = history.blobs[id]
-            {
-                send(id, .restoration(blob))
+            // After the save, as every event (State/Outbox.swift).
+            let blob =
+                event.event == .willFinishLaunching
+                    && event.options.contains(where: { $0.key == LaunchOptionKey.restorationSize.rawValue })
+                ? history.blobs[id] : nil
+            outward(id) { [unowned self] run in
+                if let blob { self.send(id, .restoration(blob)) }
+                self.send(id, .event(event))
+                // It could not see the event before now: its whole time from now.
+                self.report(.left(id, generation: run.generation, sequence: seq, at: self.now()))
             }
-            send(id, .event(event))
         }
         // Tasks whose reply, or whose end, was lost with the old socket.
         for task in owed.tasks where !tasks.contains(task) {
-            submit(.endBackgroundTask(id, generation: run.generation, task: task))
+            report(.endBackgroundTask(id, generation: run.generation, task: task))
         }
         if let now = supervisor.channelState(id), !now.warned.isEmpty {
-            send(id, .backgroundTasksExpiring(now.warned))
+            outward(id) { [unowned self] _ in self.send(id, .backgroundTasksExpiring(now.warned)) }
         }
     }
 }

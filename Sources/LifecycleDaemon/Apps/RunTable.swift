@@ -19,7 +19,7 @@ final class Run {
     var freezeStarted: Int64?
     var freezeTimer: EventLoop.Source?
     var freezeAsked = false
-    var freezeDelay: Int64 = 250_000
+    var freezeDelay: Int64 = 25_000
     var frozen = false
     var freezeProblem: String?
     /// Plain programs: their NOTIFY_SOCKET, and what they last said with STATUS=.

@@ -84,6 +84,11 @@ final class ControlServer: RecordSink {
     /// Connections refused for want of a descriptor since the last log line.
     private var refusedForDescriptors = 0
     var logger: Logger?
+    /// Answers and records wait while this says the state that caused them
+    /// is not yet saved (the daemon's outbox, State/Outbox.swift); `release`
+    /// sends them.
+    var holding: () -> Bool = { false }
+    private var held: Set<Int32> = []
 
     init(
         loop: EventLoop, listener: Int32, privateListener: Int32? = nil, front: CommandFront,
@@ -463,7 +468,21 @@ final class ControlServer: RecordSink {
 
     var wantsRecords: Bool { connections.values.contains { $0.following != nil } }
 
+    /// What was held for the save, sent (unless a later change holds it again).
+    func release() {
+        guard !held.isEmpty, !holding() else { return }
+        let waiting = held
+        held = []
+        for fd in waiting {
+            if let c = connections[fd], !c.dropped { flush(c) }
+        }
+    }
+
     private func flush(_ c: Connection) {
+        if holding(), !c.output.isEmpty {
+            held.insert(c.fd)
+            return
+        }
         while !c.output.isEmpty {
             let sent: Int?
             do {
@@ -493,6 +512,7 @@ final class ControlServer: RecordSink {
         Posix.close(c.fd)
         connections[c.fd] = nil
         pending.remove(c.fd)
+        held.remove(c.fd)
         let uid = c.caller.uid ?? UInt32.max
         perUID[uid, default: 1] -= 1
         if perUID[uid] == 0 { perUID[uid] = nil }
