@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-vm test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-hostile format
+.PHONY: deps build release run test test-vm chaos test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-durable bench-hostile format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -59,6 +59,14 @@ test-systemd: deps
 	$(SWIFT) build
 	Tests/systemd/nspawn.sh
 
+# The real daemon under seeded chaos (Tests/EndToEndTests/ChaosTests.swift):
+# `make test` walks 150 steps; this walks CHAOS_STEPS (about 10 s per 100).
+# CHAOS_SEED=N replays a walk (its seed is printed).
+CHAOS_STEPS ?= 4000
+chaos: deps
+	$(SWIFT) build --build-tests
+	CHAOS_STEPS=$(CHAOS_STEPS) $(SWIFT) test --skip-build --filter ChaosTests
+
 FUZZ_SECONDS ?= 15
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
@@ -94,6 +102,10 @@ bench-scenes: release
 # kill -9 and daemon-reexec blackouts with 10, 100 and 1,000 apps.
 bench-restarts: release clib
 	.build/release/lifecycled-bench --restarts
+
+# A burst of commands and of launches (issue 27: nothing leaves before it is saved).
+bench-durable: release clib
+	.build/release/lifecycled-bench --durable
 
 # The kill -9 blackout under a real systemd (systemd-nspawn, both layouts).
 bench-systemd: release clib

@@ -1,6 +1,7 @@
 // lifecycled-bench: the numbers of docs/performance.md, measured against a
 // real daemon and real apps. `make bench` builds in release mode and runs it;
-// it prints a Markdown report. Options: --quick (fewer iterations).
+// it prints a Markdown report. Options: --quick (fewer iterations);
+// --durable, --wakeups, --scenes, --restarts: one section alone.
 import Foundation
 @preconcurrency import Glibc
 import CLifecycleShim
@@ -205,14 +206,21 @@ func usage(_ pid: Int32) -> (rssKB: Int, cpuTicks: Int, switches: Int) {
     return (rss, (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0), sw)
 }
 
-/// Daemon memory, idle CPU and wake-ups with `count` suspended apps, and the
-/// time `status` takes.
-func scale(_ count: Int) throws -> (rssMB: Double, idleCPU: Double, wakeups: Int, status: Series, ctl: Series) {
+/// `count` plain programs (`/bin/sleep`, signals delivery) frozen 0.1 s after
+/// they reach the background: small enough for a thousand on this machine.
+func sleepers(_ count: Int) -> [String: String] {
     var apps: [String: String] = [:]
     for i in 0..<count {
         apps[String(format: "app%04d", i)] =
             "command = [\"/bin/sleep\", \"1000000\"]\ndelivery = \"signals\"\n[timeouts]\nbackground_grace = 0.1\n"
     }
+    return apps
+}
+
+/// Daemon memory, idle CPU and wake-ups with `count` suspended apps, and the
+/// time `status` takes.
+func scale(_ count: Int) throws -> (rssMB: Double, idleCPU: Double, wakeups: Int, status: Series, ctl: Series) {
+    let apps = sleepers(count)
     let d = try DaemonUnderTest(apps: apps, daemon: "event_history = 0")
     let f = try d.follow()
     let c = try d.client()
@@ -325,6 +333,70 @@ func reexecBlackout(_ count: Int, runs: Int) throws -> (answered: Series, roundT
     }
     try d.stop(seconds: 300)
     return (answered, roundTrip)
+}
+
+// MARK: - Durable before it leaves (issue 27)
+
+/// Commands that change state, against one active C-recorder app: each
+/// interruption makes it resign or become active (an event, its
+/// acknowledgement, a save). `sequential`: each answered before the next is
+/// sent; `pipelined`: all written at once, then every answer read (one
+/// save per turn of the loop is shared by what that turn handled).
+func commandBurst(_ count: Int) throws -> (sequential: Series, pipelinedMs: Double) {
+    let d = try DaemonUnderTest(apps: ["a": recorderCommand("c", "/dev/null")], daemon: "event_history = 0")
+    let f = try d.follow(["a"])
+    try d.command(ControlRequest(.activate, app: "a"))
+    try f.acknowledged("a", "didBecomeActive")
+    let c = try d.client()
+    var sequential = Series()
+    for i in 0..<count {
+        let t0 = now()
+        _ = try c.send(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd))
+        sequential.add(microseconds: Double(now() - t0) / 1000)
+    }
+    let t0 = now()
+    for i in 0..<count { try c.write(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd)) }
+    for _ in 0..<count { _ = try c.readResponse() }
+    let pipelined = Double(now() - t0) / 1e6
+    try d.stop()
+    return (sequential, pipelined)
+}
+
+/// `count` plain programs launched into the background by requests written
+/// at once: until every answer is read, and until every app is suspended.
+func launchBurst(_ count: Int) throws -> (answeredMs: Double, settledMs: Double) {
+    let apps = sleepers(count)
+    let d = try DaemonUnderTest(apps: apps, daemon: "event_history = 0")
+    let f = try d.follow()
+    let c = try d.client()
+    let t0 = now()
+    for name in apps.keys.sorted() { try c.write(ControlRequest(.launch, app: name, background: true)) }
+    for _ in 0..<count { _ = try c.readResponse() }
+    let answered = Double(now() - t0) / 1e6
+    var suspended = 0
+    while suspended < count {
+        _ = try f.wait("suspended") { $0.kind == .transition && $0.to == "suspended" }; suspended += 1
+    }
+    let settled = Double(now() - t0) / 1e6
+    try d.stop(seconds: 300)
+    return (answered, settled)
+}
+
+if CommandLine.arguments.contains("--durable") {
+    let n = quick ? 200 : 2000
+    out("| durable before it leaves (issue 27) | |")
+    out("|---|---|")
+    let (sequential, pipelined) = try commandBurst(n)
+    out("| \(n) interruption commands, each answered before the next | \(sequential.summary) |")
+    out("| \(n) interruption commands written at once, to the last answer | \(String(format: "%.1f", pipelined)) ms |")
+    for count in quick ? [100] : [100, 1000] {
+        let (answered, settled) = try launchBurst(count)
+        let times = "\(String(format: "%.1f", answered)) ms / \(String(format: "%.1f", settled)) ms"
+        out("| \(count) launches written at once: to the last answer / to all suspended | \(times) |")
+    }
+    try? FileManager.default.createDirectory(atPath: "bench-results", withIntermediateDirectories: true)
+    try? report.joined(separator: "\n").write(toFile: "bench-results/durable.md", atomically: true, encoding: .utf8)
+    exit(0)
 }
 
 if CommandLine.arguments.contains("--wakeups") {

@@ -231,6 +231,36 @@ public final class DaemonUnderTest {
         return st
     }
 
+    /// Starts a daemon on `earlier`'s config, state and cgroups and SIGKILLs
+    /// it `microseconds` later, whatever it is doing then (reading the
+    /// state, taking apps back, its first steps); returns once it is gone.
+    /// Whether it got as far as READY=1 is its own business: the chaos test
+    /// kills daemons at random instants of their start.
+    public static func killDuringStart(after earlier: DaemonUnderTest, microseconds: UInt32) throws {
+        var env = ProcessInfo.processInfo.environment
+        env["PATH"] = buildDirectory + ":" + (env["PATH"] ?? "/usr/bin:/bin")
+        env["NOTIFY_SOCKET"] = nil
+        for (k, v) in earlier.environment { env[k] = v }
+        let log = open(earlier.dir + "/daemon.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        defer { close(log) }
+        let p = try Spawner.spawn(
+            SpawnRequest(
+                executable: binary("lifecycled"),
+                arguments: [
+                    "--config", earlier.dir + "/lifecycled.toml", "--control-socket", earlier.socket,
+                    "--cgroup-root", earlier.cgroupRoot,
+                ],
+                environment: env, workingDirectory: earlier.dir, group: AppProcessGroup(),
+                inherit: [(log, 1), (log, 2)]))
+        defer { close(p.pidfd) }
+        if microseconds > 0 { usleep(microseconds) }
+        kill(p.pid, SIGKILL)
+        var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, 10_000) == 1 else { throw TestFailure("lifecycled did not end after SIGKILL") }
+        var st = lc_child_status()
+        lc_reap(p.pid, &st)
+    }
+
     /// The daemon's subtree: under /sys/fs/cgroup/unified here (the hybrid
     /// layout), /sys/fs/cgroup on pure cgroup v2 (the virtual machine).
     public var cgroupPath: String { (Cgroups.v2Mount() ?? "/sys/fs/cgroup/unified") + cgroupRoot }
