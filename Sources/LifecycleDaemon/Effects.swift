@@ -99,7 +99,8 @@ extension Daemon {
             logger.info("\(id): restoration data discarded: \(why)", metadata: metadata(id))
             record(id, .restoration, detail: "restoration data discarded: \(why)")
         case .refused: break  // the front answers the caller
-        case .memoryKill(let k): recordKill(k)
+        // After the kill it records (what the kill gave back is in it).
+        case .memoryKill(let k): outward { [unowned self] in self.recordKill(k) }
         case .sceneShed(let id, let scene):
             logger.notice(
                 "\(id): scene \(scene) disconnected to free memory", metadata: metadata(id, ["scene": "\(scene)"]))

@@ -114,6 +114,25 @@ import Testing
     }
 }
 
+extension CrashConsistencyTests {
+    /// What waits for a save gets one: a daemon whose first turn nothing
+    /// else saves (the memory monitor off, a fresh start that took the
+    /// durable history) answers at once. (Found in the virtual machine:
+    /// every answer waited for ever.)
+    @Test func answersNeverWaitForASaveThatDoesNotCome() throws {
+        let d = try DaemonUnderTest(
+            apps: ["a": "command = [\"sleep\", \"1000\"]\ndelivery = \"signals\"\n"],
+            daemon: "[memory]\nmonitor = false")
+        let c = try d.client()
+        c.setReadTimeout(seconds: 10)
+        #expect(try c.send(ControlRequest(.status)).ok)
+        let f = try d.follow(["a"])
+        #expect(try c.send(ControlRequest(.launch, app: "a", background: true)).ok)
+        try f.state("a", "background")
+        #expect(try d.stop() == 0)
+    }
+}
+
 /// SIGKILLs a process not ours and waits until it is gone.
 func killAndWait(_ pid: Int32) throws {
     let fd = lc_pidfd_open(pid)

@@ -203,7 +203,7 @@ extension Daemon {
         if let problem { logger.error("\(problem)") }
         guard !restored else { return }
         supervisor.restoreHistory(apps.mapValues { ($0.history, $0.last) })
-        unsaved = true
+        markUnsaved()
     }
 
     /// After a step: the durable part of each app that changed, queued and
@@ -232,7 +232,6 @@ extension Daemon {
             id, .restoration,
             detail: data.isEmpty
                 ? "restoration data forgotten" : "restoration data saved (\(formatBytes(UInt64(data.count))))")
-        unsaved = true
-        saveTimer?.arm(at: Posix.monotonicNanoseconds())
+        markUnsaved()
     }
 }

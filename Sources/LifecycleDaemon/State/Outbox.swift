@@ -51,6 +51,15 @@ extension Daemon {
         }
     }
 
+    /// Something changed that the next daemon must see: saved at the end
+    /// of this turn of the loop. Never `unsaved = true` alone: what is held
+    /// for the save would wait for one that never comes (a daemon with the
+    /// memory monitor off, whose first turn nothing else saves).
+    func markUnsaved() {
+        unsaved = true
+        saveTimer?.arm(at: Posix.monotonicNanoseconds())
+    }
+
     /// Something waits for a save before it may leave.
     var holding: Bool { unsaved || spawnedUnsaved || !outbox.isEmpty }
 
