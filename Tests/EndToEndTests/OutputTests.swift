@@ -114,13 +114,19 @@ import Testing
         p.standardOutput = pipe
         try p.run()
         defer { p.terminate() }
-        kill(try #require(try d.status("talker").pid), SIGUSR1)
+        let talker = try #require(try d.status("talker").pid)
+        kill(talker, SIGUSR1)
         var seen = ""
         let fd = pipe.fileHandleForReading.fileDescriptor
         let deadline = Date().addingTimeInterval(10)
         while !seen.contains(" again\n") && Date() < deadline {
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, 1000) == 1 else { continue }
+            guard poll(&pfd, 1, 1000) == 1 else {
+                // Written before `tail -f` had started to follow (-n 0 shows
+                // nothing older): nothing says when it has, so say it again.
+                kill(talker, SIGUSR1)
+                continue
+            }
             var buf = [UInt8](repeating: 0, count: 4096)
             let n = read(fd, &buf, 4096)
             if n <= 0 { break }
