@@ -11,7 +11,7 @@ SHIM_TEST := .build/test_shim
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
 CLIB := .build/clib
-CLIB_CFLAGS := -std=c11 -Wall -Wextra -Werror -pedantic -O2 -g
+CLIB_CFLAGS := -std=c11 -Wall -Wextra -Wswitch-enum -Werror -pedantic -O2 -g
 CLIB_HDR := clib/include/lifecycle.h clib/src/wire.h
 CLIB_VERSION := 1.2.0
 LIBDIR ?= $(PREFIX)/lib

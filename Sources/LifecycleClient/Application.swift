@@ -446,13 +446,13 @@ public final class Application {
             scene.url = e.option(LaunchOptionKey.eventURL)
             scene.delegate = delegate.sceneDelegate(self, for: scene)
         }
-        switch e.event {
-        case .sceneWillConnect: scene.delegate?.sceneWillConnect(scene)
-        case .sceneWillEnterForeground: scene.delegate?.sceneWillEnterForeground(scene)
-        case .sceneDidBecomeActive: scene.delegate?.sceneDidBecomeActive(scene)
-        case .sceneWillResignActive: scene.delegate?.sceneWillResignActive(scene)
-        case .sceneDidEnterBackground: scene.delegate?.sceneDidEnterBackground(scene)
-        default:
+        switch e.event.sceneEvent! {
+        case .willConnect: scene.delegate?.sceneWillConnect(scene)
+        case .willEnterForeground: scene.delegate?.sceneWillEnterForeground(scene)
+        case .didBecomeActive: scene.delegate?.sceneDidBecomeActive(scene)
+        case .willResignActive: scene.delegate?.sceneWillResignActive(scene)
+        case .didEnterBackground: scene.delegate?.sceneDidEnterBackground(scene)
+        case .didDisconnect:
             scene.delegate?.sceneDidDisconnect(scene)
             scenes[name] = nil
         }

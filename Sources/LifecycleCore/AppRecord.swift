@@ -154,7 +154,10 @@ extension AppPolicy {
         case .willBeKilledForMemory: memory.lastNoticeTimeout
         case .performFetch: fetch.timeout
         case .didReceiveRemoteNotification: push.timeout
-        default: eventTimeout
+        case .didBecomeActive, .willResignActive, .willEnterForeground, .didReceiveMemoryWarning, .openURL,
+            .sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive, .sceneWillResignActive,
+            .sceneDidEnterBackground, .sceneDidDisconnect, .didDiscardSceneSessions:
+            eventTimeout
         }
     }
 }

@@ -67,7 +67,11 @@ extension Supervisor {
             // programs cannot acknowledge).
             timers.arm(id, .notice, at: now + app.policy.memory.lastNoticeTimeout)
             return
-        default: break
+        case .willFinishLaunching, .didFinishLaunching, .didBecomeActive, .willResignActive,
+            .didReceiveMemoryWarning, .performFetch, .didReceiveRemoteNotification, .openURL, .sceneWillConnect,
+            .sceneWillEnterForeground, .sceneDidBecomeActive, .sceneWillResignActive, .sceneDidEnterBackground,
+            .sceneDidDisconnect, .didDiscardSceneSessions:
+            break
         }
         if let deadline { timers.arm(id, .ack, at: deadline) }
     }
@@ -81,9 +85,13 @@ extension Supervisor {
     /// before it left.
     mutating func left(_ id: AppID, _ sequence: UInt32, at: Instant) {
         guard let app = apps[id], let awaiting = app.awaiting, awaiting.sequence == sequence else { return }
-        let terminating = awaiting.event == .willTerminate
-        let kind: TimerKind = terminating ? .terminate : .ack
-        let timeout = terminating ? app.policy.terminateTimeout : app.policy.timeout(for: awaiting.event)
+        let timeout: Duration
+        switch awaiting.event.awaited {
+        case .acknowledgement: timeout = app.policy.timeout(for: awaiting.event)
+        case .exit: timeout = app.policy.terminateTimeout
+        case .notice: return  // memory is short: the kill comes when it was due
+        }
+        let kind = TimerKind(awaiting: awaiting.event)
         if let deadline = timers.deadline(id, kind), deadline < at + timeout { timers.arm(id, kind, at: at + timeout) }
     }
 }

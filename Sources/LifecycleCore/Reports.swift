@@ -16,10 +16,10 @@ extension Supervisor {
         update(id) { $0.awaiting = nil }
         timers.cancel(id, .ack)
         if awaiting.event.isWake { answered(id, awaiting.event, .noData) }
-        switch awaiting.event {
-        case .willTerminate: break  // the exit completes it
-        case .willBeKilledForMemory: kill(id, app.lastNotice!)
-        default: advance(id)
+        switch awaiting.event.awaited {
+        case .exit: break  // the exit completes it
+        case .notice: kill(id, app.lastNotice!)
+        case .acknowledgement: advance(id)
         }
     }
 

@@ -281,13 +281,7 @@ public struct Supervisor: Sendable {
         assert(
             apps.allSatisfy { id, app in
                 guard let awaiting = app.awaiting else { return true }
-                let timed: TimerKind =
-                    switch awaiting.event {
-                    case .willTerminate: .terminate
-                    case .willBeKilledForMemory: .notice
-                    default: .ack
-                    }
-                return timers.deadline(id, timed) != nil
+                return timers.deadline(id, TimerKind(awaiting: awaiting.event)) != nil
             }, "every awaited acknowledgement has a deadline")
         assert(
             apps.values.allSatisfy { $0.phase != .notRunning || ($0.awaiting == nil && $0.tasks.isEmpty) },

@@ -28,6 +28,17 @@ enum TimerKind: Int, CaseIterable, Comparable, Sendable, Codable {
     static func < (a: TimerKind, b: TimerKind) -> Bool { a.rawValue < b.rawValue }
 }
 
+extension TimerKind {
+    /// The timer that waits on what an event awaits.
+    init(awaiting event: LifecycleEvent) {
+        switch event.awaited {
+        case .acknowledgement: self = .ack
+        case .exit: self = .terminate
+        case .notice: self = .notice
+        }
+    }
+}
+
 struct TimerKey: Hashable, Comparable, Sendable, Codable {
     var app: AppID
     var kind: TimerKind

@@ -59,6 +59,36 @@ public enum LifecycleState: String, Sendable, CaseIterable, Codable {
 
 /// A lifecycle event. `rawValue` is its name everywhere text is used (logs,
 /// JSON, config keys); `wireCode` is its byte on the app channel.
+/// The scene events (LifecycleEvent.sceneEvent), each once: what a scene
+/// delegate is called with, and where it leaves the scene.
+public enum SceneEvent: Sendable, CaseIterable {
+    case willConnect, willEnterForeground, didBecomeActive, willResignActive, didEnterBackground, didDisconnect
+
+    public var state: SceneState {
+        switch self {
+        case .willConnect, .didEnterBackground: .background
+        case .willEnterForeground, .willResignActive: .inactive
+        case .didBecomeActive: .active
+        case .didDisconnect: .unattached
+        }
+    }
+}
+
+/// The wake-up events (LifecycleEvent.wake): answered with a WakeResult.
+public enum Wake: Sendable, CaseIterable {
+    case fetch, push
+}
+
+/// What the daemon waits for after an event (LifecycleEvent.awaited).
+public enum Awaited: Sendable {
+    /// The app's acknowledgement, under the event's deadline.
+    case acknowledgement
+    /// The app's exit, under the terminate deadline (willTerminate).
+    case exit
+    /// Nothing stops it: the kill comes at the last notice's deadline.
+    case notice
+}
+
 public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
     case willFinishLaunching
     case didFinishLaunching
@@ -133,30 +163,80 @@ public enum LifecycleEvent: String, Sendable, CaseIterable, Codable {
         case .didReceiveMemoryWarning, .willBeKilledForMemory, .performFetch, .didReceiveRemoteNotification, .openURL,
             .didDiscardSceneSessions:
             false
-        default: true
+        case .willFinishLaunching, .didFinishLaunching, .didBecomeActive, .willResignActive, .didEnterBackground,
+            .willEnterForeground, .willTerminate, .sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive,
+            .sceneWillResignActive, .sceneDidEnterBackground, .sceneDidDisconnect:
+            true
         }
     }
 
     /// Events that wake the app for work in the background, answered with
     /// a WakeResult (an acknowledgement alone counts as no data).
-    public var isWake: Bool { self == .performFetch || self == .didReceiveRemoteNotification }
+    public var isWake: Bool { wake != nil }
+
+    /// The wake-up this event is, if it is one (answered with a WakeResult).
+    public var wake: Wake? {
+        switch self {
+        case .performFetch: .fetch
+        case .didReceiveRemoteNotification: .push
+        case .willFinishLaunching, .didFinishLaunching, .didBecomeActive, .willResignActive, .didEnterBackground,
+            .willEnterForeground, .willTerminate, .didReceiveMemoryWarning, .willBeKilledForMemory, .openURL,
+            .sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive, .sceneWillResignActive,
+            .sceneDidEnterBackground, .sceneDidDisconnect, .didDiscardSceneSessions:
+            nil
+        }
+    }
 
     /// Events about one scene (they carry the options `scene` and `display`).
     public var isSceneEvent: Bool { sceneState != nil }
 
     /// Where a scene event leaves its scene.
-    public var sceneState: SceneState? {
+    public var sceneState: SceneState? { sceneEvent?.state }
+
+    /// The scene event this is, if it is one: the one place that sorts the
+    /// vocabulary into scene events and the rest (every case named, so a
+    /// new event does not compile until it is sorted here).
+    public var sceneEvent: SceneEvent? {
         switch self {
-        case .sceneWillConnect, .sceneDidEnterBackground: .background
-        case .sceneWillEnterForeground, .sceneWillResignActive: .inactive
-        case .sceneDidBecomeActive: .active
-        case .sceneDidDisconnect: .unattached
-        default: nil
+        case .sceneWillConnect: .willConnect
+        case .sceneWillEnterForeground: .willEnterForeground
+        case .sceneDidBecomeActive: .didBecomeActive
+        case .sceneWillResignActive: .willResignActive
+        case .sceneDidEnterBackground: .didEnterBackground
+        case .sceneDidDisconnect: .didDisconnect
+        case .willFinishLaunching, .didFinishLaunching, .didBecomeActive, .willResignActive, .didEnterBackground,
+            .willEnterForeground, .willTerminate, .didReceiveMemoryWarning, .willBeKilledForMemory, .performFetch,
+            .didReceiveRemoteNotification, .openURL, .didDiscardSceneSessions:
+            nil
+        }
+    }
+
+    /// What the app answers the event with, and what waits for that: an
+    /// acknowledgement under its deadline, the exit (willTerminate), or
+    /// the kill at the last notice's deadline (willBeKilledForMemory).
+    public var awaited: Awaited {
+        switch self {
+        case .willTerminate: .exit
+        case .willBeKilledForMemory: .notice
+        case .willFinishLaunching, .didFinishLaunching, .didBecomeActive, .willResignActive, .didEnterBackground,
+            .willEnterForeground, .didReceiveMemoryWarning, .performFetch, .didReceiveRemoteNotification, .openURL,
+            .sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive, .sceneWillResignActive,
+            .sceneDidEnterBackground, .sceneDidDisconnect, .didDiscardSceneSessions:
+            .acknowledgement
         }
     }
 
     /// Events sent as part of launching (they carry launch options).
-    public var isLaunchEvent: Bool { self == .willFinishLaunching || self == .didFinishLaunching }
+    public var isLaunchEvent: Bool {
+        switch self {
+        case .willFinishLaunching, .didFinishLaunching: true
+        case .didBecomeActive, .willResignActive, .didEnterBackground, .willEnterForeground, .willTerminate,
+            .didReceiveMemoryWarning, .willBeKilledForMemory, .performFetch, .didReceiveRemoteNotification, .openURL,
+            .sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive, .sceneWillResignActive,
+            .sceneDidEnterBackground, .sceneDidDisconnect, .didDiscardSceneSessions:
+            false
+        }
+    }
 }
 
 /// Whether an app was launched for the user (into the foreground) or not.

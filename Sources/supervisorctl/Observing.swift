@@ -33,10 +33,10 @@ enum StatusTable {
     /// push, a user quit, restoration data.
     static func wakeups(_ a: AppStatus) -> String {
         var parts: [String] = []
-        switch a.waking {
-        case .performFetch?: parts.append("fetching")
-        case .didReceiveRemoteNotification?: parts.append("push")
-        default: break
+        switch a.waking?.wake {
+        case .fetch?: parts.append("fetching")
+        case .push?: parts.append("push")
+        case nil: break
         }
         if a.quit == true { parts.append("quit") }
         if let next = a.nextFetchIn { parts.append("fetch in \(duration(next))") }

@@ -88,6 +88,24 @@ import Testing
     }
 
     /// lifecycle_callbacks has one callback per event, named after it.
+    /// The C library's lifecycle_event_name() spells every event as Swift
+    /// does, and names nothing else (read from its source, which this
+    /// target does not link).
+    @Test func theCLibraryNamesEveryEventAsSwiftDoes() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("clib/src/lifecycle.c").path
+        let source = try String(contentsOfFile: path, encoding: .utf8)
+        let start = try #require(source.range(of: "lifecycle_event_name(lifecycle_event event) {"))
+        let body = source[start.upperBound...].prefix { $0 != "}" }
+        var names: [String: String] = [:]
+        for match in body.matches(of: #/case LIFECYCLE_EVENT_([A-Z0-9_]+): return "([A-Za-z]+)";/#) {
+            names[String(match.output.1)] = String(match.output.2)
+        }
+        var expected: [String: String] = [:]
+        for event in LifecycleEvent.allCases { expected[Self.upperSnake(event.rawValue)] = event.rawValue }
+        #expect(names == expected)
+    }
+
     @Test func everyEventHasACallback() throws {
         let start = try #require(Self.headerText.range(of: "typedef struct lifecycle_callbacks {"))
         let end = try #require(

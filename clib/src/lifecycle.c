@@ -750,19 +750,38 @@ static void forget_scene(lifecycle_app *app, struct lifecycle_scene *scene) {
     free(scene);
 }
 
-/* Where a scene event leaves its scene (LifecycleEvent.sceneState). */
-static lifecycle_scene_state scene_state_after(lifecycle_event e) {
+/* Where a scene event leaves its scene (LifecycleEvent.sceneState); 0 when
+ * the event is not a scene transition. Every event is named (the library is
+ * built with -Wswitch-enum): a new one does not compile until sorted here. */
+static int scene_state_after(lifecycle_event e, lifecycle_scene_state *state) {
     switch (e) {
+    case LIFECYCLE_EVENT_SCENE_WILL_CONNECT:
+    case LIFECYCLE_EVENT_SCENE_DID_ENTER_BACKGROUND: *state = LIFECYCLE_SCENE_BACKGROUND; return 1;
     case LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND:
-    case LIFECYCLE_EVENT_SCENE_WILL_RESIGN_ACTIVE: return LIFECYCLE_SCENE_INACTIVE;
-    case LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE: return LIFECYCLE_SCENE_ACTIVE;
-    case LIFECYCLE_EVENT_SCENE_DID_DISCONNECT: return LIFECYCLE_SCENE_UNATTACHED;
-    default: return LIFECYCLE_SCENE_BACKGROUND; /* sceneWillConnect, sceneDidEnterBackground */
+    case LIFECYCLE_EVENT_SCENE_WILL_RESIGN_ACTIVE: *state = LIFECYCLE_SCENE_INACTIVE; return 1;
+    case LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE: *state = LIFECYCLE_SCENE_ACTIVE; return 1;
+    case LIFECYCLE_EVENT_SCENE_DID_DISCONNECT: *state = LIFECYCLE_SCENE_UNATTACHED; return 1;
+    case LIFECYCLE_EVENT_NONE:
+    case LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING:
+    case LIFECYCLE_EVENT_DID_FINISH_LAUNCHING:
+    case LIFECYCLE_EVENT_DID_BECOME_ACTIVE:
+    case LIFECYCLE_EVENT_WILL_RESIGN_ACTIVE:
+    case LIFECYCLE_EVENT_DID_ENTER_BACKGROUND:
+    case LIFECYCLE_EVENT_WILL_ENTER_FOREGROUND:
+    case LIFECYCLE_EVENT_WILL_TERMINATE:
+    case LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING:
+    case LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY:
+    case LIFECYCLE_EVENT_PERFORM_FETCH:
+    case LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION:
+    case LIFECYCLE_EVENT_OPEN_URL:
+    case LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS: return 0;
     }
+    return 0; /* a code this build does not know */
 }
 
 static int is_scene_transition(lifecycle_event e) {
-    return e >= LIFECYCLE_EVENT_SCENE_WILL_CONNECT && e <= LIFECYCLE_EVENT_SCENE_DID_DISCONNECT;
+    lifecycle_scene_state state;
+    return scene_state_after(e, &state);
 }
 
 /* A scene transition: its scene (created when first heard of, also without
@@ -798,7 +817,7 @@ static int scene_transition(lifecycle_app *app, const struct lifecycle__message 
     if (m->event == LIFECYCLE_EVENT_SCENE_WILL_CONNECT)
         scene->restored = raw_option(m, "session", &session) && session.length == 8 &&
                           memcmp(session.bytes, "restored", 8) == 0;
-    scene->state = scene_state_after((lifecycle_event)m->event);
+    scene_state_after((lifecycle_event)m->event, &scene->state);
     app->event_scene = scene;
     return 0;
 }
@@ -947,7 +966,21 @@ static int deliver(lifecycle_app *app, lifecycle_event e, uint32_t sequence, int
         app->state = LIFECYCLE_STATE_INACTIVE;
         app->budget_end = -1;
         break;
-    default: break;
+    case LIFECYCLE_EVENT_NONE:
+    case LIFECYCLE_EVENT_DID_FINISH_LAUNCHING:
+    case LIFECYCLE_EVENT_WILL_TERMINATE:
+    case LIFECYCLE_EVENT_DID_RECEIVE_MEMORY_WARNING:
+    case LIFECYCLE_EVENT_WILL_BE_KILLED_FOR_MEMORY:
+    case LIFECYCLE_EVENT_PERFORM_FETCH:
+    case LIFECYCLE_EVENT_DID_RECEIVE_REMOTE_NOTIFICATION:
+    case LIFECYCLE_EVENT_OPEN_URL:
+    case LIFECYCLE_EVENT_SCENE_WILL_CONNECT:
+    case LIFECYCLE_EVENT_SCENE_WILL_ENTER_FOREGROUND:
+    case LIFECYCLE_EVENT_SCENE_DID_BECOME_ACTIVE:
+    case LIFECYCLE_EVENT_SCENE_WILL_RESIGN_ACTIVE:
+    case LIFECYCLE_EVENT_SCENE_DID_ENTER_BACKGROUND:
+    case LIFECYCLE_EVENT_SCENE_DID_DISCONNECT:
+    case LIFECYCLE_EVENT_DID_DISCARD_SCENE_SESSIONS: break; /* the app's own state does not move */
     }
     app->current = e;
     app->sequence = sequence;

@@ -279,12 +279,10 @@ extension ConfigLoader {
             case "signals":
                 guard let t = value.table else { throw doc.error(key, "expected a table") }
                 try doc.each(t, table: "signals") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
-                    guard let event = LifecycleEvent(rawValue: k), event != .willFinishLaunching,
-                        event != .didFinishLaunching
-                    else {
+                    guard let event = LifecycleEvent(rawValue: k), Self.mapsToSignal(event) else {
+                        let events = LifecycleEvent.allCases.filter(Self.mapsToSignal).map(\.rawValue)
                         throw doc.error(
-                            k,
-                            "not an event that maps to a signal (willResignActive, didEnterBackground, willEnterForeground, didBecomeActive, willTerminate, didReceiveMemoryWarning, willBeKilledForMemory)",
+                            k, "not an event that maps to a signal (\(events.joined(separator: ", ")))",
                             table: "signals")
                     }
                     let s = try doc.string(v, k, table: "signals")
@@ -336,6 +334,20 @@ extension ConfigLoader {
         "SIGHUP": SIGHUP, "SIGINT": SIGINT, "SIGQUIT": SIGQUIT, "SIGUSR1": SIGUSR1, "SIGUSR2": SIGUSR2,
         "SIGTERM": SIGTERM, "SIGCONT": SIGCONT, "SIGWINCH": SIGWINCH, "SIGPWR": SIGPWR, "SIGALRM": SIGALRM,
     ]
+
+    /// The events a `[signals]` table may map: every one but the launch
+    /// pair (a plain program's launch is its exec). Each named, so that a
+    /// new event is sorted here before it compiles.
+    static func mapsToSignal(_ event: LifecycleEvent) -> Bool {
+        switch event {
+        case .willFinishLaunching, .didFinishLaunching: false
+        case .didBecomeActive, .willResignActive, .didEnterBackground, .willEnterForeground, .willTerminate,
+            .didReceiveMemoryWarning, .willBeKilledForMemory, .performFetch, .didReceiveRemoteNotification, .openURL,
+            .sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive, .sceneWillResignActive,
+            .sceneDidEnterBackground, .sceneDidDisconnect, .didDiscardSceneSessions:
+            true
+        }
+    }
 
     static func signalNumber(_ s: String) -> Int32? {
         let name = s.hasPrefix("SIG") ? s : "SIG" + s
