@@ -471,7 +471,8 @@ public final class Application {
     func runStandalone() {
         fputs(
             """
-            \(CommandLine.arguments.first ?? "app"): not started by lifecycled ($\(Wire.socketEnvironmentKey) is not set): \
+            \(CommandLine.arguments.first ?? "app"): not started by lifecycled \
+            ($\(Wire.socketEnvironmentKey) is not set): \
             running standalone. Launch events and didBecomeActive are simulated; SIGINT or SIGTERM ends the app \
             with willResignActive, didEnterBackground and willTerminate.\n
             """, stderr)

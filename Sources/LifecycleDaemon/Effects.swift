@@ -124,9 +124,8 @@ extension Daemon {
             let (before, after) = run.group.killForMemory(pidfd: run.pidfd)
             if let before, let after { run.memoryFreed = before.total > after.total ? before.total - after.total : 0 }
             let us = (Posix.monotonicNanoseconds() - started) / 1000
-            logger.debug(
-                "killed \(id) for memory and freed \(run.memoryFreed.map(formatBytes) ?? "an unknown amount") in \(us) µs",
-                metadata: ["app": "\(id)"])
+            let freed = run.memoryFreed.map(formatBytes) ?? "an unknown amount"
+            logger.debug("killed \(id) for memory and freed \(freed) in \(us) µs", metadata: ["app": "\(id)"])
         default:
             run.group.killAll()
             Posix.signal(pidfd: run.pidfd, SIGKILL)

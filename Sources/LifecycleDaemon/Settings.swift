@@ -61,7 +61,8 @@ struct Settings {
         let old = standing(in: from, knobs: knobs)
         let change = GroupStanding(
             memoryLow: new.memoryLow != old.memoryLow ? new.memoryLow : nil,
-            cpuWeight: new.cpuWeight != old.cpuWeight ? new.cpuWeight : nil, oomd: new.oomd != old.oomd ? new.oomd : nil)
+            cpuWeight: new.cpuWeight != old.cpuWeight ? new.cpuWeight : nil,
+            oomd: new.oomd != old.oomd ? new.oomd : nil)
         return change == GroupStanding() ? nil : change
     }
 
@@ -101,7 +102,8 @@ struct Settings {
             return ConfigError(
                 file: m.file, line: nil, key: "command",
                 message:
-                    "'\(m.command[0])' is not an executable regular file\(m.account.map { " for user \($0.name)" } ?? "")\(looked)"
+                    "'\(m.command[0])' is not an executable regular file"
+                        + "\(m.account.map { " for user \($0.name)" } ?? "")\(looked)"
             )
         }
     }

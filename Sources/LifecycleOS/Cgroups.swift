@@ -108,7 +108,8 @@ public final class Cgroups: Confinement {
                 return (Cgroups(mount: mount, base: cgroup, original: own, scope: names.scope, notes: [note]), "")
             } catch {
                 warnings.append(
-                    "cannot use \(names.scope) for the apps (\(error)): they go into \(own), where a restart of \(names.service) ends them"
+                    "cannot use \(names.scope) for the apps (\(error)): they go into \(own), "
+                        + "where a restart of \(names.service) ends them"
                 )
             }
         }
@@ -207,7 +208,8 @@ public final class Cgroups: Confinement {
         for controller in ["memory", "cpu"] {
             guard Self.listed(mount + "/cgroup.controllers", controller) else {
                 notes.append(
-                    "the cgroup v2 hierarchy has no \(controller) controller (the hybrid layout: a v1 hierarchy holds it)")
+                    "the cgroup v2 hierarchy has no \(controller) controller "
+                        + "(the hybrid layout: a v1 hierarchy holds it)")
                 continue
             }
             if !Self.listed(basePath + "/cgroup.controllers", controller) {

@@ -24,7 +24,9 @@ struct Lifecycled: ParsableCommand {
 
     @Option(
         help:
-            "Cgroup subtree for the apps: an absolute cgroup path, \"auto\", or \"none\" for the process-group fallback (overrides cgroup_root)."
+            ArgumentHelp(
+                "Cgroup subtree for the apps: an absolute cgroup path, \"auto\", or \"none\" "
+                    + "for the process-group fallback (overrides cgroup_root).")
     )
     var cgroupRoot: String?
 

@@ -124,7 +124,8 @@ struct DaemonReexec: ParsableCommand {
 struct Pressure: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Inject a memory level, for demos and tests: warning tells running apps, critical kills one app as real pressure would. Recorded as simulated; the next real measurement takes over."
+            "Inject a memory level, for demos and tests: warning tells running apps, critical kills one app "
+            + "as real pressure would. Recorded as simulated; the next real measurement takes over."
     )
     enum Level: String, ExpressibleByArgument, CaseIterable { case normal, warning, critical }
     @OptionGroup var connection: Connection

@@ -8,7 +8,8 @@ import LifecycleControl
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Show every app (or the ones named): state, pid, time in state, background tasks, memory footprint and band, last termination; and the memory level."
+            "Show every app (or the ones named): state, pid, time in state, background tasks, "
+            + "memory footprint and band, last termination; and the memory level."
     )
     @OptionGroup var connection: Connection
     @Flag(help: "One JSON object: {daemon, apps:[{name,state,pid,...}]}.") var json = false
@@ -89,7 +90,8 @@ enum StatusTable {
         let d = report.daemon
         let severalDisplays = (d.displays?.count ?? 1) > 1
         var footer =
-            "foreground: \(d.foreground.isEmpty ? "-" : d.foreground.joined(separator: ", ")) (\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
+            "foreground: \(d.foreground.isEmpty ? "-" : d.foreground.joined(separator: ", ")) "
+                + "(\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
         if d.locked { footer += ", locked" }
         if d.interruptions > 0 { footer += ", interrupted" }
         if d.shuttingDown { footer += ", shutting down" }
@@ -99,7 +101,8 @@ enum StatusTable {
             if d.shuttingDown { out.append("shutting down") }
             for display in displays {
                 var line =
-                    "display \(display.name): \(display.front.isEmpty ? "-" : display.front.joined(separator: ", ")) (\(display.slots) slot\(display.slots == 1 ? "" : "s"))"
+                    "display \(display.name): \(display.front.isEmpty ? "-" : display.front.joined(separator: ", ")) "
+                        + "(\(display.slots) slot\(display.slots == 1 ? "" : "s"))"
                 if display.locked { line += ", locked" }
                 if display.interruptions > 0 { line += ", interrupted" }
                 out.append(line)
@@ -109,14 +112,16 @@ enum StatusTable {
             var line = "memory: \(m.level.rawValue)\(m.simulated ? " (simulated)" : "")"
             if let a = m.reading.available, let t = m.reading.total {
                 line +=
-                    ", available \(bytes(a)) of \(bytes(t)) (\(String(format: "%.0f", Double(a) * 100 / Double(max(t, 1)))) %)"
+                    ", available \(bytes(a)) of \(bytes(t)) "
+                        + "(\(String(format: "%.0f", Double(a) * 100 / Double(max(t, 1)))) %)"
             }
             if let s = m.reading.stallPercent { line += ", stall \(String(format: "%.1f", s)) %" }
             if let u = m.reading.appsTotal, let b = m.reading.budget {
                 line += ", apps \(bytes(u)) of \(bytes(b)) budget"
             }
             if let t = m.reading.swapTotal, let f = m.reading.swapFree {
-                line += ", swap \(bytes(f)) free of \(bytes(t))\(m.reclaim == true ? " (suspended apps go there first)" : "")"
+                line += ", swap \(bytes(f)) free of \(bytes(t))"
+                line += m.reclaim == true ? " (suspended apps go there first)" : ""
             }
             line += "; accounted by \(m.accounting)"
             if let quiet = m.quiet, let n = m.quietSamples {
@@ -316,7 +321,10 @@ struct Jetsam: ParsableCommand {
         }
         if kills.isEmpty { return print("no kills for memory recorded") }
         var rows = [
-            ["TIME", "APP", "PID", "REASON", "FOOTPRINT", "FREED", "STATE", "BAND", "LEVEL", "MEMORY", "NEXT CANDIDATES"]
+            [
+                "TIME", "APP", "PID", "REASON", "FOOTPRINT", "FREED", "STATE", "BAND", "LEVEL", "MEMORY",
+                "NEXT CANDIDATES",
+            ]
         ]
         for k in kills {
             var reading = [String]()

@@ -26,7 +26,9 @@ struct Connection: ParsableArguments {
     @Option(
         name: .long,
         help:
-            "Control socket of lifecycled (default: $LIFECYCLED_SOCKET or /run/lifecycled/control.sock); its owner (root) goes through PATH.private beside it when it can."
+            ArgumentHelp(
+                "Control socket of lifecycled (default: $LIFECYCLED_SOCKET or /run/lifecycled/control.sock); "
+                    + "its owner (root) goes through PATH.private beside it when it can.")
     )
     var socket: String?
 

@@ -61,7 +61,8 @@ final class AppOutput {
         files = try? OutputFiles(
             directory: config.logDirectory,
             limits: .init(
-                maxSize: config.logMaxSize, backups: config.logBackups, rate: config.logRate, burst: config.logRate * 4),
+                maxSize: config.logMaxSize, backups: config.logBackups, rate: config.logRate,
+                burst: config.logRate * 4),
             report: report)
     }
 
@@ -100,7 +101,8 @@ final class AppOutput {
             logger.error("cannot open \(path): \(String(cString: strerror(errno)))", metadata: ["app": "\(id)"])
             return nil
         }
-        _ = fcntl(writer, 1031 /* F_SETPIPE_SZ */, 1 << 20)  // 1 MiB waits while no daemon reads (at most pipe-max-size)
+        // 1 MiB waits while no daemon reads (at most pipe-max-size).
+        _ = fcntl(writer, 1031 /* F_SETPIPE_SZ */, 1 << 20)
         return Prepared(stdout: writer, stderr: writer, reader: reader)
     }
 

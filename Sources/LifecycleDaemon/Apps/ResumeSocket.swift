@@ -80,9 +80,9 @@ extension Daemon {
             let pid = peer?.pid, pid == run.pid
         else {
             let from = peer.map { String($0.pid) } ?? "?"
+            let why = "not its process, or its channel is not down"
             logger.warning(
-                "resume socket: refused a resume for \(id) from pid \(from) (not its process, or its channel is not down)",
-                metadata: ["app": "\(id)"])
+                "resume socket: refused a resume for \(id) from pid \(from) (\(why))", metadata: ["app": "\(id)"])
             return Posix.close(fd)
         }
         run.channel = fd

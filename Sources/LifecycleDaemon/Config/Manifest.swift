@@ -309,7 +309,8 @@ extension ConfigLoader {
             if !wakes.isEmpty {
                 throw doc.error(
                     "background_modes",
-                    "\(wakes.names.joined(separator: " and ")) need delivery = \"library\": a plain program cannot answer a wake-up"
+                    "\(wakes.names.joined(separator: " and ")) need delivery = \"library\": "
+                        + "a plain program cannot answer a wake-up"
                 )
             }
             if !m.policy.urlSchemes.isEmpty {

@@ -207,8 +207,9 @@ final class ControlServer: RecordSink {
         }
         refusedForDescriptors += 1
         if refusedForDescriptors == 1 || !reserve.held {
+            let paused = reserve.held ? "" : " (accepting paused for 100 ms)"
             logger?.error(
-                "out of file descriptors: refusing control connections\(reserve.held ? "" : " (accepting paused for 100 ms)")",
+                "out of file descriptors: refusing control connections\(paused)",
                 metadata: ["refused": "\(refusedForDescriptors)"])
         }
         if !reserve.held {

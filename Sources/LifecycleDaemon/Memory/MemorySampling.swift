@@ -74,7 +74,8 @@ extension MemoryReading {
         var parts: [String] = []
         if let a = available, let t = total {
             parts.append(
-                "available \(formatBytes(a)) of \(formatBytes(t)) (\(String(format: "%.1f", Double(a) * 100 / Double(max(t, 1)))) %)"
+                "available \(formatBytes(a)) of \(formatBytes(t)) "
+                    + "(\(String(format: "%.1f", Double(a) * 100 / Double(max(t, 1)))) %)"
             )
         }
         if let s = stallPercent { parts.append("stall \(String(format: "%.1f", s)) %") }

@@ -26,9 +26,8 @@ final class KillLog {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             path = directory + "/jetsam.log"
         } catch {
-            logger.warning(
-                "state directory \(directory) unusable (\(error.localizedDescription)): kill records are kept in memory only"
-            )
+            let why = error.localizedDescription
+            logger.warning("state directory \(directory) unusable (\(why)): kill records are kept in memory only")
             path = nil
             return
         }

@@ -248,8 +248,10 @@ extension Daemon {
         let suspended = supervisor.snapshot(id)?.state == .suspended
         run.frozen = probe.frozen
         if probe.frozen != suspended {
+            let (found, saved, doing) =
+                suspended ? ("running", "suspended", "freezing") : ("frozen", "not suspended", "thawing")
             logger.notice(
-                "\(id) was found \(suspended ? "running" : "frozen") though the saved state says \(suspended ? "suspended" : "not suspended"): \(suspended ? "freezing" : "thawing") it",
+                "\(id) was found \(found) though the saved state says \(saved): \(doing) it",
                 metadata: ["app": "\(id)"])
             if suspended { freeze(id) } else { thaw(id) }
         }
