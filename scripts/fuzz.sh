@@ -23,7 +23,7 @@ build_c() {   # name, sources...: undefined behaviour aborts, as a crash does
         -Wall -Wextra -Werror -Iclib/include -Iclib/src "$@" -o "$out/$name"
 }
 build app-channel Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/app_channel.swift
-build control-request Sources/LifecycleModel/*.swift Sources/LifecycleControl/ControlProtocol.swift Fuzz/control_request.swift
+build control-request Sources/LifecycleModel/*.swift Sources/LifecycleControl/ControlProtocol.swift Sources/LifecycleControl/ControlStatus.swift Sources/LifecycleControl/ControlRecords.swift Fuzz/control_request.swift
 # Swift's decoders against the C client's: wire.c built by clang (coverage, ASan), called through wire.h.
 build wire-differential Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/wire_differential.swift \
     -import-objc-header clib/src/wire.h -Xcc -Iclib/include "$(clang -fsanitize=fuzzer-no-link,address -O1 -g \

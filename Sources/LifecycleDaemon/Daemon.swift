@@ -61,11 +61,23 @@ public final class Daemon {
     /// Inputs that arise while performing effects wait here, never nested;
     /// `found`: a fact from an app, judged before deadlines that passed
     /// while it waited (State/Outbox.swift).
-    var queue: [(input: Input, found: Bool)] = []
+    var queue: [Queued] = []
     var draining = false
     /// Reading what apps sent before deadlines are judged: what is read
     /// goes here, then to the front of the queue.
     var sweeping = false
+    /// An input waiting in `queue`. `origin`: the one `submit` was called
+    /// with, whose effects it returns.
+    struct Queued {
+        var input: Input
+        var found = false
+        var origin = false
+        init(_ input: Input, found: Bool = false, origin: Bool = false) {
+            self.input = input
+            self.found = found
+            self.origin = origin
+        }
+    }
     var sweepFound: [Input] = []
     /// What reaches outside the daemon, held until the state that caused
     /// it is saved (State/Outbox.swift).
@@ -477,13 +489,12 @@ public final class Daemon {
             sweepFound.append(input)
             return []
         }
-        queue.append((input, found))
+        queue.append(Queued(input, found: found, origin: true))
         if draining { return [] }
         draining = true
         defer { draining = false }
         // This input's effects (facts read before deadlines may go first).
-        var mine: [Effect]? = nil
-        var before = 0
+        var mine: [Effect] = []
         repeat {
             while !queue.isEmpty {
                 let at = now()
@@ -492,19 +503,15 @@ public final class Daemon {
                     // leaves first (an event that left late moves its
                     // deadline), then what the apps concerned have sent is
                     // read; both go first.
-                    let count = queue.count
                     readBeforeDeadlines(at)
-                    if mine == nil { before += queue.count - count }
                 }
-                let (next, early) = queue.removeFirst()
+                let next = queue.removeFirst()
                 decidedAt = at
-                let effects = supervisor.handle(next, now: at, beforeDeadlines: early)
-                if mine == nil {
-                    if before == 0 { mine = effects } else { before -= 1 }
-                }
+                let effects = supervisor.handle(next.input, now: at, beforeDeadlines: next.found)
+                if next.origin { mine = effects }
                 // A measurement or a tick that changed nothing visible is not
                 // worth a write: the next daemon measures afresh.
-                switch next {
+                switch next.input {
                 case .tick, .memory: if !effects.isEmpty { unsaved = true }
                 default: unsaved = true
                 }
@@ -523,7 +530,7 @@ public final class Daemon {
         coreTimer?.arm(at: supervisor.nextDeadline()?.nanoseconds)
         status.changed(self)
         if supervisor.shuttingDown && supervisor.allStopped { loop.exit() }
-        return mine ?? []
+        return mine
     }
 
     // MARK: - Records

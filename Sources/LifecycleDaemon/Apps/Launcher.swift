@@ -47,7 +47,7 @@ extension Daemon {
         let m = manifests[id]!
         let fail = { [unowned self] (message: String) in
             self.logger.error("cannot launch \(id): \(message)", metadata: ["app": "\(id)"])
-            self.queue.append((.launchFailed(id, generation: generation, message: message), false))
+            self.queue.append(Queued(.launchFailed(id, generation: generation, message: message)))
         }
         if let shortage = descriptorShortage() { return fail(shortage) }
         guard let executable = settings.executable(for: m) else {

@@ -337,18 +337,8 @@ extension ConfigLoader {
     ]
 
     /// The events a `[signals]` table may map: every one but the launch
-    /// pair (a plain program's launch is its exec). Each named, so that a
-    /// new event is sorted here before it compiles.
-    static func mapsToSignal(_ event: LifecycleEvent) -> Bool {
-        switch event {
-        case .willFinishLaunching, .didFinishLaunching: false
-        case .didBecomeActive, .willResignActive, .didEnterBackground, .willEnterForeground, .willTerminate,
-            .didReceiveMemoryWarning, .willBeKilledForMemory, .performFetch, .didReceiveRemoteNotification, .openURL,
-            .sceneWillConnect, .sceneWillEnterForeground, .sceneDidBecomeActive, .sceneWillResignActive,
-            .sceneDidEnterBackground, .sceneDidDisconnect, .didDiscardSceneSessions:
-            true
-        }
-    }
+    /// pair (a plain program's launch is its exec).
+    static func mapsToSignal(_ event: LifecycleEvent) -> Bool { !event.isLaunchEvent }
 
     static func signalNumber(_ s: String) -> Int32? {
         let name = s.hasPrefix("SIG") ? s : "SIG" + s

@@ -19,7 +19,7 @@ extension Daemon {
         else {
             logger.notice("\(id): cannot push its memory to swap here", metadata: metadata(id))
             if let generation = runs[id]?.generation ?? supervisor.snapshot(id)?.generation {
-                queue.append((.reclaimed(id, generation: generation), false))
+                queue.append(Queued(.reclaimed(id, generation: generation)))
             }
             return
         }

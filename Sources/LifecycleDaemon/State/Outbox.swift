@@ -92,6 +92,6 @@ extension Daemon {
         sweeping = false
         let found = sweepFound
         sweepFound = []
-        queue.insert(contentsOf: found.map { ($0, true) }, at: 0)
+        queue.insert(contentsOf: found.map { Queued($0, found: true) }, at: 0)
     }
 }

@@ -1,0 +1,158 @@
+import Foundation
+// The fuzzers compile this module's files together with LifecycleModel's
+// into one module, where there is nothing to import.
+#if canImport(LifecycleModel)
+    import LifecycleModel
+#endif
+
+// The records the control protocol reads out: kills for memory
+// (`jetsam`, the kill log) and the event history (`events`, `--follow`).
+
+/// Why an app was killed for memory, and what led to it: `supervisorctl
+/// jetsam`, the kill log under the state directory, and `events`.
+public struct KillRecord: Codable, Sendable, Equatable {
+    public struct Candidate: Codable, Sendable, Equatable {
+        public var app: String
+        public var state: LifecycleState
+        public var band: MemoryBand
+        public var footprint: UInt64?
+        /// The part of the footprint on the swap device.
+        public var swap: UInt64?
+        public init(app: String, state: LifecycleState, band: MemoryBand, footprint: UInt64?, swap: UInt64? = nil) {
+            self.app = app
+            self.state = state
+            self.band = band
+            self.footprint = footprint
+            self.swap = swap
+        }
+    }
+
+    /// Wall-clock time, seconds since the epoch.
+    public var time: Double
+    public var app: String
+    public var pid: Int32?
+    /// memory-pressure, per-app-limit, kernel-oom or systemd-oomd.
+    public var reason: TerminationCode
+    /// In memory and on swap together (for the kernel's kill at the app's
+    /// limit: the run's peak).
+    public var footprint: UInt64?
+    /// The part of the footprint on the swap device.
+    public var swap: UInt64?
+    public var limit: UInt64?
+    /// Who killed it when lifecycled did not: "kernel" or "systemd-oomd".
+    public var killer: String?
+    /// The most the run used (memory.peak), for a kill by another killer.
+    public var peak: UInt64?
+    /// What the kill gave back, memory and swap (lifecycled's kills, where
+    /// the memory controller measures it).
+    public var freed: UInt64?
+    /// The app's state and band when it was chosen.
+    public var state: LifecycleState
+    public var band: MemoryBand
+    /// The memory level, whether it was simulated, and the measurements behind it.
+    public var level: MemoryLevel
+    public var simulated: Bool
+    public var reading: MemoryReading
+    /// Every app that could have been chosen, in kill order.
+    public var candidates: [Candidate]
+    /// Thawed and told willBeKilledForMemory first.
+    public var lastNotice: Bool
+
+    public init(
+        time: Double, app: String, pid: Int32?, reason: TerminationCode, footprint: UInt64?, limit: UInt64?,
+        state: LifecycleState, band: MemoryBand, level: MemoryLevel, simulated: Bool, reading: MemoryReading,
+        candidates: [Candidate], lastNotice: Bool
+    ) {
+        self.time = time
+        self.app = app
+        self.pid = pid
+        self.reason = reason
+        self.footprint = footprint
+        self.limit = limit
+        self.state = state
+        self.band = band
+        self.level = level
+        self.simulated = simulated
+        self.reading = reading
+        self.candidates = candidates
+        self.lastNotice = lastNotice
+    }
+}
+
+/// One entry of `supervisorctl events`: a transition, a delivered event, its
+/// acknowledgement, or a termination.
+public struct EventRecord: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable {
+        case launched, transition, delivered, acknowledged, expiring, frozen, thawed, killed, terminated
+        /// A kill for memory was decided (`kill` holds the record).
+        case jetsam
+        /// The memory level changed (app is "*"; `to` holds the level).
+        case memoryLevel = "memory-level"
+        /// A plain program said something on its NOTIFY_SOCKET (`detail`: READY=1, STATUS=..., STOPPING=1).
+        case notified
+        /// A restarted daemon took the app's process back (`detail`: pid and group).
+        case adopted
+        /// A library app took its channel back after the daemon restarted.
+        case resumed
+        /// It ended on its own and its `restart` policy relaunches it (`detail`: when, which attempt).
+        case relaunching
+        /// It ended too often: down until a user launches it (`reason`, `detail`).
+        case failed
+        /// An operator sent it a signal (`supervisorctl signal`; `detail`: its name).
+        case signal
+        /// A fetch, push or URL moved on (`reason`: fetch, fetch-skipped, push,
+        /// push-held, push-handed-over, answered, unanswered, open-url,
+        /// url-dropped; `detail` says more; `to`: an answer's result).
+        case wake
+        /// Its restoration data was saved, forgotten or discarded (`detail`).
+        case restoration
+        /// A scene was disconnected for memory (`reason`: shed; `detail`).
+        case scene
+        /// A suspended app's memory was pushed to swap before any kill
+        /// (`detail`: how much, in how long, and why it stopped short).
+        case reclaimed
+    }
+
+    /// The `app` of records about no app in particular (memory levels).
+    public static let daemonWide = "*"
+
+    /// Wall-clock time, seconds since the epoch.
+    public var time: Double
+    /// CLOCK_MONOTONIC nanoseconds (for latency measurements).
+    public var monotonic: Int64
+    public var app: String
+    public var kind: Kind
+    public var pid: Int32?
+    public var from: String?
+    public var to: String?
+    public var event: LifecycleEvent?
+    public var sequence: UInt32?
+    /// For `acknowledged`: how long the app took, in microseconds. For
+    /// `frozen`: from the freeze decision to the kernel's confirmation.
+    public var latencyMicroseconds: Double?
+    public var reason: String?
+    public var detail: String?
+    /// For `jetsam`: the whole kill record.
+    public var kill: KillRecord?
+
+    public init(
+        time: Double, monotonic: Int64, app: String, kind: Kind, pid: Int32? = nil,
+        from: String? = nil, to: String? = nil, event: LifecycleEvent? = nil, sequence: UInt32? = nil,
+        latencyMicroseconds: Double? = nil, reason: String? = nil, detail: String? = nil,
+        kill: KillRecord? = nil
+    ) {
+        self.kill = kill
+        self.time = time
+        self.monotonic = monotonic
+        self.app = app
+        self.kind = kind
+        self.pid = pid
+        self.from = from
+        self.to = to
+        self.event = event
+        self.sequence = sequence
+        self.latencyMicroseconds = latencyMicroseconds
+        self.reason = reason
+        self.detail = detail
+    }
+}
