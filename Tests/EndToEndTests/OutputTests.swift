@@ -113,7 +113,14 @@ import Testing
         let pipe = Pipe()
         p.standardOutput = pipe
         try p.run()
-        defer { p.terminate() }
+        defer {
+            // Ended before the daemon is, and waited for: a follower left
+            // behind would say "has not answered for 30 s" into the run.
+            // SIGKILL: Foundation spawns it with the test thread's signal
+            // mask, which blocks SIGTERM.
+            if p.isRunning { kill(p.processIdentifier, SIGKILL) }
+            p.waitUntilExit()
+        }
         let talker = try #require(try d.status("talker").pid)
         kill(talker, SIGUSR1)
         var seen = ""
@@ -133,6 +140,8 @@ import Testing
             seen += String(decoding: buf[0..<n], as: UTF8.self)
         }
         #expect(seen.hasSuffix(" again\n") && !seen.contains("hello"), "\(seen)")
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
         #expect(try d.stop() == 0)
     }
 

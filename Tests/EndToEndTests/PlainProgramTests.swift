@@ -195,6 +195,7 @@ func notifying(_ command: [String], launch: Double) -> String {
         let stranger =
             "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
             + "for _ in range(2000): s.sendto(b'READY=1', '\(address)')\n"
+        let flood = Posix.monotonicNanoseconds()
         let (code, _, _) = try run(["/usr/bin/python3", "-c", stranger])
         #expect(code == 0)
         let go = Posix.monotonicNanoseconds()
@@ -203,8 +204,13 @@ func notifying(_ command: [String], launch: Double) -> String {
         let ready = try f.wait("READY=1") { $0.kind == .notified && $0.detail == "READY=1" }
         #expect(ready.monotonic > go, "no stranger's READY=1 counted")
         try f.state("svc", "active")
-        let said = d.daemonLog.components(separatedBy: "not one of its processes, ignored").count - 1
-        #expect(said == 1, "\(said) log lines for one stranger")
+        // Said once, and again only once per interval with the count dropped
+        // since: a flood slowed past the interval by a loaded machine (the
+        // sender blocks on a queue of 10 datagrams) may say it a second time.
+        let said = d.daemonLog.split(separator: "\n").filter { $0.contains("not one of its processes, ignored") }
+        let intervals = Int((ready.monotonic - flood) / 10_000_000_000)
+        #expect(said.count >= 1 && said.count <= 1 + intervals, "\(said.count) log lines for one stranger")
+        #expect(said.dropFirst().allSatisfy { $0.contains("more since the last line") }, "\(said)")
         #expect(try d.stop() == 0)
         #expect(!FileManager.default.fileExists(atPath: address), "the socket file goes with its run")
     }
