@@ -50,18 +50,9 @@ public struct LaunchOptions: Sendable, Equatable {
 }
 
 /// What a background fetch or a remote notification found
-/// (UIBackgroundFetchResult): the daemon schedules the app's next fetches by it.
-public enum FetchResult: Sendable, Equatable {
-    case newData, noData, failed
-
-    var wire: WakeResult {
-        switch self {
-        case .newData: .newData
-        case .noData: .noData
-        case .failed: .failed
-        }
-    }
-}
+/// (UIBackgroundFetchResult): the daemon schedules the app's next fetches by
+/// it. The vocabulary's own type, under the name apps know.
+public typealias FetchResult = WakeResult
 
 /// Receives the app's lifecycle callbacks, on the main thread, one at a
 /// time. Each callback's return is its acknowledgement: return before the
@@ -370,7 +361,7 @@ public final class Application {
         case .event(let e):
             if let end = e.budgetEnd { budgetEnd = end }
             if let result = dispatch(e) {
-                send(.complete(sequence: e.sequence, result: result.wire))
+                send(.complete(sequence: e.sequence, result: result))
             } else {
                 send(.acknowledge(sequence: e.sequence))
             }

@@ -56,7 +56,7 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
     /// Answers performFetch or didReceiveRemoteNotification with what the
     /// work found (left unanswered, the next `next()` says no data).
     public func complete(_ event: LifecycleEventInfo, _ result: FetchResult) {
-        channel.send(.complete(sequence: event.sequence, result: result.wire))
+        channel.send(.complete(sequence: event.sequence, result: result))
     }
 
     /// As Application.saveRestorationData: kept by the daemon, handed back

@@ -5,79 +5,8 @@ import Foundation
     import LifecycleModel
 #endif
 
-// The records the control protocol reads out: kills for memory
-// (`jetsam`, the kill log) and the event history (`events`, `--follow`).
-
-/// Why an app was killed for memory, and what led to it: `supervisorctl
-/// jetsam`, the kill log under the state directory, and `events`.
-public struct KillRecord: Codable, Sendable, Equatable {
-    public struct Candidate: Codable, Sendable, Equatable {
-        public var app: String
-        public var state: LifecycleState
-        public var band: MemoryBand
-        public var footprint: UInt64?
-        /// The part of the footprint on the swap device.
-        public var swap: UInt64?
-        public init(app: String, state: LifecycleState, band: MemoryBand, footprint: UInt64?, swap: UInt64? = nil) {
-            self.app = app
-            self.state = state
-            self.band = band
-            self.footprint = footprint
-            self.swap = swap
-        }
-    }
-
-    /// Wall-clock time, seconds since the epoch.
-    public var time: Double
-    public var app: String
-    public var pid: Int32?
-    /// memory-pressure, per-app-limit, kernel-oom or systemd-oomd.
-    public var reason: TerminationCode
-    /// In memory and on swap together (for the kernel's kill at the app's
-    /// limit: the run's peak).
-    public var footprint: UInt64?
-    /// The part of the footprint on the swap device.
-    public var swap: UInt64?
-    public var limit: UInt64?
-    /// Who killed it when lifecycled did not: "kernel" or "systemd-oomd".
-    public var killer: String?
-    /// The most the run used (memory.peak), for a kill by another killer.
-    public var peak: UInt64?
-    /// What the kill gave back, memory and swap (lifecycled's kills, where
-    /// the memory controller measures it).
-    public var freed: UInt64?
-    /// The app's state and band when it was chosen.
-    public var state: LifecycleState
-    public var band: MemoryBand
-    /// The memory level, whether it was simulated, and the measurements behind it.
-    public var level: MemoryLevel
-    public var simulated: Bool
-    public var reading: MemoryReading
-    /// Every app that could have been chosen, in kill order.
-    public var candidates: [Candidate]
-    /// Thawed and told willBeKilledForMemory first.
-    public var lastNotice: Bool
-
-    public init(
-        time: Double, app: String, pid: Int32?, reason: TerminationCode, footprint: UInt64?, limit: UInt64?,
-        state: LifecycleState, band: MemoryBand, level: MemoryLevel, simulated: Bool, reading: MemoryReading,
-        candidates: [Candidate], lastNotice: Bool
-    ) {
-        self.time = time
-        self.app = app
-        self.pid = pid
-        self.reason = reason
-        self.footprint = footprint
-        self.limit = limit
-        self.state = state
-        self.band = band
-        self.level = level
-        self.simulated = simulated
-        self.reading = reading
-        self.candidates = candidates
-        self.lastNotice = lastNotice
-    }
-}
+// The record the control protocol reads out of the event history
+// (`events`, `--follow`). Kill records are LifecycleModel's (Records.swift).
 
 /// One entry of `supervisorctl events`: a transition, a delivered event, its
 /// acknowledgement, or a termination.

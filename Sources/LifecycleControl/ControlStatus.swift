@@ -92,35 +92,6 @@ public struct MemoryStatus: Codable, Sendable {
     }
 }
 
-/// One memory measurement; every field may be missing on a given machine.
-public struct MemoryReading: Codable, Sendable, Equatable {
-    /// The available memory (MemAvailable plus the per-CPU free pages) and
-    /// MemTotal, bytes.
-    public var available: UInt64?
-    public var total: UInt64?
-    /// Percent of time some task stalled on memory since the sample before (PSI).
-    public var stallPercent: Double?
-    /// The managed apps' footprint together, and the configured budget, bytes.
-    public var appsTotal: UInt64?
-    public var budget: UInt64?
-    /// SwapTotal and SwapFree, bytes (absent: no swap).
-    public var swapTotal: UInt64?
-    public var swapFree: UInt64?
-
-    public init(
-        available: UInt64?, total: UInt64?, stallPercent: Double?, appsTotal: UInt64?, budget: UInt64?,
-        swapTotal: UInt64? = nil, swapFree: UInt64? = nil
-    ) {
-        self.available = available
-        self.total = total
-        self.stallPercent = stallPercent
-        self.appsTotal = appsTotal
-        self.budget = budget
-        self.swapTotal = swapTotal
-        self.swapFree = swapFree
-    }
-}
-
 /// One display, in `status`.
 public struct DisplayStatus: Codable, Sendable, Equatable {
     public var name: String
@@ -147,7 +118,7 @@ public struct AppStatus: Codable, Sendable {
     /// Seconds since the app entered its state.
     public var secondsInState: Double
     public var delivery: Delivery
-    public var backgroundTasks: [TaskStatus]
+    public var backgroundTasks: [BackgroundTask]
     /// Seconds of background-task budget left, while it runs.
     public var backgroundTimeRemaining: Double?
     /// The event sent and not yet acknowledged.
@@ -195,7 +166,7 @@ public struct AppStatus: Codable, Sendable {
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,
-        backgroundTasks: [TaskStatus], backgroundTimeRemaining: Double?, awaiting: LifecycleEvent?,
+        backgroundTasks: [BackgroundTask], backgroundTimeRemaining: Double?, awaiting: LifecycleEvent?,
         lastTermination: TerminationInfo?, footprint: UInt64? = nil, band: MemoryBand? = nil,
         memoryLimit: UInt64? = nil, statusLine: String? = nil
     ) {
@@ -323,12 +294,6 @@ public struct ReloadProblem: Codable, Sendable, Equatable {
         self.message = message
         self.description = description
     }
-}
-
-public struct TaskStatus: Codable, Sendable {
-    public var id: UInt32
-    public var name: String
-    public init(id: UInt32, name: String) { self.id = id; self.name = name }
 }
 
 public struct TerminationInfo: Codable, Sendable, Equatable {

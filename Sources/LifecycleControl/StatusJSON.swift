@@ -369,7 +369,7 @@ extension AppStatus {
             case "delivery": a.delivery = try raw(&r)
             case "backgroundTasks":
                 try r.array { r in
-                    var t = TaskStatus(id: 0, name: "")
+                    var t = BackgroundTask(id: 0, name: "")
                     try r.object { r, key in
                         switch key {
                         case "id": t.id = try r.integer()

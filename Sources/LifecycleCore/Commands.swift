@@ -86,28 +86,22 @@ extension Supervisor {
         }
     }
 
-    /// Every display's home.
-    mutating func goHome() {
-        for d in displays.names { displayCommand(d, .home) }
-    }
-
-    /// On every display.
-    mutating func beginInterruption() {
-        for d in displays.names { displayCommand(d, .interruptionBegan) }
-    }
-
-    /// On every display that has one; refused when none has.
-    mutating func endInterruption() {
-        let on = displays.all.filter { $0.interruptions > 0 }.map(\.name)
-        if on.isEmpty { return refuse(.noInterruption) }
-        for d in on { displayCommand(d, .interruptionEnded) }
-    }
-
-    /// Every display; refused when every display already was so.
-    mutating func setLocked(_ value: Bool) {
-        let change = displays.all.filter { $0.locked != value }.map(\.name)
-        if change.isEmpty { return refuse(value ? .alreadyLocked : .notLocked) }
-        for d in change { displayCommand(d, value ? .lock : .unlock) }
+    /// A display command on every display: home and an interruption's
+    /// beginning on each; an interruption's end on every display that has
+    /// one (refused when none has); the lock on every display not already
+    /// so (refused when every display already was).
+    mutating func everyDisplay(_ command: DisplayCommand) {
+        let on: [DisplayID]
+        switch command {
+        case .home, .interruptionBegan: on = displays.names
+        case .interruptionEnded:
+            on = displays.all.filter { $0.interruptions > 0 }.map(\.name)
+            if on.isEmpty { return refuse(.noInterruption) }
+        case .lock, .unlock:
+            on = displays.all.filter { $0.locked != (command == .lock) }.map(\.name)
+            if on.isEmpty { return refuse(command == .lock ? .alreadyLocked : .notLocked) }
+        }
+        for d in on { displayCommand(d, command) }
     }
 
     /// A stop (or kill) of an app waiting to be relaunched cancels the relaunch.

@@ -35,7 +35,7 @@ public enum Effect: Sendable, Equatable {
     case refused(Refusal)
     /// The app is killed for memory: the record of why, emitted right after its
     /// `.kill` (the shell signals and frees first), or with the last notice.
-    case memoryKill(MemoryKill)
+    case memoryKill(KillRecord)
     /// Push this much of the (suspended) app's memory to swap, off the
     /// loop (memory.reclaim); report `.reclaimed` when done, whatever came of it.
     case reclaim(AppID, bytes: UInt64)

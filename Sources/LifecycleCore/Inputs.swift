@@ -1,6 +1,17 @@
-/// What can happen to one display.
+/// What can happen to a display.
 public enum DisplayCommand: String, Sendable, Equatable, CaseIterable {
     case home, interruptionBegan, interruptionEnded, lock, unlock
+
+    /// The command's name as users type it (`supervisorctl`, the control protocol).
+    public var name: String {
+        switch self {
+        case .home: "home"
+        case .lock: "lock"
+        case .unlock: "unlock"
+        case .interruptionBegan: "interruption-begin"
+        case .interruptionEnded: "interruption-end"
+        }
+    }
 }
 
 /// Everything that can happen to the supervisor. Commands come from the user
@@ -14,16 +25,11 @@ public enum Input: Sendable, Equatable {
     /// Activate one scene of the app (created when `scene` is new, moved
     /// when `display` is not its own); nil: its most recent (Scenes.swift).
     case activateScene(AppID, scene: SceneID?, display: DisplayID?)
-    /// home, interruptions or the lock on one display (the plain inputs
-    /// apply to every display).
-    case display(DisplayID, DisplayCommand)
+    /// home, interruptions or the lock on one display; nil: on every
+    /// display (Commands.swift says what each does then).
+    case display(DisplayID?, DisplayCommand)
     /// The app switcher's swipe: the scene goes, and its session with it.
     case discard(AppID, SceneID)
-    case home
-    case interruptionBegan
-    case interruptionEnded
-    case lock
-    case unlock
     case stop(AppID)
     case kill(AppID)
     /// Stop it as the user would, then launch it again into the place it
@@ -77,4 +83,13 @@ public enum Input: Sendable, Equatable {
 
     /// Time has passed: fire every timer that is due.
     case tick
+}
+
+extension Input {
+    /// The display commands on every display, by the names users know.
+    public static var home: Input { .display(nil, .home) }
+    public static var interruptionBegan: Input { .display(nil, .interruptionBegan) }
+    public static var interruptionEnded: Input { .display(nil, .interruptionEnded) }
+    public static var lock: Input { .display(nil, .lock) }
+    public static var unlock: Input { .display(nil, .unlock) }
 }

@@ -8,7 +8,7 @@ extension Supervisor {
     /// The level `measurements` would give now, without changing anything:
     /// the shell asks, to know whether to read every footprint before it
     /// reports (a kill record names them all).
-    public func memoryLevel(previewing measurements: MemoryMeasurements) -> MemoryLevel {
+    public func memoryLevel(previewing measurements: MemoryReading) -> MemoryLevel {
         var g = gauge
         return g.update(measurements)
     }
@@ -120,7 +120,7 @@ extension Supervisor {
     /// Killing an app gives back what it has in memory. One that is mostly
     /// on the swap device gives back swap, which is not what runs short
     /// while swap has room: it is passed over then.
-    func givesBackMemory(_ id: AppID, _ m: MemoryMeasurements) -> Bool {
+    func givesBackMemory(_ id: AppID, _ m: MemoryReading) -> Bool {
         !m.swapHasRoom || (swapped[id] ?? 0) <= inMemory(id)
     }
 
@@ -202,19 +202,19 @@ extension Supervisor {
     /// `by`: another OOM killer did it (the record then says what the
     /// kernel said: the group's limit, the run's peak).
     func killRecord(
-        _ id: AppID, _ cause: MemoryKill.Cause, _ sample: MemorySample,
+        _ id: AppID, _ cause: TerminationCode, _ sample: MemorySample,
         candidates: [AppID], notice: Bool, by other: OutOfMemory? = nil
-    ) -> MemoryKill {
+    ) -> KillRecord {
         let app = apps[id]!
-        return MemoryKill(
-            app: id, cause: cause,
+        return KillRecord(
+            app: id, reason: cause,
             footprint: (other?.limit != nil ? other?.peak : nil) ?? footprints[id], swap: swapped[id],
             limit: cause == .perAppLimit ? other?.limit ?? app.policy.memory.limit : nil,
             killer: other?.killer, peak: other?.peak,
             state: app.state, band: app.policy.memory.band, level: sample.level, simulated: sample.simulated,
-            measurements: sample.measurements,
+            reading: sample.measurements,
             candidates: candidates.map {
-                MemoryKill.Candidate(
+                KillRecord.Candidate(
                     app: $0, state: apps[$0]!.state, band: apps[$0]!.policy.memory.band,
                     footprint: footprints[$0], swap: swapped[$0])
             },
@@ -231,7 +231,7 @@ public struct MemoryGauge: Sendable, Codable {
     public init(thresholds: MemoryThresholds) { self.thresholds = thresholds }
 
     /// The level these measurements justify, given the current one.
-    public mutating func update(_ m: MemoryMeasurements) -> MemoryLevel {
+    public mutating func update(_ m: MemoryReading) -> MemoryLevel {
         let t = thresholds
         // The level the signals reach with no hysteresis: entering.
         let entered = Self.level(m, t, margin: 0)
@@ -246,7 +246,7 @@ public struct MemoryGauge: Sendable, Codable {
 
     /// The highest level any signal reaches, each threshold moved by
     /// `margin` towards safety.
-    static func level(_ m: MemoryMeasurements, _ t: MemoryThresholds, margin: Double) -> MemoryLevel {
+    static func level(_ m: MemoryReading, _ t: MemoryThresholds, margin: Double) -> MemoryLevel {
         func low(_ value: Double?, _ threshold: Double?) -> Bool {  // lower is worse
             guard let value, let threshold else { return false }
             return value < threshold + margin

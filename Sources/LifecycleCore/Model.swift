@@ -175,5 +175,3 @@ public enum ExitStatus: Sendable, Equatable {
     case notAdopted(why: String)
 }
 
-/// One background task as the core tracks it.
-public typealias TaskID = UInt32

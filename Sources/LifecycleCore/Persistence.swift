@@ -8,26 +8,38 @@
 // it to behave exactly as the original on every remaining input: state added
 // later and forgotten here fails that test.
 
-/// The core's state: everything but the step in progress.
+/// The core's state: everything but the step in progress. Saved as one
+/// JSON object (the shared fields and the apps side by side), or in parts
+/// (`shared` and one `App` per app) by a store that writes only what changed.
 public struct CoreState: Codable, Sendable {
-    var now: Instant
+    public internal(set) var shared: Shared
     var apps: [AppID: AppRecord]
-    var displays: Displays
-    var shuttingDown: Bool
-    var timers: TimerTable
-    var gauge: MemoryGauge
-    var memoryLevel: MemoryLevel
-    var memorySimulated: Bool
     var footprints: [AppID: UInt64]
     var swapped: [AppID: UInt64]?
-    var pressureVictim: AppID?
-    var reclaiming: AppID?
-    var lastSample: MemorySample
 
-    private enum CodingKeys: String, CodingKey {
-        // "front": the key of the one display's foreground before displays (it decodes as one).
-        case now, apps, displays = "front", shuttingDown, timers, gauge, memoryLevel, memorySimulated, footprints
-        case swapped, pressureVictim, reclaiming, lastSample
+    private enum CodingKeys: String, CodingKey { case apps, footprints, swapped }
+
+    init(shared: Shared, apps: [AppID: AppRecord], footprints: [AppID: UInt64], swapped: [AppID: UInt64]?) {
+        self.shared = shared
+        self.apps = apps
+        self.footprints = footprints
+        self.swapped = swapped
+    }
+
+    public init(from decoder: any Decoder) throws {
+        shared = try Shared(from: decoder)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        apps = try c.decode([AppID: AppRecord].self, forKey: .apps)
+        footprints = try c.decode([AppID: UInt64].self, forKey: .footprints)
+        swapped = try c.decodeIfPresent([AppID: UInt64].self, forKey: .swapped)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try shared.encode(to: encoder)
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(apps, forKey: .apps)
+        try c.encode(footprints, forKey: .footprints)
+        try c.encodeIfPresent(swapped, forKey: .swapped)
     }
 
     /// The apps the state knows, with the generation of their current (or
@@ -71,30 +83,29 @@ extension CoreState {
     }
 
     /// Everything that is not one app's: small (timers only for apps with
-    /// a deadline, the front), written with every change.
+    /// a deadline, the front), written with every change. The Supervisor
+    /// holds it as it is (Supervisor.swift): a field added here is saved.
     public struct Shared: Codable, Sendable {
-        var now: Instant
+        var now: Instant = .zero
         var displays: Displays
-        var shuttingDown: Bool
-        var timers: TimerTable
+        var shuttingDown = false
+        var timers = TimerTable()
         var gauge: MemoryGauge
-        var memoryLevel: MemoryLevel
-        var memorySimulated: Bool
+        var memoryLevel: MemoryLevel = .normal
+        var memorySimulated = false
         var pressureVictim: AppID?
         var reclaiming: AppID?
-        var lastSample: MemorySample
+        var lastSample = MemorySample(level: .normal)
+
+        init(displays: Displays, gauge: MemoryGauge) {
+            self.displays = displays
+            self.gauge = gauge
+        }
 
         private enum CodingKeys: String, CodingKey {
             case now, displays = "front", shuttingDown, timers, gauge, memoryLevel, memorySimulated, pressureVictim
             case reclaiming, lastSample
         }
-    }
-
-    public var shared: Shared {
-        Shared(
-            now: now, displays: displays, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
-            memoryLevel: memoryLevel, memorySimulated: memorySimulated, pressureVictim: pressureVictim,
-            reclaiming: reclaiming, lastSample: lastSample)
     }
 
     /// One app's part, if the state knows the app.
@@ -116,22 +127,15 @@ extension CoreState {
     /// The state put together again from its parts.
     public init(shared: Shared, apps parts: [AppID: App]) {
         self.init(
-            now: shared.now, apps: parts.mapValues(\.record), displays: shared.displays,
-            shuttingDown: shared.shuttingDown,
-            timers: shared.timers, gauge: shared.gauge, memoryLevel: shared.memoryLevel,
-            memorySimulated: shared.memorySimulated, footprints: parts.compactMapValues(\.footprint),
-            swapped: parts.compactMapValues(\.swapped), pressureVictim: shared.pressureVictim,
-            reclaiming: shared.reclaiming, lastSample: shared.lastSample)
+            shared: shared, apps: parts.mapValues(\.record), footprints: parts.compactMapValues(\.footprint),
+            swapped: parts.compactMapValues(\.swapped))
     }
 }
 
 extension Supervisor {
     /// The state to save after a step.
     public var saved: CoreState {
-        CoreState(
-            now: now, apps: apps.records, displays: displays, shuttingDown: shuttingDown, timers: timers, gauge: gauge,
-            memoryLevel: memoryLevel, memorySimulated: memorySimulated, footprints: footprints, swapped: swapped,
-            pressureVictim: pressureVictim, reclaiming: reclaiming, lastSample: lastSample)
+        CoreState(shared: shared, apps: apps.records, footprints: footprints, swapped: swapped)
     }
 
     /// The apps whose saved part changed since the last call: what the
@@ -183,7 +187,7 @@ extension Supervisor {
         crashesMissed: [AppID: UInt32] = [:]
     ) {
         self.init(displays: specs, apps: policies, memory: memory)
-        now = state.now
+        now = state.shared.now
         for (id, policy) in policies {
             guard var record = state.apps[id] else { continue }
             record.policy = policy
@@ -202,9 +206,9 @@ extension Supervisor {
             }
             apps[id] = record
         }
-        displays = state.displays.reconfigured(to: specs)
+        displays = state.shared.displays.reconfigured(to: specs)
         var before: [SceneRef] = []
-        for d in state.displays.all { before += d.scenes }
+        for d in state.shared.displays.all { before += d.scenes }
         for ref in before where apps[ref.app] == nil { displays.remove(app: ref.app) }
         let held = Set(displays.all.flatMap(\.scenes))
         var lost: [AppID] = []
@@ -213,18 +217,18 @@ extension Supervisor {
         }
         replan = lost
         unscheduled = Set(self.apps.keys.filter { !fetchScheduleHolds($0) })
-        shuttingDown = afterCrash ? false : state.shuttingDown
-        timers = state.timers
+        shuttingDown = afterCrash ? false : state.shared.shuttingDown
+        timers = state.shared.timers
         for id in state.apps.keys where apps[id] == nil { timers.cancelAll(id, includingWakeups: true) }
-        gauge = state.gauge
+        gauge = state.shared.gauge
         gauge.thresholds = memory
-        memoryLevel = state.memoryLevel
-        memorySimulated = state.memorySimulated
+        memoryLevel = state.shared.memoryLevel
+        memorySimulated = state.shared.memorySimulated
         footprints = state.footprints.filter { apps[$0.key] != nil }
         swapped = (state.swapped ?? [:]).filter { apps[$0.key] != nil }
-        pressureVictim = state.pressureVictim.flatMap { apps[$0] != nil ? $0 : nil }
-        reclaiming = state.reclaiming.flatMap { apps[$0] != nil ? $0 : nil }
-        lastSample = state.lastSample
+        pressureVictim = state.shared.pressureVictim.flatMap { apps[$0] != nil ? $0 : nil }
+        reclaiming = state.shared.reclaiming.flatMap { apps[$0] != nil ? $0 : nil }
+        lastSample = state.shared.lastSample
     }
 }
 

@@ -107,7 +107,7 @@ extension Supervisor {
             case .signaled(let signal): reason = .signaled(signal: signal)
             case .outOfMemory(let oom):
                 // Recorded like a kill of ours, with what the kernel said.
-                let cause: MemoryKill.Cause =
+                let cause: TerminationCode =
                     oom.limit != nil ? .perAppLimit : oom.killer == .kernel ? .kernelOOM : .systemdOOMD
                 effects.append(
                     .memoryKill(killRecord(id, cause, lastSample, candidates: [id], notice: false, by: oom)))

@@ -107,8 +107,3 @@ public struct AppSnapshot: Sendable, Equatable {
     /// Its scenes (an app without scenes: `main`, once shown).
     public var scenes: [SceneStatus] = []
 }
-
-public struct BackgroundTask: Sendable, Equatable, Codable {
-    public var id: TaskID
-    public var name: String
-}

@@ -36,18 +36,12 @@
 public struct Supervisor: Sendable {
     public static let maxBackgroundTasks = 64
 
-    public internal(set) var now: Instant = .zero
+    /// Everything the core knows that is not one app's, as one value: what
+    /// is saved of it is this (Persistence.swift), so that a field added
+    /// there cannot be left out of a save. The properties at the end of
+    /// this file forward to it, in place.
+    var shared: CoreState.Shared
     var apps = AppTable()
-    /// Every display's foreground.
-    public internal(set) var displays: Displays
-    public internal(set) var shuttingDown = false
-    var timers = TimerTable()
-
-    /// Turns measurements into the measured level, with hysteresis.
-    public internal(set) var gauge: MemoryGauge
-    /// The level in force (measured, or injected), and whether it was injected.
-    public internal(set) var memoryLevel: MemoryLevel = .normal
-    public internal(set) var memorySimulated = false
     /// The last known footprint of each running app, bytes: in memory and
     /// on swap together.
     public internal(set) var footprints: [AppID: UInt64] = [:]
@@ -59,14 +53,6 @@ public struct Supervisor: Sendable {
     /// The kernel holds each app's memory in RAM to its limit (cgroup v2
     /// `memory.max`): the daemon kills at a limit only for what swap adds.
     public var kernelEnforcesLimits = false
-    /// The suspended app whose memory is being pushed to swap: one at a
-    /// time, the next decided on fresh measurements.
-    public internal(set) var reclaiming: AppID?
-    /// The app killed for pressure whose end is awaited before the next
-    /// decision: one kill at a time, each on fresh measurements.
-    public internal(set) var pressureVictim: AppID?
-    /// The last measurement (kill records made between samples cite it).
-    var lastSample = MemorySample(level: .normal)
     /// Apps whose policy in force sets a memory limit, in name order.
     var limited: [AppID]
 
@@ -90,8 +76,7 @@ public struct Supervisor: Sendable {
 
     public init(displays specs: [DisplaySpec], apps: [AppID: AppPolicy], memory: MemoryThresholds = MemoryThresholds())
     {
-        displays = Displays(specs)
-        gauge = MemoryGauge(thresholds: memory)
+        shared = CoreState.Shared(displays: Displays(specs), gauge: MemoryGauge(thresholds: memory))
         for (id, policy) in apps { self.apps[id] = AppRecord(policy: policy) }
         unscheduled = Set(apps.keys)
         limited = apps.filter { $0.value.memory.limit != nil }.keys.sorted()  // the policies given
@@ -142,13 +127,9 @@ public struct Supervisor: Sendable {
         case .activate(let id): command(id) { $0.activate(id) }
         case .activateScene(let id, let scene, let display):
             command(id) { $0.activateScene(id, scene: scene, display: display) }
-        case .display(let d, let c): unlessShuttingDown { $0.displayCommand(d, c) }
+        case .display(let d?, let c): unlessShuttingDown { $0.displayCommand(d, c) }
+        case .display(nil, let c): unlessShuttingDown { $0.everyDisplay(c) }
         case .discard(let id, let scene): command(id) { $0.discard(id, scene) }
-        case .home: unlessShuttingDown { $0.goHome() }
-        case .interruptionBegan: unlessShuttingDown { $0.beginInterruption() }
-        case .interruptionEnded: unlessShuttingDown { $0.endInterruption() }
-        case .lock: unlessShuttingDown { $0.setLocked(true) }
-        case .unlock: unlessShuttingDown { $0.setLocked(false) }
         case .stop(let id): command(id) { $0.userStop(id) }
         case .kill(let id): command(id) { $0.userKill(id) }
         case .restart(let id): command(id) { $0.restart(id) }
@@ -306,5 +287,60 @@ public struct Supervisor: Sendable {
             apps.values.allSatisfy { app in
                 app.history.pushWakes.filter { now - $0 < Self.hour }.count <= max(app.policy.push.budget, 0)
             }, "no more push wake-ups within an hour than the budget")
+    }
+}
+
+// The shared state's fields, each read and changed in place (`_modify`: the
+// timers or the displays changed through a plain setter would be copied
+// whole at every change).
+extension Supervisor {
+    /// The time of the step in progress (the latest seen: it never goes back).
+    public internal(set) var now: Instant {
+        get { shared.now }
+        _modify { yield &shared.now }
+    }
+    /// Every display's foreground.
+    public internal(set) var displays: Displays {
+        get { shared.displays }
+        _modify { yield &shared.displays }
+    }
+    public internal(set) var shuttingDown: Bool {
+        get { shared.shuttingDown }
+        _modify { yield &shared.shuttingDown }
+    }
+    var timers: TimerTable {
+        get { shared.timers }
+        _modify { yield &shared.timers }
+    }
+    /// Turns measurements into the measured level, with hysteresis.
+    public internal(set) var gauge: MemoryGauge {
+        get { shared.gauge }
+        _modify { yield &shared.gauge }
+    }
+    /// The level in force (measured, or injected), and whether it was injected.
+    public internal(set) var memoryLevel: MemoryLevel {
+        get { shared.memoryLevel }
+        _modify { yield &shared.memoryLevel }
+    }
+    public internal(set) var memorySimulated: Bool {
+        get { shared.memorySimulated }
+        _modify { yield &shared.memorySimulated }
+    }
+    /// The suspended app whose memory is being pushed to swap: one at a time,
+    /// the next decided on fresh measurements.
+    public internal(set) var reclaiming: AppID? {
+        get { shared.reclaiming }
+        _modify { yield &shared.reclaiming }
+    }
+    /// The app killed for pressure whose end is awaited before the next
+    /// decision: one kill at a time, each on fresh measurements.
+    public internal(set) var pressureVictim: AppID? {
+        get { shared.pressureVictim }
+        _modify { yield &shared.pressureVictim }
+    }
+    /// The last measurement (kill records made between samples cite it).
+    var lastSample: MemorySample {
+        get { shared.lastSample }
+        _modify { yield &shared.lastSample }
     }
 }

@@ -340,7 +340,7 @@ struct Jetsam: ParsableCommand {
             rows.append([
                 Events.formatter.string(from: Date(timeIntervalSince1970: k.time)), k.app,
                 k.pid.map { String($0) } ?? "-",
-                k.reason.rawValue + (k.lastNotice ? " (noticed)" : "") + (k.killer.map { " (\($0))" } ?? ""), footprint,
+                k.reason.rawValue + (k.lastNotice ? " (noticed)" : "") + (k.killer.map { " (\($0.rawValue))" } ?? ""), footprint,
                 k.freed.map(StatusTable.bytes) ?? "-", k.state.rawValue, k.band.rawValue,
                 k.level.rawValue + (k.simulated ? " (simulated)" : ""),
                 reading.isEmpty ? "-" : reading.joined(separator: ", "),

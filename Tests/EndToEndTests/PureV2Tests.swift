@@ -154,7 +154,7 @@ struct PureV2MemoryTests {
         let jetsam = try f.wait("the kill") { $0.app == "greedy" && $0.kind == .jetsam }
         #expect(try f.terminated("greedy").reason == "per-app-limit")
         let k = try #require(jetsam.kill)
-        #expect(k.reason == .perAppLimit && k.killer == "kernel" && k.limit == 48 << 20)
+        #expect(k.reason == .perAppLimit && k.killer == .kernel && k.limit == 48 << 20)
         #expect(try #require(k.footprint) > 40 << 20 && k.footprint == k.peak, "the peak at the limit: \(k)")
         #expect(k.pid != nil && k.pid == launched.pid)
         #expect(cgroupFile(s + "/max") == "\(48 << 20)", "memory.max was set before the app's first instruction")
@@ -172,7 +172,7 @@ struct PureV2MemoryTests {
         try d.command(ControlRequest(.launch, app: "parent", background: true))
         let jetsam = try f.wait("the kill") { $0.app == "parent" && $0.kind == .jetsam }
         #expect(try f.terminated("parent").reason == "per-app-limit", "the main process (sh) went with its helper")
-        #expect(jetsam.kill?.killer == "kernel" && jetsam.kill?.reason == .perAppLimit)
+        #expect(jetsam.kill?.killer == .kernel && jetsam.kill?.reason == .perAppLimit)
         #expect(try d.stop() == 0)
     }
 
@@ -191,7 +191,7 @@ struct PureV2MemoryTests {
         let jetsam = try f.wait("the kill") { $0.app == "big" && $0.kind == .jetsam }
         #expect(try f.terminated("big").reason == "kernel-oom")
         let k = try #require(jetsam.kill)
-        #expect(k.reason == .kernelOOM && k.killer == "kernel" && k.limit == nil, "\(k)")
+        #expect(k.reason == .kernelOOM && k.killer == .kernel && k.limit == nil, "\(k)")
         #expect(try #require(k.peak) > total / 2)
         #expect(k.pid == launched.pid)
         #expect(kernelOOMKills() > before)

@@ -21,7 +21,7 @@ extension Harness {
 
     /// Available memory of 16 GiB that the default thresholds (warning
     /// below 20 %, critical below 10 %) read as `level`.
-    static func measurements(_ level: MemoryLevel) -> MemoryMeasurements {
+    static func measurements(_ level: MemoryLevel) -> MemoryReading {
         let total: UInt64 = 1 << 34
         let available: UInt64 =
             switch level {
@@ -29,10 +29,10 @@ extension Harness {
             case .warning: total / 100 * 15
             case .normal: total / 2
             }
-        return MemoryMeasurements(available: available, total: total)
+        return MemoryReading(available: available, total: total)
     }
 
-    func memoryKills(in effects: [Effect]) -> [MemoryKill] {
+    func memoryKills(in effects: [Effect]) -> [KillRecord] {
         effects.compactMap { if case .memoryKill(let k) = $0 { k } else { nil } }
     }
 
@@ -180,10 +180,10 @@ extension AppPolicy {
         let effects = h.memory(.critical, ["low": 300 << 20, "s1": 100 << 20, "fg": 50 << 20])
         let k = h.memoryKills(in: effects).first!
         #expect(k.app == "low")
-        #expect(k.cause == .memoryPressure)
+        #expect(k.reason == .memoryPressure)
         #expect(k.footprint == 300 << 20)
         #expect(k.state == .suspended && k.band == .low && k.level == .critical && !k.simulated)
-        #expect(k.measurements.available == 1 << 30)
+        #expect(k.reading.available == 1 << 30)
         #expect(k.candidates.map(\.app) == ["low", "s1", "s2", "bg", "fg"])
         #expect(k.candidates[1].footprint == 100 << 20)
     }
@@ -228,7 +228,7 @@ extension AppPolicy {
         #expect(effects.contains(.kill("a", .memoryLimit(footprint: (100 << 20) + 1, limit: 100 << 20))))
         let k = h.memoryKills(in: effects)
         #expect(k.count == 1, "b has no limit")
-        #expect(k.first?.cause == .perAppLimit && k.first?.limit == 100 << 20)
+        #expect(k.first?.reason == .perAppLimit && k.first?.limit == 100 << 20)
         #expect(h.reapKilled("a").contains(.remeasure) == false)
         #expect(h.supervisor.snapshot("a")!.last?.reason.code == .perAppLimit)
     }
@@ -262,7 +262,7 @@ extension MemoryLimitTests {
         _ = h.memory(.normal, ["a": 24 << 10])  // sampled before the allocation that hit the limit
         let effects = h.send(.exited("a", generation: 1, .outOfMemory(OutOfMemory(limit: 100 << 20, peak: 99 << 20))))
         let k = h.memoryKills(in: effects).first
-        #expect(k?.cause == .perAppLimit && k?.killer == .kernel && k?.limit == 100 << 20)
+        #expect(k?.reason == .perAppLimit && k?.killer == .kernel && k?.limit == 100 << 20)
         #expect(k?.footprint == 99 << 20 && k?.peak == 99 << 20, "the peak, not the sample before the allocation")
         #expect(h.supervisor.snapshot("a")!.last?.reason == .memoryLimit(footprint: 99 << 20, limit: 100 << 20))
     }
@@ -277,18 +277,18 @@ extension MemoryLimitTests {
         // The machine ran out first: no `oom` at the group's limit, whatever the manifest says.
         let effects = h.send(.exited("a", generation: 1, .outOfMemory(OutOfMemory(limit: nil, peak: 121 << 20))))
         let k = h.memoryKills(in: effects).first
-        #expect(k?.cause == .kernelOOM && k?.killer == .kernel && k?.limit == nil)
+        #expect(k?.reason == .kernelOOM && k?.killer == .kernel && k?.limit == nil)
         #expect(k?.footprint == 121 << 20 && k?.peak == 121 << 20, "its last footprint, and its peak")
         #expect(h.supervisor.snapshot("a")!.last?.reason == .oomKilled(by: .kernel, peak: 121 << 20))
         #expect(h.supervisor.snapshot("a")!.last?.reason.code.rawValue == "kernel-oom")
         #expect(!effects.contains { if case .relaunchScheduled = $0 { true } else { false } }, "not a failure")
         h.launchActive("b")
         let b = h.send(.exited("b", generation: 1, .outOfMemory(OutOfMemory(limit: nil, peak: nil))))
-        #expect(h.memoryKills(in: b).first?.cause == .kernelOOM)
+        #expect(h.memoryKills(in: b).first?.reason == .kernelOOM)
         // systemd-oomd's: its own cause and code, not relaunched either.
         h.launchActive("b")
         let oomd = h.send(.exited("b", generation: 2, .outOfMemory(OutOfMemory(limit: nil, peak: nil, killer: .systemdOOMD))))
-        #expect(h.memoryKills(in: oomd).first?.cause == .systemdOOMD)
+        #expect(h.memoryKills(in: oomd).first?.reason == .systemdOOMD)
         #expect(h.supervisor.snapshot("b")!.last?.reason.code.rawValue == "systemd-oomd")
     }
 }
@@ -340,8 +340,8 @@ extension MemoryLimitTests {
 }
 
 @Suite struct MemoryGaugeTests {
-    func m(available: Double? = nil, stall: Double? = nil, budget: Double? = nil) -> MemoryMeasurements {
-        MemoryMeasurements(
+    func m(available: Double? = nil, stall: Double? = nil, budget: Double? = nil) -> MemoryReading {
+        MemoryReading(
             available: available.map { UInt64($0 * 10) }, total: available == nil ? nil : 1000,
             stallPercent: stall, appsTotal: budget.map { UInt64($0 * 10) },
             budget: budget == nil ? nil : 1000)
@@ -360,7 +360,7 @@ extension MemoryLimitTests {
         #expect(b.update(m(budget: 90)) == .warning)
         #expect(b.update(m(budget: 100)) == .critical)
         var none = MemoryGauge(thresholds: MemoryThresholds())
-        #expect(none.update(MemoryMeasurements()) == .normal, "nothing measured, nothing to fear")
+        #expect(none.update(MemoryReading()) == .normal, "nothing measured, nothing to fear")
     }
 
     @Test func hysteresisKeepsTheLevelUntilTheSignalIsClearByTheMargin() {

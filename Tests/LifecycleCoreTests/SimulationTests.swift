@@ -27,7 +27,7 @@ struct Simulation {
     /// The app whose memory is being pushed to swap, and the last
     /// measurements reported (whether swap had room).
     var reclaimInFlight: AppID?
-    var lastMeasurements = MemoryMeasurements()
+    var lastMeasurements = MemoryReading()
     var reclaims = 0
     var pressureKills = 0
     /// Three runs in four are on a machine with swap.
@@ -283,7 +283,7 @@ struct Simulation {
             // 10 %, 2 points of hysteresis), so levels rise and fall and flap.
             // (Focused on memory: mostly warning, where suspended apps go to swap.)
             let percent: UInt64 = memoryFocus ? random([15, 15, 18, 21, 9]) : random([50, 50, 21, 15, 11, 9, 5])
-            var measurements = MemoryMeasurements(available: percent << 30, total: 100 << 30)
+            var measurements = MemoryReading(available: percent << 30, total: 100 << 30)
             // Three runs in four have swap, from full to empty; some apps partly in it.
             var swapped: [AppID: UInt64] = [:]
             if hasSwap {
@@ -404,7 +404,7 @@ struct Simulation {
                     fail("\(id): frozen with a scene shown")
                 }
                 if let event = wakeInFlight[id] { fail("\(id): frozen during \(event)") }
-            case .memoryKill(let k) where k.cause == .memoryPressure:
+            case .memoryKill(let k) where k.reason == .memoryPressure:
                 checkPressureKill(k, after: input)
             case .memoryKill(let k):
                 if let limit = sup.policy(k.app).memory.limit, let f = k.footprint, f > limit {
@@ -498,7 +498,7 @@ extension Simulation {
     /// time, only at critical, never a foreground app while a suspended or
     /// background one is left, never a higher band while a lower one is left
     /// in the same state.
-    mutating func checkPressureKill(_ k: MemoryKill, after input: Input) {
+    mutating func checkPressureKill(_ k: KillRecord, after input: Input) {
         switch input {
         case .memory, .simulateMemoryLevel:
             if sup.memoryLevel != .critical {

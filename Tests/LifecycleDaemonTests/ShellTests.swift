@@ -65,7 +65,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         }
         guard case .failure(let unknown) = front.execute(.status(apps: ["zz"]), from: .unknown) else { return }
         #expect(unknown.code == .unknownApp && unknown.message == "unknown app 'zz'")
-        for command in [Command.home, .pressure(.critical), .stop("a"), .interruptionBegin, .daemonReexec] {
+        for command in [Command.display(nil, .home), .pressure(.critical), .stop("a"), .display("tv", .interruptionBegan), .daemonReexec] {
             guard case .failure(let f) = front.execute(command, from: .unknown) else {
                 Issue.record("\(command)"); continue
             }
@@ -156,7 +156,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         let spawn = try #require(starter.spawned.first)
         for _ in 0..<3 { acknowledge(shell, spawn.channel, received(spawn.channel)) }
         #expect(shell.supervisor.snapshot("a")?.state == .active)
-        _ = shell.front!.execute(.home, from: root)
+        _ = shell.front!.execute(.display(nil, .home), from: root)
         let decided = try #require(shell.supervisor.nextDeadline())
         usleep(100_000)  // the stall itself, between the decision and the save
         shell.saveState()
@@ -184,7 +184,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         acknowledge(shell, spawn.channel, first)
         for _ in 0..<2 { acknowledge(shell, spawn.channel, received(spawn.channel)) }
         #expect(shell.supervisor.snapshot("a")?.state == .active)
-        _ = shell.front!.execute(.home, from: root)
+        _ = shell.front!.execute(.display(nil, .home), from: root)
         #expect(received(spawn.channel).isEmpty, "willResignActive waits for the save")
         shell.saveState()
         let resign = received(spawn.channel)
@@ -225,7 +225,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         #expect(shell.supervisor.snapshot("a")?.state == .active)
 
         // Home: resign, enter the background, and with no task: frozen.
-        _ = shell.front!.execute(.home, from: root)
+        _ = shell.front!.execute(.display(nil, .home), from: root)
         shell.saveState()
         for _ in 0..<2 { acknowledge(shell, spawn.channel, received(spawn.channel)) }
         #expect(shell.supervisor.snapshot("a")?.state == .suspended)
@@ -269,7 +269,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         shell.saveState()  // the kill record leaves with the save
         #expect(shell.terminations["a"]?.reason == .perAppLimit)
         let record = try #require(shell.killLog.records(limit: nil).last)
-        #expect(record.reason == .perAppLimit && record.killer == "kernel" && record.limit == 64 << 20)
+        #expect(record.reason == .perAppLimit && record.killer == .kernel && record.limit == 64 << 20)
         #expect(record.footprint == 64 << 20 && record.pid == spawn.pid, "the peak, and the pid of the run that ended")
 
         // Not at its own limit: the whole machine ran out (a global OOM kill).
@@ -280,7 +280,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         shell.saveState()
         #expect(shell.terminations["b"]?.reason == .kernelOOM)
         let global = try #require(shell.killLog.records(limit: nil).last)
-        #expect(global.app == "b" && global.reason == .kernelOOM && global.killer == "kernel" && global.peak == 121 << 20)
+        #expect(global.app == "b" && global.reason == .kernelOOM && global.killer == .kernel && global.peak == 121 << 20)
         #expect(global.limit == nil && global.pid == b.pid)
         // systemd-oomd's kill (it marks the group): recorded as its own.
         _ = shell.front!.execute(.launch("b", .background), from: root)
@@ -289,7 +289,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         shell.processEnded(pid: oomd.pid, .signaled(SIGKILL))
         shell.saveState()
         #expect(shell.terminations["b"]?.reason == .systemdOOMD)
-        #expect(shell.killLog.records(limit: nil).last?.killer == "systemd-oomd")
+        #expect(shell.killLog.records(limit: nil).last?.killer == .systemdOOMD)
         // A SIGKILL no OOM killer sent stays what it was.
         _ = shell.front!.execute(.launch("a", .background), from: root)
         let again = try #require(starter.spawned.last)
@@ -306,7 +306,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         let a = try #require(confinement.groups["a.1"])
         #expect(a.calls.contains("memory.low max") && a.calls.contains("cpu.weight 1000") && a.calls.contains("oomd omit"))
         a.calls = []
-        _ = shell.front!.execute(.home, from: root)
+        _ = shell.front!.execute(.display(nil, .home), from: root)
         shell.saveState()
         #expect(a.calls.contains("memory.low 0") && a.calls.contains("cpu.weight 50") && a.calls.contains("oomd avoid"))
         // Without the controllers nothing is written.

@@ -8,7 +8,7 @@ import Testing
         var a = AppStatus(
             name: "app\(i) \"quoted\" \\ \n\t\u{1}é", state: .suspended, pid: full ? Int32(1000 + i) : nil,
             secondsInState: full ? 12.345678 : 0, delivery: full ? .library : .signals,
-            backgroundTasks: full ? [TaskStatus(id: 3, name: "save"), TaskStatus(id: 4, name: "")] : [],
+            backgroundTasks: full ? [BackgroundTask(id: 3, name: "save"), BackgroundTask(id: 4, name: "")] : [],
             backgroundTimeRemaining: full ? 1.5e-05 : nil, awaiting: full ? .didEnterBackground : nil,
             lastTermination: full
                 ? TerminationInfo(reason: .memoryPressure, description: "killed", time: 1_790_000_000.25, pid: 7) : nil,

@@ -26,8 +26,8 @@ enum Command: Sendable, Equatable {
     case launch(AppID, LaunchMode)
     /// Its scene (nil: its most recent) to the front of a display (nil: the scene's own).
     case activate(AppID, scene: SceneID? = nil, display: DisplayID? = nil)
-    /// home, lock, unlock or an interruption on one display.
-    case display(DisplayID, DisplayCommand)
+    /// home, interruptions or the lock on one display; nil: on every display.
+    case display(DisplayID?, DisplayCommand)
     /// The app switcher's swipe of one scene.
     case discard(AppID, SceneID)
     case stop(AppID)
@@ -46,11 +46,6 @@ enum Command: Sendable, Equatable {
     case push(AppID, payload: String)
     /// Route a URL to the app that lists its scheme.
     case open(url: String)
-    case home
-    case lock
-    case unlock
-    case interruptionBegin
-    case interruptionEnd
     /// The most recent kill records, at most `limit`.
     case jetsam(limit: Int?)
     /// Inject a memory level, for demos and tests.
@@ -66,8 +61,7 @@ enum Command: Sendable, Equatable {
     var changes: Bool {
         switch self {
         case .status, .events, .jetsam, .avail: false
-        case .launch, .activate, .stop, .kill, .restart, .signal, .tail, .home, .lock, .unlock, .interruptionBegin,
-            .interruptionEnd, .pressure, .fetch, .push, .open, .display, .discard,
+        case .launch, .activate, .stop, .kill, .restart, .signal, .tail, .pressure, .fetch, .push, .open, .display, .discard,
             .daemonReexec, .reload:
             true
         }
@@ -204,11 +198,6 @@ final class CommandFront {
             case .success(let apps): return .success(.avail(apps))
             case .failure(let e): return badConfig(e)
             }
-        case .home: return outcome(target.submit(.home))
-        case .lock: return outcome(target.submit(.lock))
-        case .unlock: return outcome(target.submit(.unlock))
-        case .interruptionBegin: return outcome(target.submit(.interruptionBegan))
-        case .interruptionEnd: return outcome(target.submit(.interruptionEnded))
         case .daemonReexec:
             if let why = target.scheduleReexec() {
                 return .failure(CommandFailure(code: .refused, message: why, refusal: "cannot-reexec"))
@@ -251,11 +240,6 @@ extension Command {
         case .signal: "signal"
         case .avail: "avail"
         case .tail: "tail"
-        case .home: "home"
-        case .lock: "lock"
-        case .unlock: "unlock"
-        case .interruptionBegin: "interruption-begin"
-        case .interruptionEnd: "interruption-end"
         case .jetsam: "jetsam"
         case .pressure: "pressure"
         case .daemonReexec: "daemon-reexec"
@@ -264,14 +248,7 @@ extension Command {
         case .push: "push"
         case .open: "open"
         case .discard: "discard"
-        case .display(_, let c):
-            switch c {
-            case .home: "home"
-            case .lock: "lock"
-            case .unlock: "unlock"
-            case .interruptionBegan: "interruption-begin"
-            case .interruptionEnded: "interruption-end"
-            }
+        case .display(_, let c): c.name
         }
     }
 }

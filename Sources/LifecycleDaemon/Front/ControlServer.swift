@@ -414,12 +414,11 @@ final class ControlServer: RecordSink {
             case .failure(let problem): return .failure(CommandFailure(code: .badRequest, message: "\(problem)"))
             case .success(let number): return app().map { .signal($0, number) }
             }
-        case .home: return .success(r.display.map { .display($0, .home) } ?? .home)
-        case .lock: return .success(r.display.map { .display($0, .lock) } ?? .lock)
-        case .unlock: return .success(r.display.map { .display($0, .unlock) } ?? .unlock)
-        case .interruptionBegin:
-            return .success(r.display.map { .display($0, .interruptionBegan) } ?? .interruptionBegin)
-        case .interruptionEnd: return .success(r.display.map { .display($0, .interruptionEnded) } ?? .interruptionEnd)
+        case .home: return .success(.display(r.display, .home))
+        case .lock: return .success(.display(r.display, .lock))
+        case .unlock: return .success(.display(r.display, .unlock))
+        case .interruptionBegin: return .success(.display(r.display, .interruptionBegan))
+        case .interruptionEnd: return .success(.display(r.display, .interruptionEnded))
         case .daemonReexec: return .success(.daemonReexec)
         case .reload: return .success(.reload(dryRun: r.dryRun == true, restartChanged: r.restartChanged == true))
         case .jetsam: return .success(.jetsam(limit: r.limit))

@@ -46,7 +46,7 @@ extension Daemon: CommandTarget {
                 secondsInState: s.state == .notRunning && s.since == .zero
                     ? 0 : Double((now - s.since).nanoseconds) / 1e9,
                 delivery: manifests[id]!.policy.delivery,
-                backgroundTasks: s.tasks.map { TaskStatus(id: $0.id, name: $0.name) },
+                backgroundTasks: s.tasks,
                 backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
                 awaiting: s.awaiting, lastTermination: terminations[id],
                 footprint: runs[id] != nil ? shownFootprints[id] : nil, band: s.band, memoryLimit: limits[id],
@@ -84,7 +84,7 @@ extension Daemon: CommandTarget {
             memory: MemoryStatus(
                 level: supervisor.memoryLevel, simulated: supervisor.memorySimulated,
                 accounting: confinement.memoryAccounting.rawValue, trigger: memory.triggerDescription,
-                reading: MemoryReading(watch.map(memory.latest) ?? memory.reading), quiet: watch?.quiet,
+                reading: watch.map(memory.latest) ?? memory.reading, quiet: watch?.quiet,
                 quietSamples: watch?.quietSamples))
         footprintsShown()
         var report = StatusReport(daemon: daemon, apps: apps)

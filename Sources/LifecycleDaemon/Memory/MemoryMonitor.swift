@@ -24,7 +24,7 @@ final class MemoryMonitor {
     let confinement: any Confinement
     /// The thresholds the core's gauge uses, for choosing what to read and when.
     let thresholds: MemoryThresholds
-    private(set) var reading = MemoryMeasurements()
+    private(set) var reading = MemoryReading()
     /// When `reading` was taken (CLOCK_MONOTONIC ns).
     private var readingAt: Int64 = 0
     private(set) var trigger: PSITrigger?
@@ -91,9 +91,9 @@ final class MemoryMonitor {
     func sample(
         groups allGroups: () -> [AppID: any AppGroup], limited: [AppID: UInt64], now: Int64,
         triggered: Bool = false, measuredLevel: MemoryLevel = .normal,
-        preview: (MemoryMeasurements) -> MemoryLevel = { _ in .normal }
+        preview: (MemoryReading) -> MemoryLevel = { _ in .normal }
     ) -> MemoryReport {
-        var m = MemoryMeasurements()
+        var m = MemoryReading()
         if let meminfo, meminfo.refresh(),
             let total = meminfo.integer(after: "MemTotal:"), let available = meminfo.integer(after: "MemAvailable:")
         {
@@ -111,8 +111,9 @@ final class MemoryMonitor {
             m.total = total
             // Whether a suspended app's memory can go to swap, and whether
             // one in swap would give back memory if killed (MemoryPolicy.swift).
-            m.swapTotal = meminfo.integer(after: "SwapTotal:").map { $0 * 1024 }
-            m.swapFree = meminfo.integer(after: "SwapFree:").map { $0 * 1024 }
+            // No swap at all is said as none (absent), not as a swap of 0 bytes.
+            m.swapTotal = meminfo.integer(after: "SwapTotal:").flatMap { $0 > 0 ? $0 * 1024 : nil }
+            m.swapFree = m.swapTotal == nil ? nil : meminfo.integer(after: "SwapFree:").map { $0 * 1024 }
         }
         if triggered { readPressureUntil = now + 4_000_000_000 }
         let quiet = trigger != nil && now > readPressureUntil && measuredLevel == .normal
@@ -169,7 +170,7 @@ final class MemoryMonitor {
     /// The latest measurements, for `status`: the last full sample's, with
     /// MemAvailable from a later quiet sample of `watch`; the per-CPU free
     /// pages read now when neither read them (far from every threshold).
-    func latest(_ watch: MemoryWatch.State) -> MemoryMeasurements {
+    func latest(_ watch: MemoryWatch.State) -> MemoryReading {
         var m = reading
         var parts = readingParts
         if let available = watch.available, let at = watch.at, at > readingAt { parts = (available, watch.perCPU) }

@@ -47,10 +47,10 @@ extension Daemon {
 
     /// Records a change of level before the core acts on it, so the event
     /// stream shows the level first, then what it caused.
-    func noteLevelChange(to level: MemoryLevel, simulated: Bool, _ measurements: MemoryMeasurements) {
+    func noteLevelChange(to level: MemoryLevel, simulated: Bool, _ measurements: MemoryReading) {
         let before = supervisor.memoryLevel
         guard level != before else { return }
-        let detail = (simulated ? "simulated; " : "") + MemoryReading(measurements).summary
+        let detail = (simulated ? "simulated; " : "") + measurements.summary
         logger.notice(
             "memory level \(before.rawValue) -> \(level.rawValue): \(detail)",
             metadata: [
@@ -62,13 +62,6 @@ extension Daemon {
 }
 
 extension MemoryReading {
-    init(_ m: MemoryMeasurements) {
-        self.init(
-            available: m.available, total: m.total, stallPercent: m.stallPercent,
-            appsTotal: m.appsTotal, budget: m.budget, swapTotal: m.swapTotal == 0 ? nil : m.swapTotal,
-            swapFree: m.swapTotal == 0 ? nil : m.swapFree)
-    }
-
     /// "available 2.1 GiB of 23 GiB (9.1 %), stall 0 %, apps 1 GiB of 2 GiB"
     var summary: String {
         var parts: [String] = []

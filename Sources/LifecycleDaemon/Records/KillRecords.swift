@@ -5,26 +5,17 @@ import Logging
 
 extension Daemon {
     /// A kill for memory: the kill log, the journal, the event stream.
-    func recordKill(_ k: MemoryKill) {
+    func recordKill(_ decided: KillRecord) {
+        var r = decided
+        r.time = Records.wallTime(decidedAt ?? now())
         // The kernel's kills are recorded once the run has ended: its last pid.
-        let pid = runs.pid(k.app)
-        let reading = MemoryReading(k.measurements)
-        var r = KillRecord(
-            time: Records.wallTime(decidedAt ?? now()), app: k.app, pid: pid, reason: k.cause.code,
-            footprint: k.footprint, limit: k.limit, state: k.state, band: k.band,
-            level: k.level, simulated: k.simulated, reading: reading,
-            candidates: k.candidates.map {
-                KillRecord.Candidate(
-                    app: $0.app, state: $0.state, band: $0.band, footprint: $0.footprint, swap: $0.swap)
-            },
-            lastNotice: k.lastNotice)
-        r.swap = k.swap
-        r.killer = k.killer?.rawValue
-        r.peak = k.peak
-        r.freed = runs[k.app]?.memoryFreed
+        let pid = runs.pid(r.app)
+        r.pid = pid
+        r.freed = runs[r.app]?.memoryFreed
+        let k = r
         let saved = killLog.append(r, logger: logger)
         let footprint = k.footprint.map(formatBytes) ?? "unknown"
-        var detail = "\(k.cause.rawValue): footprint \(footprint), \(k.state.rawValue), band \(k.band.rawValue)"
+        var detail = "\(k.reason.rawValue): footprint \(footprint), \(k.state.rawValue), band \(k.band.rawValue)"
         if let swap = k.swap, swap > 0 { detail += ", \(formatBytes(swap)) of it on swap" }
         if let limit = k.limit { detail += ", limit \(formatBytes(limit))" }
         if let killer = k.killer {
@@ -32,12 +23,12 @@ extension Daemon {
             detail += k.peak.map { ", peak \(formatBytes($0))" } ?? ""
         }
         if let freed = r.freed { detail += "; gave back \(formatBytes(freed))" }
-        detail += "; level \(k.level.rawValue)\(k.simulated ? " (simulated)" : ""); \(reading.summary)"
+        detail += "; level \(k.level.rawValue)\(k.simulated ? " (simulated)" : ""); \(k.reading.summary)"
         if k.candidates.count > 1 {
             detail += "; next: " + k.candidates.dropFirst().prefix(5).map(\.app).joined(separator: ", ")
         }
         var meta: Logger.Metadata = [
-            "app": "\(k.app)", "reason": "\(k.cause.rawValue)", "app-state": "\(k.state.rawValue)",
+            "app": "\(k.app)", "reason": "\(k.reason.rawValue)", "app-state": "\(k.state.rawValue)",
             "band": "\(k.band.rawValue)", "memory-level": "\(k.level.rawValue)", "simulated": "\(k.simulated)",
             "candidates": "\(k.candidates.map(\.app).joined(separator: ","))",
         ]
@@ -45,10 +36,10 @@ extension Daemon {
         if let f = k.footprint { meta["footprint-bytes"] = "\(f)" }
         if let freed = r.freed { meta["freed-bytes"] = "\(freed)" }
         if let killer = k.killer { meta["killer"] = "\(killer.rawValue)" }
-        if let a = k.measurements.available { meta["mem-available-bytes"] = "\(a)" }
+        if let a = k.reading.available { meta["mem-available-bytes"] = "\(a)" }
         logger.notice("jetsam: \(k.app): \(detail)", metadata: meta)
         record(
-            k.app, .jetsam, reason: k.cause.rawValue,
+            k.app, .jetsam, reason: k.reason.rawValue,
             detail: detail + (saved ? "" : "; not yet saved (\(killLog.problem ?? "?")): kept in memory, retried"),
             kill: r)
         if !saved { retryUnsavedRecords() }
