@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the app-channel decoder and the control-request parser with
+# Fuzzes the app-channel decoder, the control-request parser and the
+# status answer's hand-written reader with
 # libFuzzer (swiftc -sanitize=fuzzer,address), and the C client's wire
 # decoder, which parses untrusted bytes inside apps (clang
 # -fsanitize=fuzzer,address,undefined), and the Swift and C decoders
@@ -23,7 +24,11 @@ build_c() {   # name, sources...: undefined behaviour aborts, as a crash does
         -Wall -Wextra -Werror -Iclib/include -Iclib/src "$@" -o "$out/$name"
 }
 build app-channel Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/app_channel.swift
-build control-request Sources/LifecycleModel/*.swift Sources/LifecycleControl/ControlProtocol.swift Sources/LifecycleControl/ControlStatus.swift Sources/LifecycleControl/ControlRecords.swift Fuzz/control_request.swift
+control=(Sources/LifecycleControl/ControlProtocol.swift Sources/LifecycleControl/ControlStatus.swift
+    Sources/LifecycleControl/ControlRecords.swift)
+build control-request Sources/LifecycleModel/*.swift "${control[@]}" Fuzz/control_request.swift
+build status-reader Sources/LifecycleModel/*.swift "${control[@]}" Sources/LifecycleControl/StatusJSON.swift \
+    Sources/LifecycleControl/StatusFields.swift Fuzz/status_reader.swift
 # Swift's decoders against the C client's: wire.c built by clang (coverage, ASan), called through wire.h.
 build wire-differential Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/wire_differential.swift \
     -import-objc-header clib/src/wire.h -Xcc -Iclib/include "$(clang -fsanitize=fuzzer-no-link,address -O1 -g \
@@ -31,7 +36,7 @@ build wire-differential Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wir
 build_c wire-c Fuzz/wire_c.c clib/src/wire.c
 
 status=0
-for target in app-channel control-request wire-c wire-differential; do
+for target in app-channel control-request status-reader wire-c wire-differential; do
     work=$(mktemp -d)
     cp Fuzz/corpus/"$target"/* "$work"/
     echo "fuzzing $target for ${seconds}s"

@@ -1,10 +1,13 @@
 import Foundation
 
-// The status answer written by hand: with 1,000 apps, JSONEncoder's generic
-// path cost the daemon 5 ms of a 7 ms answer (docs/performance.md). The
-// same keys as the Codable conformance, optionals left out when nil; a
-// test decodes both and requires the same value. Anything else still goes
-// through JSONEncoder.
+// The status answer written and read by hand: with 1,000 apps, JSONEncoder's
+// generic path cost the daemon 5 ms of a 7 ms answer, and JSONDecoder a
+// third of a 40 ms `supervisorctl status` (docs/performance.md). Each app's
+// fields are described once, in a table (StatusFields.swift) that the writer
+// and the reader walk: the same keys as the Codable conformance, optionals
+// left out when nil. Tests hold the table to the Codable keys and both
+// paths to the same value; the reader is fuzzed (scripts/fuzz.sh). Anything
+// else still goes through JSONEncoder.
 
 /// Appends JSON values to a byte buffer.
 public struct JSONBytes {
@@ -44,108 +47,12 @@ public struct JSONBytes {
 
     mutating func bool(_ b: Bool) { b ? raw("true") : raw("false") }
 
-    /// `[{...},{...}]`: one object per item, its keys written by `body`
-    /// (the first with `first: true`).
-    mutating func objects<T>(_ items: [T], _ body: (inout JSONBytes, T) -> Void) {
-        raw("[")
-        for (i, item) in items.enumerated() {
-            raw(i > 0 ? ",{" : "{")
-            body(&self, item)
-            raw("}")
-        }
-        raw("]")
-    }
-
     /// `,"key":` (without the comma for the first key of an object).
     mutating func key(_ k: StaticString, first: Bool = false) {
         if !first { bytes.append(0x2C) }
         bytes.append(0x22)
         k.withUTF8Buffer { bytes.append(contentsOf: $0) }
         bytes += [0x22, 0x3A]
-    }
-}
-
-extension AppStatus {
-    func write(to j: inout JSONBytes) {
-        j.raw("{")
-        j.key("name", first: true)
-        j.string(name)
-        j.key("state")
-        j.string(state.rawValue)
-        if let pid { j.key("pid"); j.number(pid) }
-        j.key("secondsInState")
-        j.number(secondsInState)
-        j.key("delivery")
-        j.string(delivery.rawValue)
-        j.key("backgroundTasks")
-        j.objects(backgroundTasks) { j, t in
-            j.key("id", first: true)
-            j.number(t.id)
-            j.key("name")
-            j.string(t.name)
-        }
-        if let backgroundTimeRemaining { j.key("backgroundTimeRemaining"); j.number(backgroundTimeRemaining) }
-        if let awaiting { j.key("awaiting"); j.string(awaiting.rawValue) }
-        if let t = lastTermination {
-            j.key("lastTermination")
-            j.raw("{")
-            j.key("reason", first: true)
-            j.string(t.reason.rawValue)
-            j.key("description")
-            j.string(t.description)
-            j.key("time")
-            j.number(t.time)
-            if let pid = t.pid { j.key("pid"); j.number(pid) }
-            j.raw("}")
-        }
-        if let footprint { j.key("footprint"); j.number(footprint) }
-        if let band { j.key("band"); j.string(band.rawValue) }
-        if let memoryLimit { j.key("memoryLimit"); j.number(memoryLimit) }
-        if let statusLine { j.key("statusLine"); j.string(statusLine) }
-        if let launching { j.key("launching"); j.bool(launching) }
-        if let frozen { j.key("frozen"); j.bool(frozen) }
-        if let freezeProblem { j.key("freezeProblem"); j.string(freezeProblem) }
-        if let changePending { j.key("changePending"); j.bool(changePending) }
-        if let removing { j.key("removing"); j.bool(removing) }
-        if let relaunchIn { j.key("relaunchIn"); j.number(relaunchIn) }
-        if let recentEnds { j.key("recentEnds"); j.number(recentEnds) }
-        if let f = failed {
-            j.key("failed")
-            j.raw("{")
-            j.key("reason", first: true)
-            j.string(f.reason)
-            j.key("description")
-            j.string(f.description)
-            j.key("ends")
-            j.number(f.ends)
-            j.key("windowSeconds")
-            j.number(f.windowSeconds)
-            j.key("time")
-            j.number(f.time)
-            j.raw("}")
-        }
-        if let outputProblem { j.key("outputProblem"); j.string(outputProblem) }
-        if let nextFetchIn { j.key("nextFetchIn"); j.number(nextFetchIn) }
-        if let quit { j.key("quit"); j.bool(quit) }
-        if let heldPush { j.key("heldPush"); j.bool(heldPush) }
-        if let waking { j.key("waking"); j.string(waking.rawValue) }
-        if let restorationBytes { j.key("restorationBytes"); j.number(restorationBytes) }
-        if let scenes {
-            j.key("scenes")
-            j.objects(scenes) { j, s in
-                j.key("name", first: true)
-                j.string(s.name)
-                j.key("display")
-                j.string(s.display)
-                j.key("state")
-                j.string(s.state.rawValue)
-                j.key("inFront")
-                j.bool(s.inFront)
-                if let d = s.discarding { j.key("discarding"); j.bool(d) }
-                if let d = s.shed { j.key("shed"); j.bool(d) }
-            }
-        }
-        j.raw("}")
     }
 }
 
@@ -158,7 +65,7 @@ extension StatusReport {
         j.raw(",\"apps\":[")
         for (i, app) in apps.enumerated() {
             if i > 0 { j.raw(",") }
-            app.write(to: &j)
+            app.writeJSON(to: &j)
         }
         j.raw("]}}\n")
         return j.bytes
@@ -169,7 +76,7 @@ extension StatusReport {
 // a third of a 40 ms `supervisorctl status` of 1,000 apps). Anything it
 // does not expect makes it give up, and the caller decodes with JSONDecoder.
 
-struct JSONReader {
+public struct JSONReader {
     struct Unexpected: Error {}
 
     let b: [UInt8]
@@ -199,8 +106,14 @@ struct JSONReader {
 
     mutating func bool() throws -> Bool {
         ws()
-        if i + 4 <= b.count, b[i] == 0x74 { i += 4; return true }  // true
-        if i + 5 <= b.count, b[i] == 0x66 { i += 5; return false }  // false
+        if i + 4 <= b.count, b[i] == 0x74, b[i + 1] == 0x72, b[i + 2] == 0x75, b[i + 3] == 0x65 {
+            i += 4
+            return true
+        }
+        if i + 5 <= b.count, b[i] == 0x66, b[i + 1] == 0x61, b[i + 2] == 0x6C, b[i + 3] == 0x73, b[i + 4] == 0x65 {
+            i += 5
+            return false
+        }
         throw Unexpected()
     }
 
@@ -259,25 +172,34 @@ struct JSONReader {
         {
             i += 1
         }
-        guard let d = Double(String(decoding: b[start..<i], as: UTF8.self)) else { throw Unexpected() }
+        // JSON has no infinity: a number too large for a Double is malformed.
+        guard let d = Double(String(decoding: b[start..<i], as: UTF8.self)), d.isFinite else { throw Unexpected() }
         return d
     }
 
+    /// A whole number that fits `T`: a minus sign only for a signed type (a
+    /// negative in an unsigned field is malformed, never a trap), no
+    /// fraction or exponent, no overflow.
     mutating func integer<T: FixedWidthInteger>(_: T.Type = T.self) throws -> T {
         ws()
         var negative = false
-        if i < b.count, b[i] == 0x2D { negative = true; i += 1 }
+        if i < b.count, b[i] == 0x2D {
+            guard T.isSigned else { throw Unexpected() }
+            negative = true
+            i += 1
+        }
         var n: T = 0
         let start = i
         while i < b.count, (0x30...0x39).contains(b[i]) {
+            let digit = T(b[i] - 0x30)
             let (m, o1) = n.multipliedReportingOverflow(by: 10)
-            let (s, o2) = m.addingReportingOverflow(T(b[i] - 0x30))
+            let (s, o2) = negative ? m.subtractingReportingOverflow(digit) : m.addingReportingOverflow(digit)
             guard !o1, !o2 else { throw Unexpected() }
             n = s
             i += 1
         }
         guard i > start, i >= b.count || (b[i] != 0x2E && b[i] != 0x65 && b[i] != 0x45) else { throw Unexpected() }
-        return negative ? 0 - n : n
+        return n
     }
 
     /// `{ "key": value, ... }`, the body reading each value.
@@ -336,7 +258,7 @@ extension StatusReport {
                             daemon = try JSONDecoder().decode(DaemonStatus.self, from: Data(bytes[range]))
                         case "apps":
                             var list: [AppStatus] = []
-                            try r.array { r in list.append(try AppStatus.read(&r)) }
+                            try r.array { r in list.append(try AppStatus.readJSON(&r)) }
                             apps = list
                         default: throw JSONReader.Unexpected()
                         }
@@ -347,104 +269,5 @@ extension StatusReport {
         } catch { return nil }
         guard ok, let daemon, let apps else { return nil }
         return StatusReport(daemon: daemon, apps: apps)
-    }
-}
-
-extension AppStatus {
-    static func read(_ r: inout JSONReader) throws -> AppStatus {
-        var a = AppStatus(
-            name: "", state: .notRunning, pid: nil, secondsInState: 0, delivery: .library, backgroundTasks: [],
-            backgroundTimeRemaining: nil, awaiting: nil, lastTermination: nil)
-        func raw<T: RawRepresentable>(_ r: inout JSONReader) throws -> T where T.RawValue == String {
-            guard let v = T(rawValue: try r.string()) else { throw JSONReader.Unexpected() }
-            return v
-        }
-        try r.object { r, key in
-            if r.null() { return }
-            switch key {
-            case "name": a.name = try r.string()
-            case "state": a.state = try raw(&r)
-            case "pid": a.pid = try r.integer()
-            case "secondsInState": a.secondsInState = try r.double()
-            case "delivery": a.delivery = try raw(&r)
-            case "backgroundTasks":
-                try r.array { r in
-                    var t = BackgroundTask(id: 0, name: "")
-                    try r.object { r, key in
-                        switch key {
-                        case "id": t.id = try r.integer()
-                        case "name": t.name = try r.string()
-                        default: throw JSONReader.Unexpected()
-                        }
-                    }
-                    a.backgroundTasks.append(t)
-                }
-            case "backgroundTimeRemaining": a.backgroundTimeRemaining = try r.double()
-            case "awaiting": a.awaiting = try raw(&r)
-            case "lastTermination":
-                var t = TerminationInfo(reason: .exited, description: "", time: 0, pid: nil)
-                try r.object { r, key in
-                    switch key {
-                    case "reason": t.reason = try raw(&r)
-                    case "description": t.description = try r.string()
-                    case "time": t.time = try r.double()
-                    case "pid": t.pid = try r.integer()
-                    default: throw JSONReader.Unexpected()
-                    }
-                }
-                a.lastTermination = t
-            case "footprint": a.footprint = try r.integer()
-            case "band": a.band = try raw(&r)
-            case "memoryLimit": a.memoryLimit = try r.integer()
-            case "statusLine": a.statusLine = try r.string()
-            case "launching": a.launching = try r.bool()
-            case "frozen": a.frozen = try r.bool()
-            case "freezeProblem": a.freezeProblem = try r.string()
-            case "changePending": a.changePending = try r.bool()
-            case "removing": a.removing = try r.bool()
-            case "relaunchIn": a.relaunchIn = try r.double()
-            case "recentEnds": a.recentEnds = try r.integer()
-            case "failed":
-                var f = FailureInfo(reason: "", description: "", ends: 0, windowSeconds: 0, time: 0)
-                try r.object { r, key in
-                    switch key {
-                    case "reason": f.reason = try r.string()
-                    case "description": f.description = try r.string()
-                    case "ends": f.ends = try r.integer()
-                    case "windowSeconds": f.windowSeconds = try r.double()
-                    case "time": f.time = try r.double()
-                    default: throw JSONReader.Unexpected()
-                    }
-                }
-                a.failed = f
-            case "outputProblem": a.outputProblem = try r.string()
-            case "nextFetchIn": a.nextFetchIn = try r.double()
-            case "quit": a.quit = try r.bool()
-            case "heldPush": a.heldPush = try r.bool()
-            case "waking": a.waking = try raw(&r)
-            case "restorationBytes": a.restorationBytes = try r.integer()
-            case "scenes":
-                var list: [SceneStatus] = []
-                try r.array { r in
-                    var s = SceneStatus(
-                        name: "", display: "", state: .unattached, inFront: false, discarding: nil, shed: nil)
-                    try r.object { r, key in
-                        switch key {
-                        case "name": s.name = try r.string()
-                        case "display": s.display = try r.string()
-                        case "state": s.state = try raw(&r)
-                        case "inFront": s.inFront = try r.bool()
-                        case "discarding": s.discarding = try r.bool()
-                        case "shed": s.shed = try r.bool()
-                        default: throw JSONReader.Unexpected()
-                        }
-                    }
-                    list.append(s)
-                }
-                a.scenes = list
-            default: throw JSONReader.Unexpected()
-            }
-        }
-        return a
     }
 }

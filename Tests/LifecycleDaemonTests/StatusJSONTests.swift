@@ -29,6 +29,9 @@ import Testing
             a.heldPush = true
             a.waking = .performFetch
             a.restorationBytes = 2048
+            a.scenes = [
+                SceneStatus(name: "main", display: "tv", state: .active, inFront: true, discarding: true, shed: false)
+            ]
         }
         return a
     }
@@ -61,5 +64,68 @@ import Testing
         #expect(
             StatusReport.fromResponseLine(Array(#"{"ok":true,"status":{"daemon":{},"apps":[{"bogus":1}]}}"#.utf8))
                 == nil)
+    }
+
+    /// Every stored property of each status object has its row in the
+    /// table, under the key Codable gives it: a field added without one
+    /// fails here.
+    @Test func everyFieldHasItsRow() throws {
+        func keys<T: Encodable>(_ value: T) throws -> Set<String> {
+            let object = try JSONSerialization.jsonObject(with: JSONEncoder().encode(value)) as? [String: Any]
+            return Set(try #require(object).keys)
+        }
+        func labels(_ value: Any) -> Set<String> { Set(Mirror(reflecting: value).children.compactMap(\.label)) }
+        func rows<T: StatusJSONObject>(_: T.Type) -> Set<String> { Set(T.fields.map { $0.key.description }) }
+        let full = app(0, full: true)
+        #expect(try keys(full) == rows(AppStatus.self) && labels(full) == rows(AppStatus.self))
+        let t = try #require(full.lastTermination)
+        #expect(try keys(t) == rows(TerminationInfo.self) && labels(t) == rows(TerminationInfo.self))
+        let f = try #require(full.failed)
+        #expect(try keys(f) == rows(FailureInfo.self) && labels(f) == rows(FailureInfo.self))
+        let scene = try #require(full.scenes?.first)
+        #expect(try keys(scene) == rows(SceneStatus.self) && labels(scene) == rows(SceneStatus.self))
+        let task = full.backgroundTasks[0]
+        #expect(try keys(task) == rows(BackgroundTask.self) && labels(task) == rows(BackgroundTask.self))
+    }
+
+    /// A malformed number is refused, never a trap: a negative or a
+    /// fraction in a whole or unsigned field, one too large; and so are a
+    /// word not in the vocabulary, a required field missing, a misspelt
+    /// literal. The hand reader gives up, and JSONDecoder says what is wrong.
+    @Test func malformedValuesAreRefusedNotTrapped() throws {
+        let daemon = #"{"pid":1,"foregroundSlots":1,"foreground":[],"locked":false,"interruptions":0,"#
+            + #""confinement":"x","shuttingDown":false}"#
+        let common = #""name":"a","state":"active","secondsInState":1,"delivery":"library""#
+        let base = common + #","backgroundTasks":[]"#
+        func line(_ app: String) -> [UInt8] {
+            Array(#"{"ok":true,"status":{"daemon":\#(daemon),"apps":[{\#(app)}]}}"#.utf8)
+        }
+        #expect(StatusReport.fromResponseLine(line(base))?.apps.first?.name == "a")
+        #expect(StatusReport.fromResponseLine(line(base + #","footprint":18446744073709551615"#)) != nil)
+        let bad = [
+            #","footprint":-1"#, #","footprint":18446744073709551616"#, #","pid":2147483648"#, #","pid":1.5"#,
+            #","band":"huge""#,
+            #","frozen":tru"#, #","frozen":fals"#, #","lastTermination":{"reason":"exited","time":1}"#,
+            #","scenes":[{"name":"main"}]"#,
+        ]
+        for extra in bad {
+            let bytes = line(base + extra)
+            #expect(StatusReport.fromResponseLine(bytes) == nil, "\(extra)")
+            #expect(throws: (any Error).self, "\(extra)") {
+                try JSONDecoder().decode(ControlResponse.self, from: Data(bytes))
+            }
+        }
+        #expect(StatusReport.fromResponseLine(line(#""state":"active""#)) == nil, "no name")
+        let negativeTask = line(common + #","backgroundTasks":[{"id":-3,"name":"x"}]"#)
+        #expect(StatusReport.fromResponseLine(negativeTask) == nil)
+        #expect(throws: (any Error).self) { try JSONDecoder().decode(ControlResponse.self, from: Data(negativeTask)) }
+        // Stricter than JSONDecoder, never laxer: a whole number written
+        // with an exponent is left to it.
+        let exponent = line(base + #","recentEnds":1e3"#)
+        #expect(StatusReport.fromResponseLine(exponent) == nil)
+        #expect(try JSONDecoder().decode(ControlResponse.self, from: Data(exponent)).status?.apps[0].recentEnds == 1000)
+        // The most negative Int32 reads (a pid is signed).
+        let min = StatusReport.fromResponseLine(line(base + #","pid":-2147483648"#))
+        #expect(min?.apps.first?.pid == Int32.min)
     }
 }
