@@ -77,4 +77,3 @@ public struct MemorySample: Sendable, Equatable, Codable {
         self.measurements = measurements
     }
 }
-

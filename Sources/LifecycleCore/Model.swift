@@ -174,4 +174,3 @@ public enum ExitStatus: Sendable, Equatable {
     /// killed it (see TerminationReason.notAdopted).
     case notAdopted(why: String)
 }
-

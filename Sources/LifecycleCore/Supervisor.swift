@@ -10,7 +10,8 @@
 //   Commands.swift       what users ask: launch, activate, home, lock, interruptions, stop, kill
 //   Configuration.swift  a reload: apps appear, change (at their next launch) and go
 //   Restarts.swift       the crash policy: relaunches with backoff, and giving up
-//   Wakeups.swift        background fetch, pushes, open URL, and their schedule
+//   Wakeups.swift        wake-ups: their data, delivery and answers; each kind in its own
+//                        file: FetchWakeups.swift (the schedule), PushWakeups.swift, OpenURL.swift
 //   Reports.swift        what the world reports: acknowledgements, tasks, readiness, exits
 //   Planner.swift        each app's target, and the next step towards it
 //   Delivery.swift       one event at a time, with its deadline

@@ -12,7 +12,8 @@ import Logging
 /// Every decision is the core's. The shell's rooms, each an extension or a
 /// type of its own with one job:
 ///
-///   Daemon.swift            start-up, the loop's sources (one list), the submit drain
+///   Daemon.swift            the shell's state, grouped by owner; running; the submit drain
+///   Startup.swift           start-up, the loop's sources (one list)
 ///   Effects.swift           the one switch where effects become calls
 ///   Settings.swift          the config and what is derived from it, one value
 ///   Apps/                   the run table, launching, app channels, notify
@@ -35,6 +36,9 @@ public final class Daemon {
         }
     }
 
+    // MARK: - The daemon's state, by owner
+
+    // The configuration (Settings.swift, Config/Reload.swift).
     let options: Options
     /// The configuration as last read (at start, or by a reload).
     var settings: Settings
@@ -46,18 +50,9 @@ public final class Daemon {
     var manifests: [AppID: AppManifest]
     /// Apps whose manifest in force sets memory.limit (read at every memory sample).
     var limits: [AppID: UInt64] = [:]
+
+    // The core, and what feeds it (this file; State/Outbox.swift).
     var supervisor: Supervisor
-    let loop: EventLoop
-    var logger: Logger
-    let confinement: any Confinement
-    let starter: any ProcessStarter
-    var runs = RunTable()
-    let records: Records
-    let killLog: KillLog
-    let memory: MemoryMonitor
-    let status = StatusLine()
-    /// Why each app's last run ended, for `status`.
-    var terminations: [AppID: TerminationInfo] = [:]
     /// Inputs that arise while performing effects wait here, never nested;
     /// `found`: a fact from an app, judged before deadlines that passed
     /// while it waited (State/Outbox.swift).
@@ -66,18 +61,6 @@ public final class Daemon {
     /// Reading what apps sent before deadlines are judged: what is read
     /// goes here, then to the front of the queue.
     var sweeping = false
-    /// An input waiting in `queue`. `origin`: the one `submit` was called
-    /// with, whose effects it returns.
-    struct Queued {
-        var input: Input
-        var found = false
-        var origin = false
-        init(_ input: Input, found: Bool = false, origin: Bool = false) {
-            self.input = input
-            self.found = found
-            self.origin = origin
-        }
-    }
     var sweepFound: [Input] = []
     /// What reaches outside the daemon, held until the state that caused
     /// it is saved (State/Outbox.swift).
@@ -85,32 +68,75 @@ public final class Daemon {
     /// The `now` of the input being handled: records carry the time of the
     /// decision that caused them.
     var decidedAt: Instant?
-    /// Retries of cgroup removal, by path.
-    var cleanupTimers: [String: EventLoop.Source] = [:]
-    /// Where the state is saved for the next daemon (nil in shell tests).
+    /// The core's next deadline.
+    var coreTimer: EventLoop.Source?
+
+    // The state saved for the next daemon (State/).
+    /// Where the state is saved (nil in shell tests).
     var store: StateStore?
     /// What outlives a reboot: wake-up history, restoration data (State/History.swift).
     var history: HistoryStore
-    /// Where app messages are received, one at a time (as large as the largest).
-    var channelBuffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
     /// A step since the last save changed something worth saving; the save
     /// runs once per turn of the loop (a timer due at once), not per step.
     var unsaved = false
     var saveTimer: EventLoop.Source?
     /// A process was started: saved before the drain returns.
     var spawnedUnsaved = false
+    /// Retries kill records and the state while the disk refuses them.
+    var unsavedRetry: EventLoop.Source?
     /// True when this daemon carried on from an earlier one's state.
     var restored = false
-    /// The resume socket of library apps, and connections not yet resumed.
-    var resumePath: String?
-    var resumeListener: Int32 = -1
-    var resumeSource: EventLoop.Source?
-    var resuming: [Int32: EventLoop.Source] = [:]
+    var reexecTimer: EventLoop.Source?
+
+    // The apps' processes and channels (Apps/).
+    let confinement: any Confinement
+    let starter: any ProcessStarter
+    var runs = RunTable()
+    /// Why each app's last run ended, for `status`.
+    var terminations: [AppID: TerminationInfo] = [:]
+    /// Retries of cgroup removal, by path.
+    var cleanupTimers: [String: EventLoop.Source] = [:]
+    /// Where app messages are received, one at a time (as large as the largest).
+    var channelBuffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
+    /// The resume socket of library apps (Apps/ResumeSocket.swift).
+    var resume = ResumeDoor()
+    /// Where apps' stdout and stderr go (nil in shell tests: inherited).
+    var output: AppOutput?
+    /// Set when this daemon exits leaving its apps to the next one.
+    var leavingApps = false
+
+    // Memory (Memory/).
+    let memory: MemoryMonitor
+    var memoryWatch: MemoryWatch?
+    var triggerSource: EventLoop.Source?
+    /// Pushes suspended apps' memory to swap off the loop (Memory/Reclaim.swift).
+    var reclaim = ReclaimJobs()
+    /// What `status` shows of each running app's footprint (Memory/MemorySampling.swift).
+    var sweep = FootprintSweep()
+
+    // What is recorded and told (Records/).
+    var logger: Logger
+    let records: Records
+    let killLog: KillLog
+    let status = StatusLine()
+    var statusTimer: EventLoop.Source?
+
+    // The control sockets (Front/).
+    var control: ControlServer?
+    var front: CommandFront?
+    /// The control socket file this daemon bound, and its identity
+    /// (removed at exit only if still it).
+    var controlPath: String?
+    var controlIdentity: [UInt64]?
+    /// The private socket beside it, as bound (removed at exit only if still it).
+    var privateControl: (path: String, identity: [UInt64]?)?
+
+    // The process itself (Startup.swift).
+    let loop: EventLoop
+    var signalSources: [EventLoop.Source] = []
     /// When this image started, and how (status shows both).
     let startedAt = Date().timeIntervalSince1970
     var startKind = "fresh"
-    /// The control socket file this daemon bound (removed at exit only if still it).
-    var controlIdentity: [UInt64]?
     /// RLIMIT_NOFILE in force (soft raised to hard at start), for the ready line.
     var descriptorLimit: UInt64 = 0
     /// Held for the life of the process: one daemon per runtime directory.
@@ -122,38 +148,8 @@ public final class Daemon {
         let exe = (try? Posix.readLink("/proc/self/exe")) ?? ""
         return exe.hasSuffix(" (deleted)") ? String(exe.dropLast(" (deleted)".count)) : exe
     }()
-    var reexecTimer: EventLoop.Source?
     /// Kept for the moment the daemon runs out of descriptors (ControlServer, Freezer).
     let reserve = DescriptorReserve()
-    /// Retries kill records and the state while the disk refuses them.
-    var unsavedRetry: EventLoop.Source?
-
-    // The loop's sources, registered in `start()`.
-    var coreTimer: EventLoop.Source?
-    var statusTimer: EventLoop.Source?
-    var memoryWatch: MemoryWatch?
-    /// Pushes suspended apps' memory to swap off the loop, and the jobs it
-    /// holds (Memory/Reclaim.swift).
-    var reclaimer: Reclaimer?
-    var reclaimSource: EventLoop.Source?
-    var reclaimJobs: [UInt64: (app: AppID, generation: UInt64)] = [:]
-    var lastReclaimJob: UInt64 = 0
-    var triggerSource: EventLoop.Source?
-    var signalSources: [EventLoop.Source] = []
-    var control: ControlServer?
-    var controlPath: String?
-    /// The private socket beside it, as bound (removed at exit only if still it).
-    var privateControl: (path: String, identity: [UInt64]?)?
-    var front: CommandFront?
-    /// What `status` shows of each running app's footprint: the last one
-    /// measured, by a memory sample or by a sweep (MemorySampling.swift).
-    var shownFootprints: [AppID: UInt64] = [:]
-    var sweptAt: Int64 = 0
-    var sweepTimer: EventLoop.Source?
-    /// Where apps' stdout and stderr go (nil in shell tests: inherited).
-    var output: AppOutput?
-    /// Set when this daemon exits leaving its apps to the next one.
-    var leavingApps = false
 
     /// Tells a new core what this machine and configuration allow: the
     /// fetch window; suspended apps' memory may go to swap (the
@@ -166,96 +162,6 @@ public final class Daemon {
         supervisor.reclaimEnabled = config.memory.reclaim && memoryController
         supervisor.kernelEnforcesLimits = memoryController
     }
-
-    /// Loads the configuration, takes the cgroup subtree and the control
-    /// socket, and tells systemd READY=1 (in `run`) only once all of that is done.
-    public convenience init(options: Options, logger: Logger) throws {
-        let began = Posix.monotonicNanoseconds()
-        // About three descriptors per running app (its pidfd, its group's
-        // directory, its channel or notify socket): the soft limit (1,024
-        // by default) would cap a daemon at about 330 apps. The table is
-        // sized here, while this process has one thread (reading the
-        // configuration starts more), for 1,300 apps without growing.
-        let descriptors = Posix.raiseDescriptorLimit()
-        Posix.reserveDescriptorTable(Self.descriptorsReserved)
-        // Above its apps (which start at 0): a busy app, or a user flooding
-        // the control socket, competes with the daemon at a disadvantage.
-        // Needs CAP_SYS_NICE; without it, or under a unit's own Nice=, left as is.
-        let process = Int32(PRIO_PROCESS.rawValue)
-        if getpriority(process, 0) > Self.niceness { setpriority(process, 0, Self.niceness) }
-        let settings = try Settings(configPath: options.configPath)
-        if Self.descriptors(forApps: settings.manifests.count) > Self.descriptorsReserved {
-            Posix.reserveDescriptorTable(Self.descriptors(forApps: settings.manifests.count))  // one grace period
-        }
-        let configured = Posix.monotonicNanoseconds()
-        // Before anything is touched: a second daemon on the same runtime
-        // directory stops here, naming the one that runs.
-        let lock = try InstanceLock(directory: settings.config.runtimeDirectory)
-        for p in settings.problems {
-            logger.error("skipping app manifest: \(p)", metadata: ["file": "\(p.file)"])
-        }
-        if let note = settings.implicitlyRootNote { logger.warning("\(note)") }
-        // Signals come through the loop (signalfd); children are reaped by us,
-        // including orphaned grandchildren (child subreaper). A disposition
-        // inherited as ignored (a script's `trap '' INT`, nohup) would
-        // discard the signal before signalfd sees it: back to the default.
-        let handled = [SIGCHLD, SIGTERM, SIGINT, SIGHUP]
-        for s in handled { signal(s, SIG_DFL) }
-        Posix.blockSignals(handled)
-        signal(SIGPIPE, SIG_IGN)
-        _ = lc_become_subreaper()
-        // Protect the one process every app depends on from the kernel's OOM
-        // killer (the unit's OOMScoreAdjust= does it under systemd; lowering
-        // needs CAP_SYS_RESOURCE, so this may not take standalone). Apps get
-        // their own value at their first transition.
-        Posix.setOOMScoreAdjust(getpid(), -900)
-        let confinement = Cgroups.confinement(root: options.cgroupRoot ?? settings.config.cgroupRoot)
-        if let fallback = confinement as? ProcessGroups {
-            logger.warning(
-                """
-                no usable cgroup v2 freezer (\(fallback.reason)): falling back to process groups. \
-                Suspension uses SIGSTOP (an app can see it and its children can escape \
-                by changing process group), and memory is read from /proc.
-                """)
-        }
-        if let cgroups = confinement as? Cgroups {
-            for n in cgroups.notes { logger.info("\(n)") }
-            for w in cgroups.warnings { logger.warning("\(w)") }
-            for p in cgroups.problems { logger.warning("cgroup controllers: \(p)") }
-        }
-        let confined = Posix.monotonicNanoseconds()
-        do {
-            try self.init(
-                settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
-                logger: logger, standalone: false)
-        } catch {
-            // A start that fails (the control socket in use, say) leaves no
-            // trace: what the confinement made goes (a group with processes
-            // in it, an earlier daemon's app, cannot be removed and stays).
-            confinement.leave()
-            throw error
-        }
-        instanceLock = lock
-        descriptorLimit = descriptors
-        logger.info(
-            "started",
-            metadata: startPhases.merging([
-                "config-ms": "\(Self.ms(began, configured))", "confinement-ms": "\(Self.ms(configured, confined))",
-                "state-ms": "\(Self.ms(confined, Posix.monotonicNanoseconds()))",
-            ]) { $1 })
-    }
-
-    /// The daemon's nice value.
-    static let niceness: Int32 = -5
-
-    /// The descriptor table every daemon starts with, and what `apps` apps
-    /// need: their channel or notify socket, group and pidfd, and the
-    /// reading end of their output FIFO (held by the output thread).
-    static let descriptorsReserved: UInt64 = 4096
-    static let descriptorsPerApp = 4
-    static func descriptors(forApps apps: Int) -> UInt64 { UInt64(descriptorsPerApp * apps + 256) }
-
-    static func ms(_ from: Int64, _ to: Int64) -> String { String(format: "%.1f", Double(to - from) / 1e6) }
 
     /// The shell with its parts given: the real ones from the public init, or
     /// a test's fakes. `standalone` (tests) takes no signals and no control
@@ -284,136 +190,6 @@ public final class Daemon {
         history = HistoryStore(directory: settings.config.stateDirectory)
         tellCore()
         try start(standalone: standalone)
-    }
-
-    /// The loop's sources, all in one place: the core's timer, STATUS=,
-    /// memory sampling and the PSI trigger, signals, the control socket.
-    private func start(standalone: Bool) throws {
-        coreTimer = try loop.timer { [unowned self] in self.submit(.tick) }
-        statusTimer = try loop.timer { [unowned self] in self.status.send(self) }
-        sweepTimer = try loop.timer { [unowned self] in self.sweepFootprints() }
-        memoryWatch = try MemoryWatch(loop: loop) { [unowned self] in self.sampleMemory() }
-        if confinement.standings.contains(.memory) {
-            let reclaimer = try Reclaimer()
-            self.reclaimer = reclaimer
-            reclaimSource = try loop.watch(fd: reclaimer.fd) { [unowned self] _ in self.reclaimsDone() }
-        }
-        if let trigger = memory.trigger {
-            triggerSource = try loop.watch(fd: trigger.fd, events: IOEvents.priority) { [unowned self] _ in
-                self.sampleMemory(triggered: true)
-            }
-        }
-        let front = CommandFront(target: self, permissions: Permissions(controlGroup: config.controlGroup))
-        self.front = front
-        guard !standalone else { return }
-        signalSources.append(try loop.onSignal(SIGCHLD) { [unowned self] _ in self.reapChildren() })
-        for s in [SIGTERM, SIGINT] {
-            signalSources.append(
-                try loop.onSignal(s) { [unowned self] info in
-                    if info.ssi_signo == SIGTERM, self.leaveAppsForRestart() { return }
-                    self.logger.notice("received \(Posix.signalName(Int32(info.ssi_signo))): stopping every app")
-                    self.beginShutdown()
-                })
-        }
-        signalSources.append(
-            try loop.onSignal(SIGHUP) { [unowned self] _ in
-                self.logger.notice("SIGHUP: reloading the configuration")
-                _ = self.reload(dryRun: false, restartChanged: false)
-            })
-
-        let store = StateStore(directory: config.runtimeDirectory)
-        self.store = store
-        let reading = Posix.monotonicNanoseconds()
-        let (loaded, problem): (SavedDaemon?, String?)
-        do { (loaded, problem) = try store.load() } catch {
-            throw DatabaseError(
-                code: error.code,
-                message:
-                    "another lifecycled holds \(error.message): one daemon per runtime directory; stop that one first")
-        }
-        if let problem { logger.error("\(problem)") }
-        // Our own earlier image's descriptors, kept open across execve.
-        let handoff = loaded?.handoff.flatMap { $0.pid == getpid() ? $0 : nil }
-        let listener = try controlListener(handoff)
-        let control = try ControlServer(
-            loop: loop, listener: listener, privateListener: privateListener(handoff, beside: listener), front: front,
-            descriptorLimit: Posix.descriptorLimit(), reserve: reserve)
-        control.logger = logger
-        control.holding = { [unowned self] in self.holding }
-        self.control = control
-        records.sinks.append(control)
-        saveTimer = try loop.timer { [unowned self] in self.saveState() }
-        reexecTimer = try loop.timer { [unowned self] in self.reexec() }
-        try listenForResumes(handoff)
-        let adopting = Posix.monotonicNanoseconds()
-        makeNotifyDirectory()
-        output = AppOutput(config: config, logger: logger)
-        restoreState(loaded, handoff: handoff)
-        restoreHistory()
-        output?.reattach()
-        sweepTimer?.arm(at: 0)  // on the loop's first turn: the start does not wait for 1,000 files
-        removeStaleNotifySockets()
-        startPhases["state-read-ms"] = "\(Self.ms(reading, adopting))"
-        startPhases["adoption-ms"] = "\(Self.ms(adopting, Posix.monotonicNanoseconds()))"
-        if restored {
-            startKind = handoff != nil ? "reexec" : "restored"
-            // At once: the rows of apps no longer configured go, and a
-            // state.json of an earlier version is replaced.
-            saveState()
-        }
-        if let decided = handoff?.decidedAt {
-            let now = Posix.monotonicNanoseconds()
-            logger.notice("daemon-reexec: every app taken back \((now - decided) / 1_000_000) ms after the decision")
-        }
-        reapChildren()  // a child that ended during the exec
-
-        if Systemd.watchdogInterval() != nil, loop.enableWatchdog() {
-            logger.info("watchdog enabled")
-        }
-    }
-
-    /// The socket-activated control socket, or one bound at the configured
-    /// path, or the one our earlier image kept open across execve.
-    private func controlListener(_ handoff: Handoff?) throws -> Int32 {
-        if let handoff {
-            try Posix.call("fcntl(F_SETFD)", "the kept control socket") { fcntl(handoff.control, F_SETFD, FD_CLOEXEC) }
-            controlPath = handoff.controlPath
-            controlIdentity = handoff.controlPath.flatMap(UnixSocket.identity)
-            return handoff.control
-        }
-        if let fd = Systemd.listenFDs().first(where: UnixSocket.isListeningUnixStream) {
-            try Posix.setNonBlocking(fd)
-            try Posix.call("fcntl(F_SETFD)", "the activated socket") { fcntl(fd, F_SETFD, FD_CLOEXEC) }
-            logger.info("control socket passed by socket activation")
-            return fd
-        }
-        let path = options.controlSocket ?? config.controlSocket
-        let dir = (path as NSString).deletingLastPathComponent
-        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let fd = try UnixSocket.listen(path: path, mode: mode_t(config.controlSocketMode))
-        controlPath = path
-        controlIdentity = UnixSocket.identity(path)
-        return fd
-    }
-
-    /// The private control socket: the earlier image's, or bound afresh
-    /// beside the control socket (mode 0600). Without it the daemon still
-    /// runs: root's commands share the one backlog, and the log says why.
-    private func privateListener(_ handoff: Handoff?, beside listener: Int32) -> Int32? {
-        guard let shared = controlPath ?? UnixSocket.boundPath(listener) else { return nil }
-        let path = ControlDefaults.privatePath(for: shared)
-        if let fd = handoff?.privateControl, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 {
-            privateControl = (path, UnixSocket.identity(path))
-            return fd
-        }
-        do {
-            let fd = try UnixSocket.listen(path: path, mode: 0o600)
-            privateControl = (path, UnixSocket.identity(path))
-            return fd
-        } catch {
-            logger.warning("no private control socket: \(error); root's commands share the control socket's backlog")
-            return nil
-        }
     }
 
     /// Runs until SIGTERM and every app has stopped.

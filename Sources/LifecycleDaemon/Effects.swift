@@ -55,7 +55,7 @@ extension Daemon {
             // What `status` shows: measured where it says something (settled
             // in front, or frozen), one file, never per request.
             if to == .suspended || to == .active, let run = runs[id] {
-                shownFootprints[id] = run.group.memoryFootprint()
+                sweep.shown[id] = run.group.memoryFootprint()
             }
         case .terminated(let id, let rec):
             logger.notice(
@@ -65,7 +65,7 @@ extension Daemon {
                 reason: rec.reason.code, description: rec.reason.description,
                 time: Records.wallTime(rec.at), pid: runs.pid(id))
             runEnded(id)
-            shownFootprints[id] = nil
+            sweep.shown[id] = nil
         case .forgotten(let id):
             logger.notice("\(id) removed: its manifest is gone and it has ended", metadata: metadata(id, [:]))
             forget(id)

@@ -103,7 +103,7 @@ struct Settings {
                 file: m.file, line: nil, key: "command",
                 message:
                     "'\(m.command[0])' is not an executable regular file"
-                        + "\(m.account.map { " for user \($0.name)" } ?? "")\(looked)"
+                    + "\(m.account.map { " for user \($0.name)" } ?? "")\(looked)"
             )
         }
     }

@@ -91,7 +91,7 @@ enum StatusTable {
         let severalDisplays = (d.displays?.count ?? 1) > 1
         var footer =
             "foreground: \(d.foreground.isEmpty ? "-" : d.foreground.joined(separator: ", ")) "
-                + "(\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
+            + "(\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
         if d.locked { footer += ", locked" }
         if d.interruptions > 0 { footer += ", interrupted" }
         if d.shuttingDown { footer += ", shutting down" }
@@ -102,7 +102,7 @@ enum StatusTable {
             for display in displays {
                 var line =
                     "display \(display.name): \(display.front.isEmpty ? "-" : display.front.joined(separator: ", ")) "
-                        + "(\(display.slots) slot\(display.slots == 1 ? "" : "s"))"
+                    + "(\(display.slots) slot\(display.slots == 1 ? "" : "s"))"
                 if display.locked { line += ", locked" }
                 if display.interruptions > 0 { line += ", interrupted" }
                 out.append(line)
@@ -113,7 +113,7 @@ enum StatusTable {
             if let a = m.reading.available, let t = m.reading.total {
                 line +=
                     ", available \(bytes(a)) of \(bytes(t)) "
-                        + "(\(String(format: "%.0f", Double(a) * 100 / Double(max(t, 1)))) %)"
+                    + "(\(String(format: "%.0f", Double(a) * 100 / Double(max(t, 1)))) %)"
             }
             if let s = m.reading.stallPercent { line += ", stall \(String(format: "%.1f", s)) %" }
             if let u = m.reading.appsTotal, let b = m.reading.budget {
@@ -340,7 +340,8 @@ struct Jetsam: ParsableCommand {
             rows.append([
                 Events.formatter.string(from: Date(timeIntervalSince1970: k.time)), k.app,
                 k.pid.map { String($0) } ?? "-",
-                k.reason.rawValue + (k.lastNotice ? " (noticed)" : "") + (k.killer.map { " (\($0.rawValue))" } ?? ""), footprint,
+                k.reason.rawValue + (k.lastNotice ? " (noticed)" : "") + (k.killer.map { " (\($0.rawValue))" } ?? ""),
+                footprint,
                 k.freed.map(StatusTable.bytes) ?? "-", k.state.rawValue, k.band.rawValue,
                 k.level.rawValue + (k.simulated ? " (simulated)" : ""),
                 reading.isEmpty ? "-" : reading.joined(separator: ", "),

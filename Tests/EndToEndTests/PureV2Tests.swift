@@ -24,7 +24,8 @@ func cgroupFile(_ path: String) -> String {
 func appGroup(_ d: DaemonUnderTest, _ app: String) throws -> String {
     let names = try FileManager.default.contentsOfDirectory(atPath: d.cgroupPath + "/apps")
         .filter { $0.hasPrefix(app + ".") }
-    let newest = try #require(names.max { Int($0.dropFirst(app.count + 1)) ?? 0 < Int($1.dropFirst(app.count + 1)) ?? 0 })
+    let newest = try #require(
+        names.max { Int($0.dropFirst(app.count + 1)) ?? 0 < Int($1.dropFirst(app.count + 1)) ?? 0 })
     return d.cgroupPath + "/apps/" + newest
 }
 
@@ -64,7 +65,8 @@ func pythonHolding(_ bytes: UInt64) -> String {
 
 @Suite(
     .serialized,
-    .enabled(if: inVirtualMachine, "needs pure cgroup v2 with the memory controller: Tests/vm/run.sh (make test) runs it"))
+    .enabled(
+        if: inVirtualMachine, "needs pure cgroup v2 with the memory controller: Tests/vm/run.sh (make test) runs it"))
 struct PureV2MemoryTests {
     init() throws {
         // No swap here: what a kill gives back is memory, and the kernel's
@@ -135,7 +137,9 @@ struct PureV2MemoryTests {
         #expect(memory.accounting == "/proc PSS")
         let problems = memory.problems ?? []
         #expect(
-            problems.contains { $0.contains("cannot enable the memory controller in \(path)") && $0.contains("processes") },
+            problems.contains {
+                $0.contains("cannot enable the memory controller in \(path)") && $0.contains("processes")
+            },
             "\(problems)")
         #expect(d.daemonLog.contains("cannot enable the memory controller in \(path)"))
         #expect(try d.stop() == 0)
@@ -146,7 +150,8 @@ struct PureV2MemoryTests {
     /// (not the footprint sampled before the allocation) and its pid.
     @Test func theKernelKillsAtTheAppsOwnLimitAndTheRecordHasItsPeakAndPid() throws {
         let s = scratch()
-        let script = "cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/memory.max > \(s)/max; exec \(pythonHolding(128 << 20))"
+        let script =
+            "cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/memory.max > \(s)/max; exec \(pythonHolding(128 << 20))"
         let d = try DaemonUnderTest(apps: ["greedy": shell(script, "[memory]\nlimit = \"48M\"")])
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "greedy"))

@@ -245,12 +245,16 @@ extension MemoryLimitTests {
         var h = Harness(["a": p])
         h.supervisor.kernelEnforcesLimits = true
         h.launchActive("a")
-        let over = h.send(.memory(MemoryReport(
-            footprints: ["a": (100 << 20) + (1 << 20)], measurements: Harness.measurements(.normal))))
+        let over = h.send(
+            .memory(
+                MemoryReport(
+                    footprints: ["a": (100 << 20) + (1 << 20)], measurements: Harness.measurements(.normal))))
         #expect(h.memoryKills(in: over).isEmpty, "the kernel's kill, racing the sample")
-        let swapped = h.send(.memory(MemoryReport(
-            footprints: ["a": (100 << 20) + (8 << 20)], swapped: ["a": 16 << 20],
-            measurements: Harness.measurements(.normal))))
+        let swapped = h.send(
+            .memory(
+                MemoryReport(
+                    footprints: ["a": (100 << 20) + (8 << 20)], swapped: ["a": 16 << 20],
+                    measurements: Harness.measurements(.normal))))
         #expect(swapped.contains(.kill("a", .memoryLimit(footprint: (100 << 20) + (8 << 20), limit: 100 << 20))))
     }
 
@@ -287,7 +291,8 @@ extension MemoryLimitTests {
         #expect(h.memoryKills(in: b).first?.reason == .kernelOOM)
         // systemd-oomd's: its own cause and code, not relaunched either.
         h.launchActive("b")
-        let oomd = h.send(.exited("b", generation: 2, .outOfMemory(OutOfMemory(limit: nil, peak: nil, killer: .systemdOOMD))))
+        let oomd = h.send(
+            .exited("b", generation: 2, .outOfMemory(OutOfMemory(limit: nil, peak: nil, killer: .systemdOOMD))))
         #expect(h.memoryKills(in: oomd).first?.reason == .systemdOOMD)
         #expect(h.supervisor.snapshot("b")!.last?.reason.code.rawValue == "systemd-oomd")
     }
@@ -456,7 +461,8 @@ extension MemoryLimitTests {
         #expect(reclaims(sample(&tiny, .warning, ["s1": 512 << 10, "s2": 100 * Self.mib])) == ["s2"])
         var room = world()
         let effects = sample(&room, .warning, swapFree: 900 << 20)
-        #expect(effects.contains(.reclaim("s1", bytes: 900 * Self.mib - (8 << 30) / 10)), "no more than swap has room for")
+        #expect(
+            effects.contains(.reclaim("s1", bytes: 900 * Self.mib - (8 << 30) / 10)), "no more than swap has room for")
         // A simulated warning (supervisorctl pressure warning) reclaims one, as critical kills one.
         var simulated = world()
         #expect(reclaims(sample(&simulated, .warning, simulated: true)) == ["s1"])

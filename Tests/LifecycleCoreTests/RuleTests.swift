@@ -554,4 +554,3 @@ import Testing
         #expect(g.advance(.seconds(5)).contains { if case .kill = $0 { true } else { false } })
     }
 }
-

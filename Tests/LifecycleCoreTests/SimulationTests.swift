@@ -3,7 +3,6 @@ import Testing
 @testable import LifecycleCore
 import LifecycleTestKit
 
-
 /// A simulated world around the real core: apps that acknowledge late or
 /// never, begin and end background tasks, crash, and processes that die when
 /// killed; a user pressing random buttons; time jumping. After every step the
@@ -517,7 +516,8 @@ extension Simulation {
             return lastMeasurements.swapHasRoom && s > f - s
         }
         let mine = tier(lastState[k.app, default: .notRunning])
-        for other in ids where other != k.app && !dying.contains(other) && (mine == 2 || inSwap(k.app) || !inSwap(other)) {
+        for other in ids
+        where other != k.app && !dying.contains(other) && (mine == 2 || inSwap(k.app) || !inSwap(other)) {
             let state = lastState[other, default: .notRunning]
             guard state != .notRunning else { continue }
             if tier(state) < mine { fail("\(k.app) (\(k.state)) killed while \(other) is \(state)") }

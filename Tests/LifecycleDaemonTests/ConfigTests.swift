@@ -99,8 +99,8 @@ func daemonError(_ text: String) -> ConfigError? {
     @Test func crashPolicy() throws {
         let m = try ConfigLoader.loadApp(
             path: write(
-                "command = [\"x\"]\nrestart = \"on-failure\"\n[backoff]\ndelay = 0.5\nmax_delay = 60\nlimit = 0\nwindow = 30\n"
-            ))
+                "command = [\"x\"]\nrestart = \"on-failure\"\n"
+                    + "[backoff]\ndelay = 0.5\nmax_delay = 60\nlimit = 0\nwindow = 30\n"))
         #expect(m.policy.restart.when == .onFailure)
         #expect(m.policy.restart.delay == .milliseconds(500) && m.policy.restart.maxDelay == .seconds(60))
         #expect(m.policy.restart.limit == 0 && m.policy.restart.window == .seconds(30))

@@ -65,7 +65,10 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         }
         guard case .failure(let unknown) = front.execute(.status(apps: ["zz"]), from: .unknown) else { return }
         #expect(unknown.code == .unknownApp && unknown.message == "unknown app 'zz'")
-        for command in [Command.display(nil, .home), .pressure(.critical), .stop("a"), .display("tv", .interruptionBegan), .daemonReexec] {
+        let commands: [Command] = [
+            .display(nil, .home), .pressure(.critical), .stop("a"), .display("tv", .interruptionBegan), .daemonReexec,
+        ]
+        for command in commands {
             guard case .failure(let f) = front.execute(command, from: .unknown) else {
                 Issue.record("\(command)"); continue
             }
@@ -280,7 +283,8 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         shell.saveState()
         #expect(shell.terminations["b"]?.reason == .kernelOOM)
         let global = try #require(shell.killLog.records(limit: nil).last)
-        #expect(global.app == "b" && global.reason == .kernelOOM && global.killer == .kernel && global.peak == 121 << 20)
+        #expect(
+            global.app == "b" && global.reason == .kernelOOM && global.killer == .kernel && global.peak == 121 << 20)
         #expect(global.limit == nil && global.pid == b.pid)
         // systemd-oomd's kill (it marks the group): recorded as its own.
         _ = shell.front!.execute(.launch("b", .background), from: root)
@@ -304,7 +308,8 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         _ = shell.front!.execute(.activate("a"), from: root)
         shell.saveState()
         let a = try #require(confinement.groups["a.1"])
-        #expect(a.calls.contains("memory.low max") && a.calls.contains("cpu.weight 1000") && a.calls.contains("oomd omit"))
+        #expect(
+            a.calls.contains("memory.low max") && a.calls.contains("cpu.weight 1000") && a.calls.contains("oomd omit"))
         a.calls = []
         _ = shell.front!.execute(.display(nil, .home), from: root)
         shell.saveState()

@@ -93,7 +93,8 @@ import Testing
     /// word not in the vocabulary, a required field missing, a misspelt
     /// literal. The hand reader gives up, and JSONDecoder says what is wrong.
     @Test func malformedValuesAreRefusedNotTrapped() throws {
-        let daemon = #"{"pid":1,"foregroundSlots":1,"foreground":[],"locked":false,"interruptions":0,"#
+        let daemon =
+            #"{"pid":1,"foregroundSlots":1,"foreground":[],"locked":false,"interruptions":0,"#
             + #""confinement":"x","shuttingDown":false}"#
         let common = #""name":"a","state":"active","secondsInState":1,"delivery":"library""#
         let base = common + #","backgroundTasks":[]"#

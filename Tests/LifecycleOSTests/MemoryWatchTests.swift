@@ -120,7 +120,8 @@ import Testing
             let (before, after) = try freeing(mb: 512, perCPU)
             if after.0 + after.1 >= before.0 + before.1 + (384 << 20) { return }
             seen.append(
-                "MemAvailable \(before.0 >> 20) -> \(after.0 >> 20) MiB, per-CPU \(before.1 >> 20) -> \(after.1 >> 20) MiB")
+                "MemAvailable \(before.0 >> 20) -> \(after.0 >> 20) MiB, per-CPU \(before.1 >> 20) -> \(after.1 >> 20) MiB"
+            )
         }
         Issue.record("a free of 512 MiB not seen in three tries: \(seen.joined(separator: "; "))")
     }

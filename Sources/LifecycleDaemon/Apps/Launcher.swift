@@ -79,7 +79,7 @@ extension Daemon {
             }
             env[Wire.socketEnvironmentKey] = "3"
             env[Wire.protocolEnvironmentKey] = String(Wire.version)
-            if let resumePath { env[Wire.resumeSocketEnvironmentKey] = resumePath }
+            if let path = resume.path { env[Wire.resumeSocketEnvironmentKey] = path }
         }
         var notify: Int32 = -1
         let notifyName = notifyPath(id, generation)

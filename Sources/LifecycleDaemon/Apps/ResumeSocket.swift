@@ -12,29 +12,38 @@ import LifecycleWire
 // Anything else is closed without an answer.
 
 extension Daemon {
+    /// The resume socket: where it is, its listener and the loop's source
+    /// for it, and the connections accepted and not yet resumed.
+    struct ResumeDoor {
+        var path: String?
+        var listener: Int32 = -1
+        var source: EventLoop.Source?
+        var pending: [Int32: EventLoop.Source] = [:]
+    }
+
     func listenForResumes(_ handoff: Handoff?) throws {
         let path = config.runtimeDirectory + "/apps.sock"
         if let handoff, handoff.resume >= 0 {
             try Posix.call("fcntl(F_SETFD)", path) { fcntl(handoff.resume, F_SETFD, FD_CLOEXEC) }
-            resumeListener = handoff.resume
+            resume.listener = handoff.resume
         } else {
             try? FileManager.default.createDirectory(
                 atPath: config.runtimeDirectory, withIntermediateDirectories: true)
-            resumeListener = try UnixSocket.listen(path: path, mode: 0o666, packets: true)
+            resume.listener = try UnixSocket.listen(path: path, mode: 0o666, packets: true)
         }
-        resumePath = path
-        resumeSource = try loop.watch(fd: resumeListener) { [unowned self] _ in self.acceptResumes() }
+        resume.path = path
+        resume.source = try loop.watch(fd: resume.listener) { [unowned self] _ in self.acceptResumes() }
     }
 
     func closeResumeSocket() {
-        resumeSource?.cancel()
-        for (fd, source) in resuming {
+        resume.source?.cancel()
+        for (fd, source) in resume.pending {
             source.cancel()
             Posix.close(fd)
         }
-        resuming = [:]
-        if resumeListener >= 0 { Posix.close(resumeListener) }
-        if let resumePath { unlink(resumePath) }
+        resume.pending = [:]
+        if resume.listener >= 0 { Posix.close(resume.listener) }
+        if let path = resume.path { unlink(path) }
     }
 
     /// The resumes that have arrived, taken now rather than when the loop
@@ -42,32 +51,32 @@ extension Daemon {
     /// app that was taking its channel back must not lose the race.
     func takeWaitingResumes() {
         acceptResumes()
-        for fd in resuming.keys.sorted() {
+        for fd in resume.pending.keys.sorted() {
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             if poll(&p, 1, 0) == 1 { resume(fd) }
         }
     }
 
     private func acceptResumes() {
-        while let fd = (try? UnixSocket.accept(resumeListener)).flatMap({ $0 }) {
+        while let fd = (try? UnixSocket.accept(resume.listener)).flatMap({ $0 }) {
             // Only the process of a library app whose channel is down may
             // wait here (anyone else is closed at once), and at most 64 at once.
             let expected =
                 UnixSocket.peerCredentials(fd).flatMap { runs.app(pid: $0.pid) }.map { id in
                     runs[id]!.channel < 0 && manifests[id]?.policy.delivery == .library
                 } ?? false
-            guard expected, resuming.count < 64,
+            guard expected, resume.pending.count < 64,
                 let source = try? loop.watch(fd: fd, { [unowned self] _ in self.resume(fd) })
             else {
                 Posix.close(fd)
                 continue
             }
-            resuming[fd] = source
+            resume.pending[fd] = source
         }
     }
 
     private func resume(_ fd: Int32) {
-        resuming.removeValue(forKey: fd)?.cancel()
+        resume.pending.removeValue(forKey: fd)?.cancel()
         var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
         guard case .message(let bytes) = UnixSocket.receive(fd, into: &buffer),
             case .resume(let last, let id, let tasks)? = try? AppMessage.decode(bytes)

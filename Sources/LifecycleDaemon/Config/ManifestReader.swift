@@ -146,7 +146,9 @@ struct ManifestReader {
         case "max_scenes": m.policy.maxScenes = try doc.int(value, key, 1...64)
         case "display":
             let d = try doc.string(value, key)
-            guard SceneNames.valid(d) else { throw doc.error(key, "\"\(d)\" is not a display name (\(SceneNames.rule))") }
+            guard SceneNames.valid(d) else {
+                throw doc.error(key, "\"\(d)\" is not a display name (\(SceneNames.rule))")
+            }
             m.policy.display = d
         case "exits_on_suspend": m.policy.exitsOnSuspend = try doc.bool(value, key)
         case "readiness":

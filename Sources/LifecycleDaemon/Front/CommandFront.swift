@@ -61,8 +61,8 @@ enum Command: Sendable, Equatable {
     var changes: Bool {
         switch self {
         case .status, .events, .jetsam, .avail: false
-        case .launch, .activate, .stop, .kill, .restart, .signal, .tail, .pressure, .fetch, .push, .open, .display, .discard,
-            .daemonReexec, .reload:
+        case .launch, .activate, .stop, .kill, .restart, .signal, .tail, .pressure, .fetch, .push, .open, .display,
+            .discard, .daemonReexec, .reload:
             true
         }
     }

@@ -19,18 +19,9 @@ final class ControlServer: RecordSink {
     static let linesPerTurn = 16
     /// Connections accepted per turn.
     static let acceptsPerTurn = 64
-    /// Open connections per peer uid other than root, and in all for them:
-    /// each is a descriptor. Beyond, a connection is answered with the
-    /// reason and closed.
-    static let connectionsPerUID = 32
     /// Bad or refused requests a connection may send before it is closed:
     /// an unauthorised peer costs no more than its refusals.
     static let strikes = 32
-    /// Requests a user other than root may send, over all its connections:
-    /// this many a second, in bursts of up to twice as many. A `status` of
-    /// 1,000 apps costs milliseconds; without a rate, 32 connections of one
-    /// user asking for it without pause would hold the loop for seconds.
-    static let requestsPerSecond = 32.0
 
     final class Connection {
         let fd: Int32
@@ -60,17 +51,8 @@ final class ControlServer: RecordSink {
     private var connections: [Int32: Connection] = [:]
     private var listenSources: [Int32: EventLoop.Source] = [:]
     private let encoder = JSONEncoder()
-    /// Open connections by peer uid (root's are not bounded).
-    private var perUID: [UInt32: Int] = [:]
-    /// Each user's allowance of requests (root has none: never limited).
-    private var allowance: [UInt32: (tokens: Double, at: Int64)] = [:]
-    /// Users whose connection was closed for its strikes, until when their
-    /// new connections are closed unanswered (a flooder that reconnects
-    /// costs an accept and a close, nothing more).
-    private var penalized: [UInt32: Int64] = [:]
-    static let penalty: Int64 = 1_000_000_000
-    /// Connections of other users than root, at most this many in all.
-    let othersLimit: Int
+    /// Who may connect, and how often they may ask (Admission.swift).
+    private var admission: Admission
     /// Connections with requests left over from their turn, and the
     /// timer that comes back to them at the next.
     private var pending: Set<Int32> = []
@@ -99,7 +81,7 @@ final class ControlServer: RecordSink {
         self.listener = listener
         self.privateListener = privateListener
         self.front = front
-        othersLimit = max(Self.connectionsPerUID, min(1024, Int(clamping: descriptorLimit / 8)))
+        admission = Admission(descriptorLimit: descriptorLimit)
         for fd in [listener] + (privateListener.map { [$0] } ?? []) {
             listenSources[fd] = try loop.watch(fd: fd) { [unowned self] _ in self.acceptAll(fd) }
         }
@@ -137,29 +119,16 @@ final class ControlServer: RecordSink {
             }
             let creds = UnixSocket.peerCredentials(fd)
             let c = Connection(fd: fd, caller: creds.map { Caller(pid: $0.pid, uid: $0.uid, gid: $0.gid) } ?? .unknown)
-            let uid = c.caller.uid ?? UInt32.max
-            if uid != 0, let until = penalized[uid] {
-                if Posix.monotonicNanoseconds() < until {
-                    Posix.close(fd)
-                    turnedAway += 1
-                    continue
-                }
-                penalized[uid] = nil
+            switch admission.connect(uid: c.caller.uid ?? UInt32.max, now: Posix.monotonicNanoseconds()) {
+            case .admitted: break
+            case .turnedAway:
+                Posix.close(fd)
+                turnedAway += 1
+                continue
+            case .refused(let refusal, let message):
+                refuse(fd, refusal, message)
+                continue
             }
-            if uid != 0 {
-                let others = perUID.filter { $0.key != 0 }.values.reduce(0, +)
-                let refusal =
-                    perUID[uid, default: 0] >= Self.connectionsPerUID
-                    ? "too many connections from uid \(uid) (at most \(Self.connectionsPerUID) at once)"
-                    : others >= othersLimit
-                        ? "too many connections (at most \(othersLimit) from users other than root)"
-                        : nil
-                if let refusal {
-                    refuse(fd, "too-many-connections", refusal)
-                    continue
-                }
-            }
-            perUID[uid, default: 0] += 1
             connections[fd] = c
             c.source = try? loop.watch(fd: fd) { [unowned self] events in self.ready(c, events) }
             if c.source == nil { drop(c) }
@@ -218,19 +187,6 @@ final class ControlServer: RecordSink {
         }
     }
 
-    /// Takes one request from the user's allowance; false when it is spent.
-    private func allowed(_ uid: UInt32) -> Bool {
-        let now = Posix.monotonicNanoseconds()
-        if allowance.count > 1024 { allowance = [:] }  // many users: start them all afresh
-        var a = allowance[uid] ?? (tokens: 2 * Self.requestsPerSecond, at: now)
-        a.tokens = min(2 * Self.requestsPerSecond, a.tokens + Double(now - a.at) / 1e9 * Self.requestsPerSecond)
-        a.at = now
-        let ok = a.tokens >= 1
-        if ok { a.tokens -= 1 }
-        allowance[uid] = a
-        return ok
-    }
-
     /// The next turn: connections whose requests outran their budget.
     private func continuePending() {
         let now = pending
@@ -283,14 +239,14 @@ final class ControlServer: RecordSink {
             let line = Array(c.input[..<nl])
             c.input.removeSubrange(...nl)
             let response: ControlResponse
-            let rated = c.caller.uid.map { $0 != 0 && !allowed($0) } ?? false
+            let rated = c.caller.uid.map { !admission.request(uid: $0, now: Posix.monotonicNanoseconds()) } ?? false
             if rated {
                 response = ControlResponse(
                     ok: false,
                     error: ControlError(
                         code: .refused,
                         message:
-                            "too many requests from uid \(c.caller.uid ?? 0) (at most \(Int(Self.requestsPerSecond)) a second)",
+                            "too many requests from uid \(c.caller.uid ?? 0) (at most \(Int(Admission.requestsPerSecond)) a second)",
                         refusal: "too-many-requests"))
             } else if let request = line.isEmpty
                 ? nil : try? JSONDecoder().decode(ControlRequest.self, from: Data(line))
@@ -313,10 +269,7 @@ final class ControlServer: RecordSink {
                         .badRequest,
                         "\(Self.strikes) bad or refused requests: closing the connection (and any new one for 1 s)"),
                     to: c)
-                if let uid = c.caller.uid, uid != 0 {
-                    if penalized.count > 1024 { penalized = [:] }
-                    penalized[uid] = Posix.monotonicNanoseconds() + Self.penalty
-                }
+                if let uid = c.caller.uid { admission.struckOut(uid: uid, now: Posix.monotonicNanoseconds()) }
                 drop(c)
                 return false
             }
@@ -358,79 +311,6 @@ final class ControlServer: RecordSink {
         case .success(.follow(let filter)):
             c.following = filter
             return ControlResponse(ok: true)
-        }
-    }
-
-    /// The JSON request as a typed command; what the JSON leaves out or
-    /// gets wrong is a bad request, named.
-    static func command(_ r: ControlRequest) -> Result<Command, CommandFailure> {
-        func app() -> Result<AppID, CommandFailure> {
-            guard let app = r.app else {
-                return .failure(CommandFailure(code: .badRequest, message: "'\(r.command.rawValue)' needs an app"))
-            }
-            return .success(app)
-        }
-        switch r.command {
-        case .status: return .success(.status(apps: r.apps))
-        case .events: return .success(.events(apps: r.apps, follow: r.follow == true))
-        case .launch: return app().map { .launch($0, r.background == true ? .background : .foreground) }
-        case .activate: return app().map { .activate($0, scene: r.scene, display: r.display) }
-        case .discard:
-            guard let scene = r.scene else {
-                return .failure(CommandFailure(code: .badRequest, message: "'discard' needs a scene"))
-            }
-            return app().map { .discard($0, scene) }
-        case .stop: return app().map { .stop($0) }
-        case .kill: return app().map { .kill($0) }
-        case .restart: return app().map { .restart($0) }
-        case .fetch: return app().map { .fetch($0) }
-        case .push:
-            guard let text = r.payload else {
-                return .failure(CommandFailure(code: .badRequest, message: "'push' needs a payload"))
-            }
-            switch PushPayload.check(text) {
-            case .failure(let problem): return .failure(CommandFailure(code: .badRequest, message: "\(problem)"))
-            case .success(let payload): return app().map { .push($0, payload: payload) }
-            }
-        case .open:
-            guard let url = r.url, !url.isEmpty else {
-                return .failure(CommandFailure(code: .badRequest, message: "'open' needs a URL"))
-            }
-            guard url.utf8.count <= 2048 else {
-                return .failure(CommandFailure(code: .badRequest, message: "URL longer than 2048 bytes"))
-            }
-            return .success(.open(url: url))
-        case .avail: return .success(.avail)
-        case .tail:
-            if let n = r.limit, n < 0 || n > 100_000 {
-                return .failure(CommandFailure(code: .badRequest, message: "'tail' shows 0 to 100000 lines, not \(n)"))
-            }
-            return app().map { .tail($0, lines: r.limit ?? 10, offset: r.offset) }
-        case .signal:
-            guard let text = r.signal else {
-                return .failure(CommandFailure(code: .badRequest, message: "'signal' needs a signal"))
-            }
-            switch SignalNames.check(text) {
-            case .failure(let problem): return .failure(CommandFailure(code: .badRequest, message: "\(problem)"))
-            case .success(let number): return app().map { .signal($0, number) }
-            }
-        case .home: return .success(.display(r.display, .home))
-        case .lock: return .success(.display(r.display, .lock))
-        case .unlock: return .success(.display(r.display, .unlock))
-        case .interruptionBegin: return .success(.display(r.display, .interruptionBegan))
-        case .interruptionEnd: return .success(.display(r.display, .interruptionEnded))
-        case .daemonReexec: return .success(.daemonReexec)
-        case .reload: return .success(.reload(dryRun: r.dryRun == true, restartChanged: r.restartChanged == true))
-        case .jetsam: return .success(.jetsam(limit: r.limit))
-        case .pressure:
-            guard let level = r.level.flatMap(MemoryLevel.init(rawValue:)) else {
-                let got = r.level.map { "'\($0)'" } ?? "none"
-                return .failure(
-                    CommandFailure(
-                        code: .badRequest,
-                        message: "'pressure' needs a level: normal, warning or critical (got \(got))"))
-            }
-            return .success(.pressure(level))
         }
     }
 
@@ -513,8 +393,6 @@ final class ControlServer: RecordSink {
         connections[c.fd] = nil
         pending.remove(c.fd)
         held.remove(c.fd)
-        let uid = c.caller.uid ?? UInt32.max
-        perUID[uid, default: 1] -= 1
-        if perUID[uid] == 0 { perUID[uid] = nil }
+        admission.disconnected(uid: c.caller.uid ?? UInt32.max)
     }
 }

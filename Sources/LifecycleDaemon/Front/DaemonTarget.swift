@@ -49,7 +49,7 @@ extension Daemon: CommandTarget {
                 backgroundTasks: s.tasks,
                 backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
                 awaiting: s.awaiting, lastTermination: terminations[id],
-                footprint: runs[id] != nil ? shownFootprints[id] : nil, band: s.band, memoryLimit: limits[id],
+                footprint: runs[id] != nil ? sweep.shown[id] : nil, band: s.band, memoryLimit: limits[id],
                 statusLine: runs[id]?.statusLine)
             status.launching = s.launching
             status.frozen = runs[id]?.frozen

@@ -8,6 +8,15 @@ import LifecycleOS
 // which decides. A change of level is recorded before what it causes.
 
 extension Daemon {
+    /// What `status` shows of each running app's footprint: the last one
+    /// measured, by a memory sample or by a sweep; when the last sweep ran,
+    /// and its timer.
+    struct FootprintSweep {
+        var shown: [AppID: UInt64] = [:]
+        var at: Int64 = 0
+        var timer: EventLoop.Source?
+    }
+
     /// One sample: measure, report to the core, look again after the
     /// adaptive interval.
     func sampleMemory(triggered: Bool = false) {
@@ -20,7 +29,7 @@ extension Daemon {
         noteLevelChange(
             to: supervisor.memoryLevel(previewing: report.measurements), simulated: false, report.measurements)
         submit(.memory(report))
-        for (id, f) in report.footprints where runs[id] != nil { shownFootprints[id] = f }
+        for (id, f) in report.footprints where runs[id] != nil { sweep.shown[id] = f }
         guard let memoryWatch else { return }
         memory.schedule(
             memoryWatch, after: report, measuredLevel: supervisor.gauge.level,
@@ -33,16 +42,16 @@ extension Daemon {
     /// files). Memory samples that measure footprints refresh them too, and
     /// so does each app's arrival in front or in the freezer (Effects.swift).
     func sweepFootprints() {
-        shownFootprints = [:]
-        for (id, run) in runs.byApp { shownFootprints[id] = run.group.memoryFootprint() }
-        sweptAt = Posix.monotonicNanoseconds()
+        sweep.shown = [:]
+        for (id, run) in runs.byApp { sweep.shown[id] = run.group.memoryFootprint() }
+        sweep.at = Posix.monotonicNanoseconds()
     }
 
     static let sweepAge: Int64 = 30_000_000_000
 
     /// After a `status` answer: sweep on the next turn if what it showed was old.
     func footprintsShown() {
-        if Posix.monotonicNanoseconds() - sweptAt > Self.sweepAge { sweepTimer?.arm(at: 0) }
+        if Posix.monotonicNanoseconds() - sweep.at > Self.sweepAge { sweep.timer?.arm(at: 0) }
     }
 
     /// Records a change of level before the core acts on it, so the event

@@ -10,12 +10,21 @@ import SystemPackage
 // reporting back when it is over.
 
 extension Daemon {
+    /// The reclaimer (where the memory controller allows one), the loop's
+    /// source for its results, and the jobs it holds, by number.
+    struct ReclaimJobs {
+        var reclaimer: Reclaimer?
+        var source: EventLoop.Source?
+        var jobs: [UInt64: (app: AppID, generation: UInt64)] = [:]
+        var last: UInt64 = 0
+    }
+
     /// Hands the job to the reclaimer; a job that cannot start is over at once.
     func startReclaim(_ id: AppID, _ bytes: UInt64) {
-        lastReclaimJob += 1
-        guard let run = runs[id], let reclaimer, run.group.memory == .cgroupV2,
+        reclaim.last += 1
+        guard let run = runs[id], let reclaimer = reclaim.reclaimer, run.group.memory == .cgroupV2,
             case .cgroup(let dir, _) = run.group.placement, dir >= 0,
-            reclaimer.submit(job: lastReclaimJob, directory: dir, bytes: bytes)
+            reclaimer.submit(job: reclaim.last, directory: dir, bytes: bytes)
         else {
             logger.notice("\(id): cannot push its memory to swap here", metadata: metadata(id))
             if let generation = runs[id]?.generation ?? supervisor.snapshot(id)?.generation {
@@ -23,13 +32,13 @@ extension Daemon {
             }
             return
         }
-        reclaimJobs[lastReclaimJob] = (id, run.generation)
+        reclaim.jobs[reclaim.last] = (id, run.generation)
     }
 
     /// The reclaimer's results: recorded, and handed to the core.
     func reclaimsDone() {
-        for r in reclaimer?.results() ?? [] {
-            guard let (id, generation) = reclaimJobs.removeValue(forKey: r.job) else { continue }
+        for r in reclaim.reclaimer?.results() ?? [] {
+            guard let (id, generation) = reclaim.jobs.removeValue(forKey: r.job) else { continue }
             var detail = "pushed to swap"
             if let before = r.before, let after = r.after {
                 detail += ": \(formatBytes(before > after ? before - after : 0)) of \(formatBytes(before)) left memory"

@@ -27,6 +27,19 @@ import LifecycleOS
 // core and in the message, since the app could not see it before.
 
 extension Daemon {
+    /// An input waiting in `queue`. `origin`: the one `submit` was called
+    /// with, whose effects it returns.
+    struct Queued {
+        var input: Input
+        var found = false
+        var origin = false
+        init(_ input: Input, found: Bool = false, origin: Bool = false) {
+            self.input = input
+            self.found = found
+            self.origin = origin
+        }
+    }
+
     /// Performs `action` once the state that decided it is saved: at once
     /// when nothing waits for a save, else right after the next one. For an
     /// app's run, `run` is the run it was meant for: a run that has ended
@@ -81,7 +94,7 @@ extension Daemon {
         reapChildren()
         let due = supervisor.appsWithDeadlinesDue(at: at)
         // An app taking its channel back after a restart: its resume first.
-        if resumeListener >= 0, due.contains(where: { runs[$0].map { $0.channel < 0 } ?? false }) {
+        if resume.listener >= 0, due.contains(where: { runs[$0].map { $0.channel < 0 } ?? false }) {
             takeWaitingResumes()
         }
         for id in due {

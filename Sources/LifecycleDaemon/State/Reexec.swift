@@ -34,9 +34,9 @@ extension Daemon {
         }
         let control = self.control?.listener ?? -1
         let privateControl = self.control?.privateListener
-        kept += [control, resumeListener, privateControl ?? -1].filter { $0 >= 0 }
+        kept += [control, resume.listener, privateControl ?? -1].filter { $0 >= 0 }
         var handoff = Handoff(
-            pid: getpid(), control: control, controlPath: controlPath, resume: resumeListener,
+            pid: getpid(), control: control, controlPath: controlPath, resume: resume.listener,
             privateControl: privateControl, runs: handed)
         handoff.decidedAt = decidedAt
         guard saveState(handoff: handoff) else {
