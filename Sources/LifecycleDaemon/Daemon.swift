@@ -1,6 +1,5 @@
 import Foundation
 @preconcurrency import Glibc
-import CLifecycleShim
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
@@ -194,12 +193,7 @@ public final class Daemon {
 
     /// Runs until SIGTERM and every app has stopped.
     public func run() throws {
-        // Since exec: the process's start time (clock ticks since boot) against CLOCK_BOOTTIME.
-        var boot = timespec()
-        clock_gettime(CLOCK_BOOTTIME, &boot)
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        let sinceExec =
-            Double(boot.tv_sec) + Double(boot.tv_nsec) / 1e9 - Double(lc_process_start_time(getpid())) / ticks
+        let sinceExec = Processes.secondsSinceStart()
         logger.info(
             "lifecycled ready",
             metadata: [

@@ -1,4 +1,3 @@
-import CLifecycleShim
 @preconcurrency import Glibc
 import LifecycleControl
 import LifecycleCore

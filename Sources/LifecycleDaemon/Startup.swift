@@ -1,6 +1,5 @@
 import Foundation
 @preconcurrency import Glibc
-import CLifecycleShim
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
@@ -27,8 +26,7 @@ extension Daemon {
         // Above its apps (which start at 0): a busy app, or a user flooding
         // the control socket, competes with the daemon at a disadvantage.
         // Needs CAP_SYS_NICE; without it, or under a unit's own Nice=, left as is.
-        let process = Int32(PRIO_PROCESS.rawValue)
-        if getpriority(process, 0) > Self.niceness { setpriority(process, 0, Self.niceness) }
+        Processes.raisePriority(to: Self.niceness)
         let settings = try Settings(configPath: options.configPath)
         if Self.descriptors(forApps: settings.manifests.count) > Self.descriptorsReserved {
             Posix.reserveDescriptorTable(Self.descriptors(forApps: settings.manifests.count))  // one grace period
@@ -45,11 +43,8 @@ extension Daemon {
         // including orphaned grandchildren (child subreaper). A disposition
         // inherited as ignored (a script's `trap '' INT`, nohup) would
         // discard the signal before signalfd sees it: back to the default.
-        let handled = [SIGCHLD, SIGTERM, SIGINT, SIGHUP]
-        for s in handled { signal(s, SIG_DFL) }
-        Posix.blockSignals(handled)
-        signal(SIGPIPE, SIG_IGN)
-        _ = lc_become_subreaper()
+        Processes.takeSignals([SIGCHLD, SIGTERM, SIGINT, SIGHUP])
+        Processes.becomeSubreaper()
         // Protect the one process every app depends on from the kernel's OOM
         // killer (the unit's OOMScoreAdjust= does it under systemd; lowering
         // needs CAP_SYS_RESOURCE, so this may not take standalone). Apps get
@@ -193,14 +188,14 @@ extension Daemon {
     /// path, or the one our earlier image kept open across execve.
     private func controlListener(_ handoff: Handoff?) throws -> Int32 {
         if let handoff {
-            try Posix.call("fcntl(F_SETFD)", "the kept control socket") { fcntl(handoff.control, F_SETFD, FD_CLOEXEC) }
+            try Posix.setCloseOnExec(handoff.control)
             controlPath = handoff.controlPath
             controlIdentity = handoff.controlPath.flatMap(UnixSocket.identity)
             return handoff.control
         }
         if let fd = Systemd.listenFDs().first(where: UnixSocket.isListeningUnixStream) {
             try Posix.setNonBlocking(fd)
-            try Posix.call("fcntl(F_SETFD)", "the activated socket") { fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            try Posix.setCloseOnExec(fd)
             logger.info("control socket passed by socket activation")
             return fd
         }
@@ -219,7 +214,7 @@ extension Daemon {
     private func privateListener(_ handoff: Handoff?, beside listener: Int32) -> Int32? {
         guard let shared = controlPath ?? UnixSocket.boundPath(listener) else { return nil }
         let path = ControlDefaults.privatePath(for: shared)
-        if let fd = handoff?.privateControl, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 {
+        if let fd = handoff?.privateControl, (try? Posix.setCloseOnExec(fd)) != nil {
             privateControl = (path, UnixSocket.identity(path))
             return fd
         }

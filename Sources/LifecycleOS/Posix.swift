@@ -147,7 +147,7 @@ public enum Posix {
     /// threads, waited six times, 40–60 ms in all. In a process with one
     /// thread the growth is free. Best effort.
     public static func reserveDescriptorTable(_ count: UInt64) {
-        let fd = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        let fd = Glibc.open("/dev/null", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return }
         let top = Int32(clamping: min(count, descriptorLimit())) - 1
         if top > fd {
@@ -161,7 +161,7 @@ public enum Posix {
     /// (posix_fadvise WILLNEED): many files asked for at once are read
     /// together rather than one round trip to the disk each. Best effort.
     public static func prefetch(_ path: String) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return }
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED)
         close(fd)

@@ -5,6 +5,56 @@ import SystemPackage
 /// Unix sockets: the app channels (SOCK_SEQPACKET pairs) and the control
 /// socket (SOCK_STREAM).
 public enum UnixSocket {
+    /// An app's NOTIFY_SOCKET (the sd_notify protocol): a datagram socket
+    /// bound to `name` with SO_PASSCRED, non-blocking, close-on-exec. A path
+    /// ("/...") becomes a socket file of mode 0600, owned by `owner` when
+    /// given (its user may send, nobody else); another name is an abstract
+    /// address, as earlier daemons used. Nil when it cannot be bound.
+    public static func notifySocket(_ name: String, owner: (uid: uid_t, gid: gid_t)? = nil) -> Int32? {
+        let fd = lc_notify_socket(name)
+        guard fd >= 0 else { return nil }
+        if let owner, name.hasPrefix("/") { chown(name, owner.uid, owner.gid) }
+        return fd
+    }
+
+    /// One notification datagram into `buffer`: its length (larger than the
+    /// buffer when it was cut) and its sender's pid (0 when none came);
+    /// nil when nothing waits. Descriptors passed with it are closed at once
+    /// (sd_notify's BARRIER=1 waits for that).
+    public static func receiveNotification(_ fd: Int32, into buffer: inout [UInt8]) throws(SystemError)
+        -> (length: Int, pid: pid_t)?
+    {
+        var pid: pid_t = 0
+        let count = buffer.count
+        let n = try buffer.withUnsafeMutableBytes { b in
+            Result { () throws(SystemError) in
+                try Posix.nonBlocking("recvmsg", "a notification socket") {
+                    lc_recv_notify(fd, b.baseAddress, UInt(count), &pid)
+                }
+            }
+        }.get()
+        return n.map { (Int($0), pid) }
+    }
+
+    /// Reads what a stream socket holds into `buffer`, without blocking:
+    /// the count (0: the peer closed), nil when nothing waits.
+    public static func read(_ fd: Int32, into buffer: inout [UInt8]) throws(SystemError) -> Int? {
+        let count = buffer.count
+        return try buffer.withUnsafeMutableBytes { b in
+            Result { () throws(SystemError) in
+                try Posix.nonBlocking("recv", "fd \(fd)") { recv(fd, b.baseAddress, count, Int32(MSG_DONTWAIT)) }
+            }
+        }.get()
+    }
+
+    /// Writes what a stream socket takes of `bytes`, without blocking and
+    /// without SIGPIPE: the count, nil when its buffer is full.
+    public static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int? {
+        try Posix.nonBlocking("send", "fd \(fd)") {
+            Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+        }
+    }
+
     /// A connected SOCK_SEQPACKET pair: (daemon end, non-blocking; app end,
     /// blocking). Both close-on-exec: the spawner maps the app end into the
     /// child explicitly.

@@ -1,10 +1,22 @@
 @preconcurrency import Glibc
 import CSystemd
+import SystemPackage
 import Logging
 
 /// The service manager, through libsystemd. Every call is harmless when
 /// the daemon was not started by systemd (NOTIFY_SOCKET unset: a no-op).
 public enum Systemd {
+    /// A stream to journald for `identifier` at `priority`
+    /// (sd_journal_stream_fd(3)), lines prefixed `<N>` to set their own
+    /// level when `levelPrefix`. The descriptor, or why there is none.
+    public static func journalStream(_ identifier: String, priority: Int32, levelPrefix: Bool)
+        -> Result<Int32, SystemError>
+    {
+        let fd = sd_journal_stream_fd(identifier, priority, levelPrefix ? 1 : 0)
+        if fd >= 0 { return .success(fd) }
+        return .failure(SystemError("sd_journal_stream_fd", identifier, errno: Errno(rawValue: -fd)))
+    }
+
     /// sd_notify(3): "READY=1", "STATUS=...", "STOPPING=1".
     @discardableResult
     public static func notify(_ state: String) -> Bool { sd_notify(0, state) > 0 }

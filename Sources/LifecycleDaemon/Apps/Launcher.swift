@@ -1,6 +1,5 @@
 import Foundation
 @preconcurrency import Glibc
-import CLifecycleShim
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
@@ -85,11 +84,9 @@ extension Daemon {
         let notifyName = notifyPath(id, generation)
         if m.policy.delivery == .signals {
             // The sd_notify protocol, as under systemd: READY=1, STATUS=, STOPPING=1.
-            notify = lc_notify_socket(notifyName)
-            if notify >= 0, let uid = m.credentials.uid {
-                // Its own user may send to it; nobody else (mode 0600).
-                chown(notifyName, uid, m.credentials.gid ?? gid_t.max)
-            }
+            // Its own user may send to it; nobody else (mode 0600).
+            let owner = m.credentials.uid.map { (uid: $0, gid: m.credentials.gid ?? gid_t.max) }
+            notify = UnixSocket.notifySocket(notifyName, owner: owner) ?? -1
             if notify >= 0 {
                 env["NOTIFY_SOCKET"] = notifyName
             } else if m.policy.awaitsReadiness {
@@ -116,7 +113,7 @@ extension Daemon {
         let run = Run(
             generation: generation, pid: process.pid, pidfd: process.pidfd, group: group,
             channel: channel?.daemon ?? -1)
-        run.startTime = UInt64(lc_process_start_time(process.pid))
+        run.startTime = Processes.startTime(process.pid)
         run.fingerprint = m.fingerprint
         run.notifyName = notify >= 0 ? notifyName : nil
         runs.insert(run, for: id)

@@ -1,6 +1,5 @@
 import Foundation
 @preconcurrency import Glibc
-import CLifecycleShim
 import LifecycleCore
 import LifecycleOS
 import Logging
@@ -14,7 +13,7 @@ extension Daemon {
     /// each socket 0600.
     func makeNotifyDirectory() {
         try? FileManager.default.createDirectory(atPath: notifyDirectory, withIntermediateDirectories: true)
-        chmod(notifyDirectory, 0o711)
+        try? Posix.chmod(notifyDirectory, 0o711)
     }
 
     /// After the adoption: socket files no run uses any more (their runs
@@ -23,7 +22,7 @@ extension Daemon {
         let used = Set(runs.byApp.values.compactMap(\.notifyName))
         for name in (try? FileManagerLite.list(notifyDirectory)) ?? []
         where !used.contains(notifyDirectory + "/" + name) {
-            unlink(notifyDirectory + "/" + name)
+            Posix.unlink(notifyDirectory + "/" + name)
         }
     }
 
@@ -40,13 +39,8 @@ extension Daemon {
         var turn = 0
         while runs[id] === run, turn < Self.messagesPerTurn {
             turn += 1
-            var pid: pid_t = 0
-            let received = try? buffer.withUnsafeMutableBytes { b throws(SystemError) in
-                try Posix.nonBlocking("recvmsg", "\(id)'s notification socket") {
-                    lc_recv_notify(run.notify, b.baseAddress, UInt(b.count), &pid)
-                }
-            }
-            guard let n = received.flatMap({ $0 }) else { return }  // all read (or failed: next turn)
+            let received = try? UnixSocket.receiveNotification(run.notify, into: &buffer)
+            guard let (n, pid) = received.flatMap({ $0 }) else { return }  // all read (or failed: next turn)
             guard n <= buffer.count else {
                 logger.warning(
                     "\(id): notification of \(n) bytes ignored (at most \(buffer.count))", metadata: ["app": "\(id)"])

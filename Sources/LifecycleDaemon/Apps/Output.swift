@@ -1,4 +1,3 @@
-import CSystemd
 import Foundation
 @preconcurrency import Glibc
 import LifecycleControl
@@ -43,9 +42,9 @@ final class AppOutput {
         fifoDirectory = config.runtimeDirectory + "/output"
         var mode = config.output
         if mode == .auto {
-            let probe = sd_journal_stream_fd("lifecycled", LOG_INFO, 0)
-            if probe >= 0 { Posix.close(probe) }
-            mode = probe >= 0 ? .journal : .files
+            let probe = Systemd.journalStream("lifecycled", priority: LOG_INFO, levelPrefix: false)
+            if case .success(let fd) = probe { Posix.close(fd) }
+            mode = (try? probe.get()) != nil ? .journal : .files
         }
         self.mode = mode
         // Files also when the journal is chosen: a launch journald refuses falls back to them.
@@ -53,9 +52,9 @@ final class AppOutput {
             files = nil
             return
         }
-        mkdir(fifoDirectory, 0o700)
-        if mkdir(config.logDirectory, 0o755) != 0 && errno != EEXIST {
-            logger.error("cannot create the log directory \(config.logDirectory): \(String(cString: strerror(errno)))")
+        _ = try? Posix.makeDirectory(fifoDirectory, mode: 0o700)
+        do { try Posix.makeDirectory(config.logDirectory, mode: 0o755) } catch {
+            logger.error("cannot create the log directory \(config.logDirectory): \(error.errno)")
         }
         let report: @Sendable (String) -> Void = { [logger] in logger.error("\($0)") }
         files = try? OutputFiles(
@@ -71,11 +70,12 @@ final class AppOutput {
         switch mode {
         case .inherit: return nil
         case .journal:
-            let out = sd_journal_stream_fd(id, LOG_INFO, 1)
-            let err = out >= 0 ? sd_journal_stream_fd(id, LOG_ERR, 1) : -1
-            if out >= 0 && err >= 0 { return Prepared(stdout: out, stderr: err) }
-            if out >= 0 { Posix.close(out) }
-            let why = String(cString: strerror(-(err < 0 ? err : out)))
+            let out = Systemd.journalStream(id, priority: LOG_INFO, levelPrefix: true)
+            let err = out.flatMap { _ in Systemd.journalStream(id, priority: LOG_ERR, levelPrefix: true) }
+            if case .success(let o) = out, case .success(let e) = err { return Prepared(stdout: o, stderr: e) }
+            if case .success(let o) = out { Posix.close(o) }
+            let why: String
+            if case .failure(let e) = err { why = "\(e.errno)" } else { why = "?" }
             let instead = files?.file(id) ?? "nowhere"
             logger.warning(
                 "journald refused \(id)'s output stream (\(why)): it goes to \(instead)", metadata: ["app": "\(id)"])
@@ -89,20 +89,21 @@ final class AppOutput {
     private func fifo(_ id: AppID) -> Prepared? {
         guard files != nil else { return nil }
         let path = "\(fifoDirectory)/\(id)"
-        unlink(path)
-        guard mkfifo(path, 0o600) == 0 else {
-            logger.error("cannot create \(path): \(String(cString: strerror(errno)))", metadata: ["app": "\(id)"])
-            return nil
-        }
-        let reader = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        let writer = open(path, O_RDWR | O_CLOEXEC)
-        guard reader >= 0, writer >= 0 else {
-            if reader >= 0 { Posix.close(reader) }
-            logger.error("cannot open \(path): \(String(cString: strerror(errno)))", metadata: ["app": "\(id)"])
+        let reader: Int32
+        let writer: Int32
+        do {
+            try Posix.makeFIFO(path, mode: 0o600)
+            reader = try Posix.open(path, O_RDONLY | O_NONBLOCK)
+            do { writer = try Posix.open(path, O_RDWR) } catch {
+                Posix.close(reader)
+                throw error
+            }
+        } catch {
+            logger.error("cannot make \(id)'s output FIFO: \(error)", metadata: ["app": "\(id)"])
             return nil
         }
         // 1 MiB waits while no daemon reads (at most pipe-max-size).
-        _ = fcntl(writer, 1031 /* F_SETPIPE_SZ */, 1 << 20)
+        Posix.setPipeSize(writer, 1 << 20)
         return Prepared(stdout: writer, stderr: writer, reader: reader)
     }
 
@@ -122,8 +123,9 @@ final class AppOutput {
             return
         }
         for name in names {
-            let fd = open("\(fifoDirectory)/\(name)", O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-            if fd >= 0 { files.add(app: name, fd: fd) }
+            if let fd = try? Posix.open("\(fifoDirectory)/\(name)", O_RDONLY | O_NONBLOCK) {
+                files.add(app: name, fd: fd)
+            }
         }
     }
 }
@@ -150,18 +152,16 @@ extension AppOutput {
                 CommandFailure(code: .refused, message: "the output writer could not start", refusal: "no-output"))
         }
         let path = files.file(id)
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
+        let fd: Int32
+        do { fd = try Posix.open(path, O_RDONLY) } catch {
             let why =
-                errno == ENOENT
+                error.errno == .noSuchFileOrDirectory
                 ? "'\(id)' has no output yet: it has written nothing since its output was captured (\(path))"
-                : "cannot read \(path): \(String(cString: strerror(errno)))"
+                : "cannot read \(path): \(error.errno)"
             return .failure(CommandFailure(code: .refused, message: why, refusal: "no-output"))
         }
         defer { Posix.close(fd) }
-        var st = stat()
-        fstat(fd, &st)
-        let size = UInt64(st.st_size)
+        let size = (try? Posix.size(fd)) ?? 0
         let from: UInt64
         if let offset {
             from = offset <= size ? offset : 0
@@ -169,9 +169,7 @@ extension AppOutput {
             from = size > Self.tailWindow ? size - Self.tailWindow : 0
         }
         let count = Int(min(size - from, Self.tailWindow))
-        var bytes = [UInt8](repeating: 0, count: count)
-        let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(from)) }
-        bytes = Array(bytes.prefix(max(0, got)))
+        let bytes = (try? Posix.read(fd, count: count, at: from)) ?? []
         // Whole lines only: a line still being written is for the next answer.
         let end = (bytes.lastIndex(of: 0x0A).map { $0 + 1 }) ?? 0
         var text = bytes[..<end].split(separator: 0x0A, omittingEmptySubsequences: false).dropLast().map {

@@ -1,5 +1,4 @@
 @preconcurrency import Glibc
-import CLifecycleShim
 import LifecycleCore
 import LifecycleOS
 
@@ -13,12 +12,8 @@ extension Daemon {
     /// anything else (an orphaned grandchild, reparented to us as subreaper)
     /// is just reaped. Peeking first (WNOWAIT) keeps each app's exit status.
     func reapChildren() {
-        while true {
-            var st = lc_child_status()
-            guard lc_peek_ended_child(&st) == 0, st.pid != 0 else { return }
-            var reaped = lc_child_status()
-            _ = lc_reap(st.pid, &reaped)
-            processEnded(pid: st.pid, st.exited != 0 ? .exited(st.value) : .signaled(st.value))
+        while let (pid, end) = Processes.reapEnded() {
+            processEnded(pid: pid, ExitStatus(end))
         }
     }
 
@@ -42,7 +37,7 @@ extension Daemon {
         run.notifySource?.cancel()
         run.exitSource?.cancel()
         if run.notify >= 0 { Posix.close(run.notify) }
-        if let path = run.notifyName, path.hasPrefix("/") { unlink(path) }
+        if let path = run.notifyName, path.hasPrefix("/") { Posix.unlink(path) }
         run.freezeTimer?.cancel()
         if run.channel >= 0 { Posix.close(run.channel) }
         if run.pidfd >= 0 { Posix.close(run.pidfd) }
@@ -67,5 +62,14 @@ extension Daemon {
         }
         cleanupTimers[path] = timer
         timer?.arm(at: Posix.monotonicNanoseconds() + delay)
+    }
+}
+
+extension ExitStatus {
+    init(_ end: ProcessEnd) {
+        switch end {
+        case .exited(let code): self = .exited(code)
+        case .signaled(let signal): self = .signaled(signal)
+        }
     }
 }

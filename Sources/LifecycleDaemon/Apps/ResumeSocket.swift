@@ -1,6 +1,5 @@
 import Foundation
 @preconcurrency import Glibc
-import CLifecycleShim
 import LifecycleCore
 import LifecycleOS
 import LifecycleWire
@@ -24,7 +23,7 @@ extension Daemon {
     func listenForResumes(_ handoff: Handoff?) throws {
         let path = config.runtimeDirectory + "/apps.sock"
         if let handoff, handoff.resume >= 0 {
-            try Posix.call("fcntl(F_SETFD)", path) { fcntl(handoff.resume, F_SETFD, FD_CLOEXEC) }
+            try Posix.setCloseOnExec(handoff.resume)
             resume.listener = handoff.resume
         } else {
             try? FileManager.default.createDirectory(
@@ -43,7 +42,7 @@ extension Daemon {
         }
         resume.pending = [:]
         if resume.listener >= 0 { Posix.close(resume.listener) }
-        if let path = resume.path { unlink(path) }
+        if let path = resume.path { Posix.unlink(path) }
     }
 
     /// The resumes that have arrived, taken now rather than when the loop

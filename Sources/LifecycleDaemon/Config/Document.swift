@@ -1,4 +1,5 @@
 import Foundation
+import LifecycleOS
 import TOMLKit
 
 // How a configuration file is read, whatever it configures: safely (a file
@@ -70,44 +71,9 @@ struct Document {
     /// a NUL byte (TOML forbids control characters; the text after one
     /// would otherwise be silently ignored).
     static func read(_ path: String) throws(ConfigError) -> String {
-        let fail = { (message: String, line: Int?) in ConfigError(file: path, line: line, key: nil, message: message) }
-        // O_NONBLOCK: a FIFO named x.toml must not hang the daemon.
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-        guard fd >= 0 else {
-            switch errno {
-            case ENOENT: throw fail("does not exist", nil)
-            case EACCES: throw fail("cannot be read (permission denied)", nil)
-            case ELOOP: throw fail("is a loop of symbolic links", nil)
-            default: throw fail("cannot be opened: \(String(cString: strerror(errno)))", nil)
-            }
+        do { return try TextFile.read(path, maxSize: maxSize) } catch {
+            throw ConfigError(file: path, line: error.line, key: nil, message: error.message)
         }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw fail("cannot be read: \(String(cString: strerror(errno)))", nil) }
-        switch st.st_mode & S_IFMT {
-        case S_IFREG: break
-        case S_IFDIR: throw fail("is a directory, not a file", nil)
-        case S_IFIFO: throw fail("is a FIFO, not a regular file", nil)
-        case S_IFSOCK: throw fail("is a socket, not a regular file", nil)
-        default: throw fail("is a device, not a regular file", nil)
-        }
-        guard Int(st.st_size) <= maxSize else { throw fail("is larger than \(maxSize / 1024) KiB", nil) }
-        var bytes = [UInt8](repeating: 0, count: Int(st.st_size) + 1)
-        var count = 0
-        while count < bytes.count {
-            let n = bytes[count...].withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0, errno == EINTR { continue }
-            guard n >= 0 else { throw fail("cannot be read: \(String(cString: strerror(errno)))", nil) }
-            if n == 0 { break }
-            count += n
-        }
-        guard count <= maxSize else { throw fail("is larger than \(maxSize / 1024) KiB", nil) }
-        let data = bytes[..<count]
-        if let nul = data.firstIndex(of: 0) {
-            throw fail("contains a NUL byte (a TOML file is text)", data[..<nul].count(where: { $0 == 0x0A }) + 1)
-        }
-        guard let text = String(validating: data, as: UTF8.self) else { throw fail("is not UTF-8 text", nil) }
-        return text
     }
 
     func line(_ key: String, table: String) -> Int? { lines[table + "." + key] ?? lines[table + "."] }

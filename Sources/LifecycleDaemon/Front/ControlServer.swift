@@ -158,9 +158,7 @@ final class ControlServer: RecordSink {
             ok: false, error: ControlError(code: .refused, message: message, refusal: refusal))
         if var data = try? encoder.encode(response) {
             data.append(0x0A)
-            _ = data.withUnsafeBytes {
-                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
-            }
+            _ = data.withUnsafeBytes { b in Result { () throws(SystemError) in try UnixSocket.write(fd, b) } }
         }
         Posix.close(fd)
     }
@@ -207,11 +205,7 @@ final class ControlServer: RecordSink {
         while true {
             let received: Int?
             do {
-                received = try chunk.withUnsafeMutableBytes { b throws(SystemError) in
-                    try Posix.nonBlocking("recv", "control connection") {
-                        recv(c.fd, b.baseAddress, b.count, Int32(MSG_DONTWAIT))
-                    }
-                }
+                received = try UnixSocket.read(c.fd, into: &chunk)
             } catch {
                 return drop(c)  // reset by the peer
             }
@@ -366,11 +360,9 @@ final class ControlServer: RecordSink {
         while !c.output.isEmpty {
             let sent: Int?
             do {
-                sent = try c.output.withUnsafeBytes { b throws(SystemError) in
-                    try Posix.nonBlocking("send", "control connection") {
-                        Glibc.send(c.fd, b.baseAddress, b.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
-                    }
-                }
+                sent = try c.output.withUnsafeBytes { b in
+                    Result { () throws(SystemError) in try UnixSocket.write(c.fd, b) }
+                }.get()
             } catch {
                 return drop(c)  // the peer is gone
             }

@@ -72,16 +72,10 @@ final class KillLog {
             _ = try? FileManager.default.moveItem(atPath: path, toPath: path + ".1")
         }
         do {
-            let fd = try Posix.call("open", path) { open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644) }
+            let fd = try Posix.open(path, O_WRONLY | O_CREAT | O_APPEND, mode: 0o644)
             defer { Posix.close(fd) }
             while let line = unsaved.first {
-                let before = lseek(fd, 0, SEEK_END)
-                let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                guard written == line.count else {
-                    let e = written < 0 ? errno : ENOSPC
-                    if before >= 0, written > 0 { _ = ftruncate(fd, before) }  // whole or nothing
-                    throw SystemError("write", path, errno: Errno(rawValue: e))
-                }
+                try Posix.appendWhole(fd, Array(line), path: path)  // whole or nothing
                 unsaved.removeFirst()
             }
             if let problem {

@@ -1,6 +1,5 @@
 import Foundation
 @preconcurrency import Glibc
-import CLifecycleShim
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
@@ -173,8 +172,8 @@ extension Daemon {
     /// Only kernel calls: safe on any thread.
     static func probe(_ id: AppID, _ facts: SavedRun, handed: HandedRun?, in confinement: any Confinement) -> Probe {
         var probe = Probe()
-        let pidfd = handed?.pidfd ?? lc_pidfd_open(facts.pid)
-        guard pidfd >= 0, facts.startTime != 0, UInt64(lc_process_start_time(facts.pid)) == facts.startTime else {
+        let pidfd = handed?.pidfd ?? Processes.pidfd(facts.pid) ?? -1
+        guard pidfd >= 0, facts.startTime != 0, Processes.startTime(facts.pid) == facts.startTime else {
             if handed == nil, pidfd >= 0 { Posix.close(pidfd) }
             return probe
         }
@@ -227,7 +226,7 @@ extension Daemon {
         }
         if let name = facts.notifyName {
             // Kept open across a daemon-reexec, else bound again by name.
-            let fd = handed.map(\.notify).flatMap { $0 >= 0 ? $0 : nil } ?? lc_notify_socket(name)
+            let fd = handed.map(\.notify).flatMap { $0 >= 0 ? $0 : nil } ?? UnixSocket.notifySocket(name) ?? -1
             if fd >= 0 {
                 run.notify = fd
                 run.notifyName = name
@@ -287,12 +286,11 @@ extension Daemon {
     /// A parent that reaps at once (systemd) is waited for a little.
     func adoptedExited(_ id: AppID, _ run: Run, tries: Int = 0) {
         guard runs[id] === run else { return }
-        var exited: Int32 = 0
-        var value: Int32 = 0
         let status: ExitStatus
-        if lc_pidfd_exit_status(run.pidfd, &exited, &value) == 0 {
-            status = exited != 0 ? .exited(value) : .signaled(value)
-        } else if errno == EAGAIN, tries < 10 {
+        let end = Result { () throws(SystemError) in try Processes.exitStatus(pidfd: run.pidfd) }
+        if case .success(let e) = end {
+            status = ExitStatus(e)
+        } else if case .failure(let e) = end, e.errno == .resourceTemporarilyUnavailable, tries < 10 {
             run.exitSource?.cancel()
             run.exitSource = try? loop.timer { [unowned self, unowned run] in
                 self.adoptedExited(id, run, tries: tries + 1)

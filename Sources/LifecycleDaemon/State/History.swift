@@ -49,10 +49,8 @@ final class HistoryStore {
     /// CLOCK_REALTIME minus CLOCK_MONOTONIC now: a monotonic instant plus
     /// this is wall-clock nanoseconds since the epoch.
     static func wallOffset() -> Duration {
-        var real = timespec()
-        clock_gettime(CLOCK_REALTIME, &real)
-        let mono = Posix.monotonicNanoseconds()
-        return .nanoseconds(Int64(real.tv_sec) * 1_000_000_000 + Int64(real.tv_nsec) - mono)
+        let real = Posix.realtimeNanoseconds()
+        return .nanoseconds(real - Posix.monotonicNanoseconds())
     }
 
     init(directory: String) {
@@ -114,8 +112,8 @@ final class HistoryStore {
             database = nil
             statements = nil
             let aside = path + ".unreadable"
-            _ = rename(path, aside)
-            unlink(path + "-wal")
+            Posix.rename(path, to: aside)
+            Posix.unlink(path + "-wal")
             return ([:], "\(path) cannot be read (\(error)): moved to \(aside); starting without history")
         }
     }

@@ -43,7 +43,7 @@ extension Daemon {
             logger.error("daemon-reexec abandoned: the state could not be saved for the new image")
             return
         }
-        for fd in kept { _ = fcntl(fd, F_SETFD, 0) }
+        for fd in kept { try? Posix.setCloseOnExec(fd, false) }
         logger.notice(
             "re-executing \(executablePath), keeping every app",
             metadata: [
@@ -64,7 +64,7 @@ extension Daemon {
         // Still here: the old image carries on, as if nothing was asked.
         let why = String(cString: strerror(errno))
         unsetenv(Cgroups.originEnvironmentKey)
-        for fd in kept { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        for fd in kept { try? Posix.setCloseOnExec(fd) }
         saveState()
         logger.error("cannot re-execute \(executablePath): \(why); carrying on in the running image")
     }

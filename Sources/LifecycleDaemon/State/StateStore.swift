@@ -254,9 +254,9 @@ final class StateStore {
             statements = nil
             written = [:]
             holdingMore = []
-            unlink(path + "-wal")
+            Posix.unlink(path + "-wal")
         }
-        _ = rename(file, aside)
+        Posix.rename(file, to: aside)
         return "\(file) \(why): moved to \(aside); starting afresh"
     }
 
@@ -328,7 +328,7 @@ final class StateStore {
             compareAll = false
             if rewrite {
                 rewrite = false
-                unlink(legacyPath)
+                Posix.unlink(legacyPath)
             }
             lastError = nil
             return nil
@@ -382,6 +382,6 @@ final class StateStore {
     /// After a clean shutdown nothing is left to re-adopt.
     func remove() {
         close()
-        for file in [path, path + "-wal", path + "-shm", legacyPath] { unlink(file) }
+        for file in [path, path + "-wal", path + "-shm", legacyPath] { Posix.unlink(file) }
     }
 }
