@@ -57,9 +57,15 @@ struct AppRecord: Sendable, Equatable, Codable {
     var tasks: [TaskID: String] = [:]
     var nextTask: TaskID = 1
     var expired: Set<TaskID> = []
+    /// When the background budget ends (from didEnterBackground), for
+    /// every answer that names it; the `.budget` timer, armed while tasks
+    /// are open, fires at this instant (an invariant holds the two equal).
+    /// A plain program's background grace is the `.grace` timer alone.
     var budgetEnd: Instant?
-    var graceEnd: Instant?
     var stop: StopCause?
+    /// Why the kernel refused the freeze in progress (the reason a kill at
+    /// the freeze deadline gives).
+    var freezeRefusal: String?
     var killing: TerminationReason?
     var last: TerminationRecord?
     /// didReceiveMemoryWarning is owed, once the app is idle.
@@ -100,7 +106,7 @@ struct AppRecord: Sendable, Equatable, Codable {
     private enum CodingKeys: String, CodingKey {
         case phase, state, since, generation, generationFloor, launchMode, sequence, awaiting, tasks, nextTask
         case expired, budgetEnd
-        case graceEnd, stop, killing, last, warningPending, lastUsed, lastNotice, restarts, restartTo
+        case stop, freezeRefusal, killing, last, warningPending, lastUsed, lastNotice, restarts, restartTo
         case wakes, history, launchReason, launchURL, launchPush, scenes, discarded, reclaimed
     }
 
@@ -125,8 +131,8 @@ struct AppRecord: Sendable, Equatable, Codable {
         nextTask = try get(.nextTask, 1)
         expired = try get(.expired, [])
         budgetEnd = try c.decodeIfPresent(Instant.self, forKey: .budgetEnd)
-        graceEnd = try c.decodeIfPresent(Instant.self, forKey: .graceEnd)
         stop = try c.decodeIfPresent(StopCause.self, forKey: .stop)
+        freezeRefusal = try c.decodeIfPresent(String.self, forKey: .freezeRefusal)
         killing = try c.decodeIfPresent(TerminationReason.self, forKey: .killing)
         last = try c.decodeIfPresent(TerminationRecord.self, forKey: .last)
         warningPending = try get(.warningPending, false)

@@ -19,11 +19,9 @@ extension Supervisor {
             app.phase = .running(.inactive)
             app.budgetEnd = nil
             app.expired = []
-            app.graceEnd = nil
         case .didEnterBackground:
             app.phase = .running(.background)
             app.budgetEnd = app.policy.continuousBackground ? nil : now + app.policy.backgroundTaskBudget
-            if app.policy.delivery == .signals { app.graceEnd = now + app.policy.backgroundGrace }
         case .willTerminate: app.phase = .terminating
         case .didReceiveMemoryWarning: app.warningPending = false
         case .willBeKilledForMemory, .performFetch, .didReceiveRemoteNotification, .openURL: break
@@ -57,7 +55,7 @@ extension Supervisor {
             timers.cancel(id, .expiration, .budget, .grace)
         case .didEnterBackground:
             armBudget(id)
-            if let grace = app.graceEnd { timers.arm(id, .grace, at: grace) }
+            if app.policy.delivery == .signals { timers.arm(id, .grace, at: now + app.policy.backgroundGrace) }
         case .willTerminate:
             timers.arm(id, .terminate, at: now + app.policy.terminateTimeout)
             timers.cancel(id, .expiration, .budget, .grace)

@@ -65,9 +65,12 @@ public enum Input: Sendable, Equatable {
     case protocolViolation(AppID, generation: UInt64, message: String)
     /// A plain program said READY=1 on its notification socket.
     case ready(AppID, generation: UInt64)
-    /// The shell could not freeze a suspended app within its deadline:
-    /// like a missed deadline, it is killed.
-    case freezeFailed(AppID, generation: UInt64, why: String)
+    /// The kernel confirmed the freeze of a suspended app (cgroup.events):
+    /// its freeze deadline is over.
+    case frozen(AppID, generation: UInt64)
+    /// The kernel refused to freeze it (the shell retries meanwhile): the
+    /// reason a kill at the freeze deadline gives.
+    case freezeRefused(AppID, generation: UInt64, why: String)
 
     /// The reclaim asked for by `.reclaim` is over (done, cut short, or
     /// lost with a daemon that died meanwhile).

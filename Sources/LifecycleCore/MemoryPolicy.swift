@@ -187,10 +187,7 @@ extension Supervisor {
             return effects.append(.memoryKill(record))
         }
         effects.append(.memoryKill(record))
-        if app.phase == .suspended {
-            effects.append(.thaw(victim))
-            update(victim) { $0.phase = .running(.background) }
-        }
+        if app.phase == .suspended { thaw(victim) }
         update(victim) {
             $0.lastNotice = reason
             $0.warningPending = false

@@ -17,7 +17,7 @@ extension Supervisor {
         // On its way to another display: through the background, not frozen.
         if moving(id) { return .background }
         if app.policy.continuousBackground || !app.tasks.isEmpty || app.wakes.holdsRunning { return .background }
-        if let grace = app.graceEnd, now < grace { return .background }
+        if let grace = timers.deadline(id, .grace), now < grace { return .background }
         return .suspended
     }
 
@@ -50,8 +50,7 @@ extension Supervisor {
                 case .suspended: return
                 case .terminated: kill(id, app.stop!.reason(killedAfterDeadline: false)); return
                 case .active, .inactive, .background:
-                    effects.append(.thaw(id))
-                    update(id) { $0.phase = .running(.background) }
+                    thaw(id)
                 }
             case .running(let told):
                 if app.policy.scenes {
@@ -112,10 +111,31 @@ extension Supervisor {
                 $0.phase = .suspended
                 $0.warningPending = false  // running apps only
             }
+            timers.arm(id, .freeze, at: now + Self.freezeDeadline)
             return false
         case (.background, .terminated):
             deliver(id, .willTerminate)
         }
         return true
+    }
+}
+
+// The freezer's deadline: a freeze asked for is confirmed by the kernel
+// within `freezeDeadline`, or the app is killed (Timers.swift).
+extension Supervisor {
+    /// Thaws a suspended app: it runs in the background again.
+    mutating func thaw(_ id: AppID) {
+        effects.append(.thaw(id))
+        timers.cancel(id, .freeze)
+        update(id) {
+            $0.phase = .running(.background)
+            $0.freezeRefusal = nil
+        }
+    }
+
+    /// The kernel confirmed the freeze.
+    mutating func frozen(_ id: AppID) {
+        timers.cancel(id, .freeze)
+        if apps[id]!.freezeRefusal != nil { update(id) { $0.freezeRefusal = nil } }
     }
 }

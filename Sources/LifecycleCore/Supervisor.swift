@@ -36,6 +36,9 @@
 
 public struct Supervisor: Sendable {
     public static let maxBackgroundTasks = 64
+    /// How long the kernel may take to confirm a freeze, retries included,
+    /// before the app is treated as one that missed its deadline.
+    public static let freezeDeadline: Duration = .seconds(5)
 
     /// Everything the core knows that is not one app's, as one value: what
     /// is saved of it is this (Persistence.swift), so that a field added
@@ -157,8 +160,10 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { kill(id, .protocolViolation(message: message)) }
         case .ready(let id, let gen):
             if isCurrent(id, gen) { ready(id) }
-        case .freezeFailed(let id, let gen, let why):
-            if isCurrent(id, gen), apps[id]?.state == .suspended { kill(id, .freezeFailed(why: why)) }
+        case .frozen(let id, let gen):
+            if isCurrent(id, gen) { frozen(id) }
+        case .freezeRefused(let id, let gen, let why):
+            if isCurrent(id, gen), apps[id]?.phase == .suspended { update(id) { $0.freezeRefusal = why } }
         case .reclaimed(let id, let gen): if reclaiming == id, apps[id]?.generation == gen { reclaimDone() }
         case .memory(let report): memory(report, simulated: nil)
         case .simulateMemoryLevel(let level, let report): memory(report, simulated: level)
@@ -268,6 +273,18 @@ public struct Supervisor: Sendable {
         assert(
             apps.values.allSatisfy { $0.phase != .notRunning || ($0.awaiting == nil && $0.tasks.isEmpty) },
             "an app with no process awaits nothing and holds no task")
+        assert(
+            apps.allSatisfy { id, app in
+                timers.deadline(id, .budget).map { $0 == app.budgetEnd } ?? true
+                    && timers.deadline(id, .expiration).map { end in app.budgetEnd.map { end <= $0 } ?? false } ?? true
+            }, "the budget's timers fire at the budget's end (the expiration notice before it), never without one")
+        assert(
+            apps.allSatisfy { id, app in timers.deadline(id, .freeze) == nil || app.phase == .suspended },
+            "a freeze is awaited only for a suspended app")
+        assert(
+            apps.allSatisfy { id, app in
+                timers.deadline(id, .grace) == nil || (app.policy.delivery == .signals && app.phase != .notRunning)
+            }, "only a running plain program has a background grace")
         assert(
             apps.allSatisfy { id, app in
                 (timers.deadline(id, .restart) != nil) == (app.restarts?.due != nil)

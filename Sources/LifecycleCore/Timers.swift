@@ -24,6 +24,10 @@ enum TimerKind: Int, CaseIterable, Comparable, Sendable, Codable {
     case fetch
     /// The budget frees a wake-up for the push held for the app.
     case push
+    /// A suspended app's freeze is not yet confirmed by the kernel: at
+    /// this deadline it is killed (`freeze-failed`), as for a missed
+    /// deadline. (Last: timer kinds are saved by number.)
+    case freeze
 
     static func < (a: TimerKind, b: TimerKind) -> Bool { a.rawValue < b.rawValue }
 }
@@ -113,9 +117,7 @@ extension Supervisor {
             case let event?: kill(id, .eventWatchdog(event: event))
             case nil: break
             }
-        case .grace:
-            update(id) { $0.graceEnd = nil }
-            advance(id)
+        case .grace: advance(id)
         case .expiration:
             let open = app.tasks.keys.filter { !app.expired.contains($0) }.sorted()
             guard !open.isEmpty else { return }
@@ -132,6 +134,10 @@ extension Supervisor {
         case .restart: relaunch(id)
         case .fetch: fetchBatch()
         case .push: retryHeldPush(id)
+        case .freeze:
+            guard app.phase == .suspended else { return }
+            let why = app.freezeRefusal.map { "the kernel refused: \($0)" } ?? "not frozen after 5 s"
+            kill(id, .freezeFailed(why: why))
         }
     }
 

@@ -20,10 +20,19 @@ struct Harness {
         self.init(slots: slots, Dictionary(uniqueKeysWithValues: names.map { ($0, policy) }))
     }
 
+    /// The kernel confirms every freeze at once, as it does for an app that
+    /// is not busy (FreezeFailureTests turn it off).
+    var confirmsFreezes = true
+
     @discardableResult
     mutating func send(_ input: Input) -> [Effect] {
         let effects = supervisor.handle(input, now: now)
         log += effects
+        if confirmsFreezes {
+            for case .freeze(let id) in effects {
+                log += supervisor.handle(.frozen(id, generation: generation(id)), now: now)
+            }
+        }
         return effects
     }
 

@@ -492,24 +492,56 @@ import Testing
 }
 
 @Suite struct FreezeFailureTests {
-    /// A suspended app the shell could not freeze in time is killed, like
-    /// one that missed a deadline; a report that comes late (the app has
-    /// been activated since, or it is another run) changes nothing.
-    @Test func aSuspendedAppThatCannotBeFrozenIsKilled() {
+    /// A suspended app whose freeze the kernel has not confirmed within
+    /// the freeze deadline is killed, like one that missed a deadline, with
+    /// the kernel's refusal when there was one; a confirmation in time, a
+    /// thaw, or another run's report changes that as it should.
+    @Test func aSuspendedAppThatCannotBeFrozenIsKilledAtTheFreezeDeadline() {
         var h = Harness(apps: ["a"])
+        h.confirmsFreezes = false
         h.launchActive("a")
         h.eventsUntilQuiet("a", after: h.send(.home))
         #expect(h.state("a") == .suspended)
-        _ = h.send(.freezeFailed("a", generation: h.generation("a") + 1, why: "x"))
-        #expect(h.killReason("a") == nil, "another run's report")
-        _ = h.send(.freezeFailed("a", generation: h.generation("a"), why: "the kernel refused: EMFILE"))
+        _ = h.send(.freezeRefused("a", generation: h.generation("a") + 1, why: "x"))
+        _ = h.send(.frozen("a", generation: h.generation("a") + 1))
+        _ = h.advance(Supervisor.freezeDeadline - .nanoseconds(1))
+        #expect(h.killReason("a") == nil, "not yet; another run's reports change nothing")
+        _ = h.send(.freezeRefused("a", generation: h.generation("a"), why: "EMFILE"))
+        _ = h.advance(.nanoseconds(1))
         #expect(h.killReason("a") == .freezeFailed(why: "the kernel refused: EMFILE"))
         #expect(h.killReason("a")?.code.rawValue == "freeze-failed")
 
-        var active = Harness(apps: ["b"])
-        active.launchActive("b")
-        _ = active.send(.freezeFailed("b", generation: active.generation("b"), why: "late"))
-        #expect(active.killReason("b") == nil && active.state("b") == .active, "not suspended: nothing to freeze")
+        var late = Harness(apps: ["b"])
+        late.confirmsFreezes = false
+        late.launchActive("b")
+        late.eventsUntilQuiet("b", after: late.send(.home))
+        _ = late.advance(Supervisor.freezeDeadline)
+        #expect(late.killReason("b") == .freezeFailed(why: "not frozen after 5 s"))
+    }
+
+    @Test func aConfirmedFreezeOrAThawEndsTheDeadline() {
+        var h = Harness(apps: ["a"])
+        h.confirmsFreezes = false
+        h.launchActive("a")
+        h.eventsUntilQuiet("a", after: h.send(.home))
+        _ = h.advance(.seconds(1))
+        _ = h.send(.frozen("a", generation: h.generation("a")))
+        _ = h.advance(.seconds(10))
+        #expect(h.killReason("a") == nil && h.state("a") == .suspended)
+
+        var thawed = Harness(apps: ["b"])
+        thawed.confirmsFreezes = false
+        thawed.launchActive("b")
+        thawed.eventsUntilQuiet("b", after: thawed.send(.home))
+        _ = thawed.send(.freezeRefused("b", generation: thawed.generation("b"), why: "EMFILE"))
+        thawed.eventsUntilQuiet("b", after: thawed.send(.activate("b")))
+        #expect(thawed.state("b") == .active)
+        _ = thawed.advance(.seconds(10))
+        #expect(thawed.killReason("b") == nil, "a thawed app has no freeze to wait for")
+        // Suspended again: a fresh deadline, and the old refusal is forgotten.
+        thawed.eventsUntilQuiet("b", after: thawed.send(.home))
+        _ = thawed.advance(Supervisor.freezeDeadline)
+        #expect(thawed.killReason("b") == .freezeFailed(why: "not frozen after 5 s"))
     }
 }
 

@@ -346,7 +346,19 @@ struct Simulation {
                         schedule(after: .milliseconds(10), .endBackgroundTask(id, generation: gen, task: t))
                     }
                 }
-            case .freeze(let id): frozen.insert(id)
+            case .freeze(let id):
+                frozen.insert(id)
+                // The kernel confirms at once, usually; now and then it
+                // refuses for a while, and rarely never confirms (the
+                // freeze deadline kills the app then).
+                let gen = sup.snapshot(id)!.generation
+                switch Int.random(in: 0..<40, using: &rng) {
+                case 0: break
+                case 1...3:
+                    schedule(after: .milliseconds(1), .freezeRefused(id, generation: gen, why: "EMFILE"))
+                    schedule(after: .milliseconds(Int64.random(in: 0...7000, using: &rng)), .frozen(id, generation: gen))
+                default: schedule(after: .milliseconds(Int64.random(in: 0...20, using: &rng)), .frozen(id, generation: gen))
+                }
             case .thaw(let id): frozen.remove(id)
             case .reclaim(let id, _):
                 // The worker is done later, sometimes much later.

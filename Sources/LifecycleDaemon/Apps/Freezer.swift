@@ -7,17 +7,15 @@ import LifecycleOS
 // at again on a short back-off until cgroup.events says so (its
 // notifications are rate-limited). A write the kernel refuses (out of
 // descriptors, say) is retried on a longer back-off and reported once,
-// with its recovery. A suspended app not frozen after `freezeDeadline` is
-// handed to the core like any missed deadline (killed, `freeze-failed`);
-// a thaw is retried until it takes, and an app it cannot reach misses the
-// deadline of the event it was sent. `status` shows what the kernel
+// with its recovery, and the refusal told to the core. The deadline is the
+// core's (`Supervisor.freezeDeadline`, a `.freeze` timer): a suspended app
+// whose freeze is not confirmed (`.frozen`) by then is killed
+// (`freeze-failed`), and its run's end stops the retries here. A thaw is
+// retried until it takes, and an app it cannot reach misses the deadline
+// of the event it was sent. `status` shows what the kernel
 // confirmed (`frozen`) and what went wrong (`freezeProblem`).
 
 extension Daemon {
-    /// How long a freeze may take, retries included, before the app is
-    /// treated as one that missed its deadline.
-    static var freezeDeadline: Int64 { 5_000_000_000 }
-
     func freeze(_ id: AppID) {
         guard let run = runs[id] else { return }
         run.freezeTimer?.cancel()
@@ -30,7 +28,7 @@ extension Daemon {
 
     /// Asks the kernel (again, if it refused), or looks whether it is done.
     private func freezeStep(_ id: AppID, _ run: Run) {
-        guard runs[id] === run, let started = run.freezeStarted else { return }
+        guard runs[id] === run, run.freezeStarted != nil else { return }
         let now = Posix.monotonicNanoseconds()
         if !run.freezeAsked {
             do {
@@ -43,6 +41,7 @@ extension Daemon {
                 run.freezeAsked = false
                 if run.freezeProblem == nil {
                     logger.error("\(id): cannot freeze it: \(error); retrying", metadata: ["app": "\(id)"])
+                    report(.freezeRefused(id, generation: run.generation, why: "\(error)"))
                 }
                 run.freezeProblem = "\(error)"
                 run.freezeDelay = max(run.freezeDelay, 50_000_000)  // a refusal is not over in a tick
@@ -50,17 +49,8 @@ extension Daemon {
         } else if reserve.spending({ run.group.isFrozen() }) {  // a read that must not fail for want of a descriptor
             return frozen(id, run, at: now)
         }
-        if now - started >= Self.freezeDeadline {
-            run.freezeTimer?.cancel()
-            run.freezeTimer = nil
-            run.freezeStarted = nil
-            let why = run.freezeProblem.map { "the kernel refused: \($0)" } ?? "not frozen after 5 s"
-            logger.warning("\(id) could not be frozen: \(why)", metadata: ["app": "\(id)"])
-            submit(.freezeFailed(id, generation: run.generation, why: why))
-            return
-        }
         run.freezeDelay = min(run.freezeDelay * 2, run.freezeAsked ? 16_000_000 : 1_000_000_000)
-        run.freezeTimer?.arm(at: min(now + run.freezeDelay, started + Self.freezeDeadline))
+        run.freezeTimer?.arm(at: now + run.freezeDelay)
     }
 
     private func frozen(_ id: AppID, _ run: Run, at now: Int64) {
@@ -74,6 +64,7 @@ extension Daemon {
             run.freezeProblem = nil
         }
         record(id, .frozen, latency: Double(now - started) / 1000)
+        report(.frozen(id, generation: run.generation))
     }
 
     func thaw(_ id: AppID) {

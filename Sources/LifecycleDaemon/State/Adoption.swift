@@ -253,6 +253,10 @@ extension Daemon {
                 "\(id) was found \(found) though the saved state says \(saved): \(doing) it",
                 metadata: ["app": "\(id)"])
             if suspended { freeze(id) } else { thaw(id) }
+        } else if suspended {
+            // Frozen as saved: a freeze deadline the state still holds (the
+            // confirmation came after the last save) is over.
+            report(.frozen(id, generation: run.generation))
         }
         if run.adopted {
             run.exitSource = try? loop.watch(fd: pidfd) { [unowned self, unowned run] _ in
