@@ -259,6 +259,36 @@ public struct MemoryGauge: Sendable, Codable {
     }
 }
 
+/// Where, with only the available memory moving, the level could change:
+/// what the shell needs to sample quietly (in C, without the core) and hand
+/// back in time. The arithmetic of the gauge's thresholds and hysteresis
+/// lives here, beside the gauge, so that the shell never re-derives it.
+public struct QuietPoint: Sendable, Equatable {
+    /// At or below this available memory (bytes, rounded up: early is
+    /// safe, late is not) the level could leave normal.
+    public var handBackAt: UInt64
+    /// At or below this, the per-CPU free pages (which MemAvailable leaves
+    /// out) could decide the level, entering it or leaving it with the
+    /// hysteresis: they are worth reading.
+    public var perCPUBelow: UInt64
+    /// The critical available memory, which sample intervals are measured
+    /// against; nil without an `available_critical` threshold.
+    public var critical: UInt64?
+}
+
+extension MemoryThresholds {
+    /// The quiet point of a machine with `total` bytes; nil when no
+    /// available-memory threshold is set (the available memory then never
+    /// changes the level).
+    public func quietPoint(total: UInt64) -> QuietPoint? {
+        guard let highest = [availableWarning, availableCritical].compactMap({ $0 }).max() else { return nil }
+        func bytes(_ percent: Double) -> UInt64 { UInt64((Double(total) * percent / 100).rounded(.up)) }
+        return QuietPoint(
+            handBackAt: bytes(highest), perCPUBelow: bytes(highest + hysteresis),
+            critical: availableCritical.map { UInt64(Double(total) * $0 / 100) })
+    }
+}
+
 /// The kernel's OOM killer, told the same kill order as the core's (suspended
 /// apps first, then background, then the foreground; the lowest band first
 /// within each), through each process's `oom_score_adj`: if the kernel must

@@ -540,3 +540,33 @@ extension MemoryLimitTests {
         #expect(h.send(.reclaimed("s1", generation: 1)).isEmpty, "a late report of an ended run does nothing")
     }
 }
+
+/// The quiet point is the gauge's own arithmetic: just above it nothing
+/// the available memory does changes the level; at the hand-back point it
+/// can be entered, and the per-CPU point is where it can be left.
+@Suite struct QuietPointRuleTests {
+    @Test(arguments: [(20.0, 10.0, 2.0), (30.0, 5.0, 0.5), (7.5, nil as Double?, 3.0)])
+    func theQuietPointIsWhereTheGaugeTurns(warning: Double, critical: Double?, hysteresis: Double) throws {
+        var t = MemoryThresholds()
+        t.availableWarning = warning
+        t.availableCritical = critical
+        t.hysteresis = hysteresis
+        for total: UInt64 in [1 << 30, 24 << 30, (16 << 30) + 12_345] {
+            let q = try #require(t.quietPoint(total: total))
+            func level(from start: MemoryLevel, _ available: UInt64) -> MemoryLevel {
+                var g = MemoryGauge(thresholds: t)
+                if start != .normal { _ = g.update(MemoryReading(available: 0, total: total)) }
+                return g.update(MemoryReading(available: available, total: total))
+            }
+            #expect(level(from: .normal, q.handBackAt) == .normal, "at the hand-back point nothing has changed yet")
+            #expect(level(from: .normal, q.handBackAt - 1) != .normal, "below it the level can turn")
+            #expect(level(from: .critical, q.perCPUBelow) == .normal, "at the per-CPU point it can be left")
+            #expect(level(from: .critical, q.perCPUBelow - 1) != .normal, "below it, not yet")
+            #expect(q.critical == critical.map { UInt64(Double(total) * $0 / 100) })
+        }
+        var none = MemoryThresholds()
+        none.availableWarning = nil
+        none.availableCritical = nil
+        #expect(none.quietPoint(total: 1 << 30) == nil, "no available-memory threshold: never")
+    }
+}

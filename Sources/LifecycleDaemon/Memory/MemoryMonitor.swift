@@ -40,10 +40,12 @@ final class MemoryMonitor {
     /// `stall_warning` by the kernel's own account: the pressure file is
     /// read only from a trigger until this time (two trigger windows).
     private var readPressureUntil: Int64 = 0
+    /// Where the available memory could change the level (the core's
+    /// arithmetic, `MemoryThresholds.quietPoint`); nil without MemTotal or
+    /// an available-memory threshold.
+    private let point: QuietPoint?
     /// Available memory below which the level is critical, bytes.
-    private let criticalAvailable: UInt64?
-    /// The higher available-memory threshold, percent of MemTotal.
-    private let highestAvailable: Double?
+    private var criticalAvailable: UInt64? { point?.critical }
 
     /// MemTotal, bytes (nil without /proc/meminfo).
     static func memTotal() -> UInt64? {
@@ -55,8 +57,7 @@ final class MemoryMonitor {
         self.confinement = confinement
         let total = meminfo.flatMap { $0.refresh() ? $0.integer(after: "MemTotal:") : nil }.map { $0 * 1024 }
         thresholds = config.thresholds(total: total)
-        criticalAvailable = thresholds.availableCritical.flatMap { p in total.map { UInt64(Double($0) * p / 100) } }
-        highestAvailable = [thresholds.availableWarning, thresholds.availableCritical].compactMap { $0 }.max()
+        point = total.flatMap(thresholds.quietPoint(total:))
         guard config.monitor else {
             triggerDescription = "monitoring off"
             return
@@ -160,12 +161,8 @@ final class MemoryMonitor {
     }
 
     /// MemAvailable at or below which the per-CPU free pages could change
-    /// the level: the higher available-memory threshold plus the
-    /// hysteresis, bytes (0: no such threshold, never).
-    func perCPUPoint(total: UInt64) -> UInt64 {
-        guard let percent = highestAvailable else { return 0 }
-        return UInt64((Double(total) * (percent + thresholds.hysteresis) / 100).rounded(.up))
-    }
+    /// the level (0: no available-memory threshold, never).
+    func perCPUPoint(total: UInt64) -> UInt64 { thresholds.quietPoint(total: total)?.perCPUBelow ?? 0 }
 
     /// The latest measurements, for `status`: the last full sample's, with
     /// MemAvailable from a later quiet sample of `watch`; the per-CPU free
@@ -211,12 +208,11 @@ final class MemoryMonitor {
     ) -> (handBackAt: UInt64, total: UInt64, critical: UInt64)? {
         let t = thresholds
         guard config.monitor, measuredLevel == .normal, coreLevel == .normal, !limited, config.budget == nil,
-            let total = sample.measurements.total, let critical = criticalAvailable,
-            let percent = highestAvailable
+            let total = sample.measurements.total, let q = t.quietPoint(total: total), let critical = q.critical
         else { return nil }
         let stallMatters = t.stallWarning != nil || t.stallCritical != nil
         guard !stallMatters || (trigger != nil && now > readPressureUntil) else { return nil }
-        return (UInt64((Double(total) * percent / 100).rounded(.up)), total, critical)
+        return (q.handBackAt, total, critical)
     }
 
     /// Nanoseconds until the next sample.
