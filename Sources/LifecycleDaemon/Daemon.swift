@@ -164,10 +164,11 @@ public final class Daemon {
 
     /// The shell with its parts given: the real ones from the public init, or
     /// a test's fakes. `standalone` (tests) takes no signals and no control
-    /// socket, so that the shell can be driven without a kernel to answer.
+    /// socket, so that the shell can be driven without a kernel to answer;
+    /// `loop`: a test's loop driven by hand (`EventLoop.manual()`).
     init(
         settings: Settings, confinement: any Confinement, starter: any ProcessStarter, options: Options,
-        logger: Logger, standalone: Bool
+        logger: Logger, standalone: Bool, loop: EventLoop? = nil
     ) throws {
         self.options = options
         self.logger = logger
@@ -180,7 +181,7 @@ public final class Daemon {
             displays: settings.config.displays, apps: settings.policies,
             memory: settings.config.memory.thresholds(total: MemoryMonitor.memTotal()))
         status.counts[.notRunning] = settings.manifests.count
-        loop = try EventLoop()
+        self.loop = try loop ?? EventLoop()
         memory = MemoryMonitor(config: settings.config.memory, confinement: confinement, logger: logger)
         killLog = KillLog(
             directory: settings.config.stateDirectory, keep: settings.config.memory.killHistory,
@@ -203,7 +204,7 @@ public final class Daemon {
                 "memory-accounting": "\(confinement.memoryAccounting.rawValue)",
                 "psi-trigger": "\(memory.triggerDescription)", "descriptor-limit": "\(descriptorLimit)",
             ])
-        if config.memory.monitor { memoryWatch?.arm(at: Posix.monotonicNanoseconds()) }
+        if config.memory.monitor { memoryWatch?.arm(at: loop.now) }
         status.send(self)
         Systemd.notify("READY=1")
         // After a restart the saved state is the truth: an app the user
@@ -240,7 +241,14 @@ public final class Daemon {
 
     // MARK: - Feeding the core
 
-    func now() -> Instant { Instant(nanoseconds: Posix.monotonicNanoseconds()) }
+    /// The loop's clock, as the core's instants: the one clock the shell
+    /// reads (a manual loop's in the shell's tests).
+    func now() -> Instant { Instant(nanoseconds: loop.now) }
+
+    /// Wall-clock seconds of an instant of the loop's clock (records show wall time).
+    func wallTime(_ at: Instant) -> Double {
+        Date().timeIntervalSince1970 - Double(loop.now - at.nanoseconds) / 1e9
+    }
 
     /// Hands an input to the core and performs its effects. Inputs that
     /// arise while performing (a failed spawn) are queued, never nested.
@@ -296,7 +304,7 @@ public final class Daemon {
                 saveState()
             }
         } while !queue.isEmpty
-        if unsaved { saveTimer?.arm(at: Posix.monotonicNanoseconds()) }
+        if unsaved { saveTimer?.arm(at: loop.now) }
         coreTimer?.arm(at: supervisor.nextDeadline()?.nanoseconds)
         status.changed(self)
         if supervisor.shuttingDown && supervisor.allStopped { loop.exit() }
@@ -314,7 +322,7 @@ public final class Daemon {
         let at = decidedAt ?? now()
         records.append(
             EventRecord(
-                time: Records.wallTime(at), monotonic: at.nanoseconds,
+                time: wallTime(at), monotonic: at.nanoseconds,
                 app: id, kind: kind, pid: runs.pid(id), from: from, to: to,
                 event: event, sequence: sequence, latencyMicroseconds: latency,
                 reason: reason, detail: detail, kill: kill))

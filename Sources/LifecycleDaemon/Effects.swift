@@ -62,7 +62,7 @@ extension Daemon {
             record(id, .terminated, reason: rec.reason.code.rawValue, detail: rec.reason.description)
             terminations[id] = TerminationInfo(
                 reason: rec.reason.code, description: rec.reason.description,
-                time: Records.wallTime(rec.at), pid: runs.pid(id))
+                time: wallTime(rec.at), pid: runs.pid(id))
             runEnded(id)
             sweep.shown[id] = nil
         case .forgotten(let id):
@@ -107,7 +107,7 @@ extension Daemon {
         case .reclaim(let id, let bytes): startReclaim(id, bytes)
         case .remeasure:
             memoryWatch?.loud()
-            memoryWatch?.arm(at: Posix.monotonicNanoseconds())
+            memoryWatch?.arm(at: loop.now)
         }
     }
 
@@ -119,10 +119,10 @@ extension Daemon {
         guard let run = runs[id] else { return }
         switch reason {
         case .memoryPressure, .memoryLimit:
-            let started = Posix.monotonicNanoseconds()
+            let started = loop.now
             let (before, after) = run.group.killForMemory(pidfd: run.pidfd)
             if let before, let after { run.memoryFreed = before.total > after.total ? before.total - after.total : 0 }
-            let us = (Posix.monotonicNanoseconds() - started) / 1000
+            let us = (loop.now - started) / 1000
             let freed = run.memoryFreed.map(formatBytes) ?? "an unknown amount"
             logger.debug("killed \(id) for memory and freed \(freed) in \(us) µs", metadata: ["app": "\(id)"])
         default:

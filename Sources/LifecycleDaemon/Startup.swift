@@ -82,7 +82,7 @@ extension Daemon {
             "started",
             metadata: startPhases.merging([
                 "config-ms": "\(Self.ms(began, configured))", "confinement-ms": "\(Self.ms(configured, confined))",
-                "state-ms": "\(Self.ms(confined, Posix.monotonicNanoseconds()))",
+                "state-ms": "\(Self.ms(confined, loop.now))",
             ]) { $1 })
     }
 
@@ -115,6 +115,9 @@ extension Daemon {
                 self.sampleMemory(triggered: true)
             }
         }
+        // The save once per turn, after every step that changed something
+        // (a shell test's manual loop fires it as the daemon's would).
+        saveTimer = try loop.timer { [unowned self] in self.saveState() }
         let front = CommandFront(target: self, permissions: Permissions(controlGroup: config.controlGroup))
         self.front = front
         guard !standalone else { return }
@@ -135,7 +138,7 @@ extension Daemon {
 
         let store = StateStore(directory: config.runtimeDirectory)
         self.store = store
-        let reading = Posix.monotonicNanoseconds()
+        let reading = loop.now
         let (loaded, problem): (SavedDaemon?, String?)
         do { (loaded, problem) = try store.load() } catch {
             throw DatabaseError(
@@ -154,10 +157,9 @@ extension Daemon {
         control.holding = { [unowned self] in self.holding }
         self.control = control
         records.sinks.append(control)
-        saveTimer = try loop.timer { [unowned self] in self.saveState() }
         reexecTimer = try loop.timer { [unowned self] in self.reexec() }
         try listenForResumes(handoff)
-        let adopting = Posix.monotonicNanoseconds()
+        let adopting = loop.now
         makeNotifyDirectory()
         output = AppOutput(config: config, logger: logger)
         restoreState(loaded, handoff: handoff)
@@ -166,7 +168,7 @@ extension Daemon {
         sweep.timer?.arm(at: 0)  // on the loop's first turn: the start does not wait for 1,000 files
         removeStaleNotifySockets()
         startPhases["state-read-ms"] = "\(Self.ms(reading, adopting))"
-        startPhases["adoption-ms"] = "\(Self.ms(adopting, Posix.monotonicNanoseconds()))"
+        startPhases["adoption-ms"] = "\(Self.ms(adopting, loop.now))"
         if restored {
             startKind = handoff != nil ? "reexec" : "restored"
             // At once: the rows of apps no longer configured go, and a
@@ -174,7 +176,7 @@ extension Daemon {
             saveState()
         }
         if let decided = handoff?.decidedAt {
-            let now = Posix.monotonicNanoseconds()
+            let now = loop.now
             logger.notice("daemon-reexec: every app taken back \((now - decided) / 1_000_000) ms after the decision")
         }
         reapChildren()  // a child that ended during the exec

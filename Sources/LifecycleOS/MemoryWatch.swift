@@ -7,16 +7,24 @@ import SystemPackage
 /// the available memory, finds it above the hand-back point and sleeps again without
 /// waking the loop. Every other sample runs `sample` on the loop's thread,
 /// which re-arms with `arm(at:)` and says whether the next may be quiet.
+///
+/// On a manual loop (the shell's tests) there is no sentinel: the watch is
+/// a timer of that loop, and every firing is a sample.
 public final class MemoryWatch {
-    private var watch: OpaquePointer!
+    private var watch: OpaquePointer?
+    private var timer: EventLoop.Source?
     private let sample: () -> Void
 
     public init(loop: EventLoop, sample: @escaping () -> Void) throws(SystemError) {
         self.sample = sample
+        guard let event = loop.event else {
+            timer = try loop.timer { [unowned self] in self.sample() }
+            return
+        }
         let context = Unmanaged.passUnretained(self).toOpaque()
         guard
             let w = lc_memwatch_new(
-                UnsafeMutableRawPointer(loop.event),
+                UnsafeMutableRawPointer(event),
                 { ctx in
                     Unmanaged<MemoryWatch>.fromOpaque(ctx!).takeUnretainedValue().sample()
                 }, context)
@@ -26,10 +34,14 @@ public final class MemoryWatch {
         watch = w
     }
 
-    deinit { lc_memwatch_free(watch) }
+    deinit {
+        if let watch { lc_memwatch_free(watch) }
+        timer?.cancel()
+    }
 
     /// Fires once at `monotonicNanoseconds`, or never if nil.
     public func arm(at monotonicNanoseconds: Int64?) {
+        guard let watch else { return timer?.arm(at: monotonicNanoseconds) ?? () }
         lc_memwatch_arm(watch, monotonicNanoseconds.map { max(0, $0) } ?? -1)
     }
 
@@ -42,11 +54,11 @@ public final class MemoryWatch {
         handBackAt: UInt64, total: UInt64, critical: UInt64, fillRate: UInt64,
         shortest: Int64, longest: Int64
     ) {
-        lc_memwatch_quiet(watch, handBackAt, total, critical, fillRate, shortest, longest)
+        if let watch { lc_memwatch_quiet(watch, handBackAt, total, critical, fillRate, shortest, longest) }
     }
 
     /// Every firing runs `sample`.
-    public func loud() { lc_memwatch_loud(watch) }
+    public func loud() { if let watch { lc_memwatch_loud(watch) } }
 
     public struct State: Sendable, Equatable {
         /// MemAvailable at the sentinel's last reading, bytes, and when.
@@ -60,6 +72,7 @@ public final class MemoryWatch {
     }
 
     public var state: State {
+        guard let watch else { return State(available: nil, perCPU: nil, at: nil, quietSamples: 0, quiet: false) }
         let s = lc_memwatch_get(watch)
         return State(
             available: s.at_ns > 0 ? s.available : nil,

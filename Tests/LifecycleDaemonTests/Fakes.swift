@@ -108,7 +108,8 @@ final class FakeStarter: ProcessStarter {
     deinit { for s in spawned where s.channel >= 0 { close(s.channel) } }
 }
 
-/// A daemon shell over fakes, with the config and manifests given.
+/// A daemon shell over fakes, with the config and manifests given, on a
+/// loop and clock the test drives by hand (`shell.loop.advance(by:)`).
 func shellUnderTest(_ manifests: [String: String], daemon: String = "") throws
     -> (Daemon, FakeConfinement, FakeStarter)
 {
@@ -121,6 +122,6 @@ func shellUnderTest(_ manifests: [String: String], daemon: String = "") throws
     let confinement = FakeConfinement(), starter = FakeStarter()
     let shell = try Daemon(
         settings: Settings(configPath: config), confinement: confinement, starter: starter,
-        options: .init(configPath: config), logger: .init(label: "test"), standalone: true)
+        options: .init(configPath: config), logger: .init(label: "test"), standalone: true, loop: .manual())
     return (shell, confinement, starter)
 }

@@ -24,7 +24,7 @@ extension Daemon {
                 if let p = d.previous {
                     option(.previousReason, p.reason.code.rawValue)
                     option(.previousDescription, p.reason.description)
-                    option(.previousTime, String(Records.wallTime(p.at)))
+                    option(.previousTime, String(wallTime(p.at)))
                 }
                 if let launch = d.launch {
                     option(.reason, launch.reason.rawValue)
@@ -55,17 +55,17 @@ extension Daemon {
             run.lastEvent = message
             if run.channel < 0 && run.adopted {
                 // Re-adopted, its channel not yet taken back: sent on resume.
-                run.sent[d.sequence] = (d.event, Posix.monotonicNanoseconds())
+                run.sent[d.sequence] = (d.event, loop.now)
                 logger.info(
                     "\(id): \(d.event.rawValue) waits for the app to resume its channel; its deadline applies",
                     metadata: ["app": "\(id)"])
             } else {
                 // After the save (State/Outbox.swift); the restoration data
                 // first: the event's restoration.size names it.
-                let decided = decidedAt?.nanoseconds ?? Posix.monotonicNanoseconds()
+                let decided = decidedAt?.nanoseconds ?? loop.now
                 outward(id) { [unowned self] run in
                     // Stamped as it leaves: the round trip is the app's, not the save's.
-                    let left = Posix.monotonicNanoseconds()
+                    let left = loop.now
                     run.sent[d.sequence] = (d.event, left)
                     // Left late (the daemon stalled before the save): the app
                     // gets its whole time from now, and is told so.
@@ -164,13 +164,13 @@ extension Daemon {
                     switch message {
                     case .acknowledge(let seq):
                         if let sent = run.sent.removeValue(forKey: seq) {
-                            let latency = Double(Posix.monotonicNanoseconds() - sent.at) / 1000
+                            let latency = Double(loop.now - sent.at) / 1000
                             record(id, .acknowledged, event: sent.event, sequence: seq, latency: latency)
                         }
                         report(.acknowledged(id, generation: run.generation, sequence: seq))
                     case .complete(let seq, let result):
                         if let sent = run.sent.removeValue(forKey: seq) {
-                            let latency = Double(Posix.monotonicNanoseconds() - sent.at) / 1000
+                            let latency = Double(loop.now - sent.at) / 1000
                             record(
                                 id, .acknowledged, to: result.rawValue, event: sent.event, sequence: seq,
                                 latency: latency)
@@ -197,7 +197,7 @@ extension Daemon {
 
     /// Counts one request in the current one-second window.
     func flooding(_ run: Run) -> Bool {
-        let now = Posix.monotonicNanoseconds()
+        let now = loop.now
         if now - run.windowStart > 1_000_000_000 {
             run.windowStart = now
             run.windowCount = 0

@@ -19,7 +19,7 @@ extension Daemon {
     func freeze(_ id: AppID) {
         guard let run = runs[id] else { return }
         run.freezeTimer?.cancel()
-        run.freezeStarted = Posix.monotonicNanoseconds()
+        run.freezeStarted = loop.now
         run.freezeAsked = false
         run.freezeDelay = 25_000  // first look again after 50 µs (it doubles before the first wait)
         run.freezeTimer = try? loop.timer { [unowned self, unowned run] in self.freezeStep(id, run) }
@@ -29,7 +29,7 @@ extension Daemon {
     /// Asks the kernel (again, if it refused), or looks whether it is done.
     private func freezeStep(_ id: AppID, _ run: Run) {
         guard runs[id] === run, run.freezeStarted != nil else { return }
-        let now = Posix.monotonicNanoseconds()
+        let now = loop.now
         if !run.freezeAsked {
             do {
                 run.freezeAsked = true
@@ -88,7 +88,7 @@ extension Daemon {
             }
             run.freezeProblem = "thaw: \(error)"
             run.freezeTimer = try? loop.timer { [unowned self, unowned run] in self.thawStep(id, run) }
-            run.freezeTimer?.arm(at: Posix.monotonicNanoseconds() + run.freezeDelay)
+            run.freezeTimer?.arm(at: loop.now + run.freezeDelay)
             run.freezeDelay = min(run.freezeDelay * 2, 1_000_000_000)
             return
         }

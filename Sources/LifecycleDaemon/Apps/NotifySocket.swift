@@ -51,7 +51,7 @@ extension Daemon {
             // messages was most of what a flood cost.
             let knownStranger =
                 run.strangers[pid].map {
-                    Posix.monotonicNanoseconds() - $0.said < Self.strangerLogInterval
+                    loop.now - $0.said < Self.strangerLogInterval
                 } ?? false
             guard pid > 0, pid == run.pid || (!knownStranger && run.group.contains(pid)) else {
                 strangerSent(id, run, pid)
@@ -73,7 +73,7 @@ extension Daemon {
     }
 
     private func strangerSent(_ id: AppID, _ run: Run, _ pid: pid_t) {
-        let now = Posix.monotonicNanoseconds()
+        let now = loop.now
         if run.strangers.count > 64 { run.strangers = [:] }  // many senders: forget, and say it again
         var seen = run.strangers[pid] ?? (said: 0, dropped: 0)
         if seen.said != 0, now - seen.said < Self.strangerLogInterval {

@@ -58,10 +58,10 @@ extension Daemon {
             }
             group.killAll()
             delay *= 2
-            self.cleanupTimers[path]?.arm(at: Posix.monotonicNanoseconds() + delay)
+            self.cleanupTimers[path]?.arm(at: loop.now + delay)
         }
         cleanupTimers[path] = timer
-        timer?.arm(at: Posix.monotonicNanoseconds() + delay)
+        timer?.arm(at: loop.now + delay)
     }
 }
 

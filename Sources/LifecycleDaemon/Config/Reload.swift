@@ -15,7 +15,7 @@ import LifecycleOS
 
 extension Daemon {
     func reload(dryRun: Bool, restartChanged: Bool) -> Result<ReloadReport, ConfigError> {
-        let began = Posix.monotonicNanoseconds()
+        let began = loop.now
         if !dryRun { _ = Systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(began / 1000)") }
         defer { if !dryRun { _ = Systemd.notify("READY=1") } }
         var fresh: Settings
@@ -66,7 +66,7 @@ extension Daemon {
                 "failed": "\(report.failed.map(\.description).joined(separator: "; "))",
                 "need-restart": "\(report.needRestart.joined(separator: ","))",
                 "restarting": "\(report.restarting.joined(separator: ","))",
-                "ms": "\(Self.ms(began, Posix.monotonicNanoseconds()))",
+                "ms": "\(Self.ms(began, loop.now))",
             ])
         for problem in report.failed { logger.error("reload: kept the previous manifest: \(problem.description)") }
         return .success(report)

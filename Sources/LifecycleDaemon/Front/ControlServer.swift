@@ -119,7 +119,7 @@ final class ControlServer: RecordSink {
             }
             let creds = UnixSocket.peerCredentials(fd)
             let c = Connection(fd: fd, caller: creds.map { Caller(pid: $0.pid, uid: $0.uid, gid: $0.gid) } ?? .unknown)
-            switch admission.connect(uid: c.caller.uid ?? UInt32.max, now: Posix.monotonicNanoseconds()) {
+            switch admission.connect(uid: c.caller.uid ?? UInt32.max, now: loop.now) {
             case .admitted: break
             case .turnedAway:
                 Posix.close(fd)
@@ -145,7 +145,7 @@ final class ControlServer: RecordSink {
     /// root's commands go through the private socket, never rationed.
     private func rationShared() {
         listenSources[listener]?.setEvents(0)
-        resumeTimer?.arm(at: Posix.monotonicNanoseconds() + Self.rationInterval)
+        resumeTimer?.arm(at: loop.now + Self.rationInterval)
     }
     static let rationInterval: Int64 = 10_000_000
     static let rationedAccepts = 8
@@ -181,7 +181,7 @@ final class ControlServer: RecordSink {
         }
         if !reserve.held {
             for source in listenSources.values { source.setEvents(0) }
-            resumeTimer?.arm(at: Posix.monotonicNanoseconds() + 100_000_000)
+            resumeTimer?.arm(at: loop.now + 100_000_000)
         }
     }
 
@@ -226,14 +226,14 @@ final class ControlServer: RecordSink {
             if nl - c.input.startIndex > Self.maxLine { break }
             if handled == Self.linesPerTurn {
                 pending.insert(c.fd)
-                pendingTimer?.arm(at: Posix.monotonicNanoseconds())
+                pendingTimer?.arm(at: loop.now)
                 return false
             }
             handled += 1
             let line = Array(c.input[..<nl])
             c.input.removeSubrange(...nl)
             let response: ControlResponse
-            let rated = c.caller.uid.map { !admission.request(uid: $0, now: Posix.monotonicNanoseconds()) } ?? false
+            let rated = c.caller.uid.map { !admission.request(uid: $0, now: loop.now) } ?? false
             if rated {
                 response = ControlResponse(
                     ok: false,
@@ -263,7 +263,7 @@ final class ControlServer: RecordSink {
                         .badRequest,
                         "\(Self.strikes) bad or refused requests: closing the connection (and any new one for 1 s)"),
                     to: c)
-                if let uid = c.caller.uid { admission.struckOut(uid: uid, now: Posix.monotonicNanoseconds()) }
+                if let uid = c.caller.uid { admission.struckOut(uid: uid, now: loop.now) }
                 drop(c)
                 return false
             }

@@ -72,7 +72,7 @@ extension Daemon: CommandTarget {
             status.failed = s.failure.map {
                 FailureInfo(
                     reason: $0.reason.code.rawValue, description: $0.description, ends: $0.ends,
-                    windowSeconds: Double($0.window.nanoseconds) / 1e9, time: Records.wallTime($0.at))
+                    windowSeconds: Double($0.window.nanoseconds) / 1e9, time: wallTime($0.at))
             }
             return status
         }

@@ -21,7 +21,7 @@ extension Daemon {
     /// adaptive interval.
     func sampleMemory(triggered: Bool = false) {
         guard config.memory.monitor else { return }
-        let now = Posix.monotonicNanoseconds()
+        let now = loop.now
         let report = memory.sample(
             groups: { self.runs.groups }, limited: limits, now: now,
             triggered: triggered, measuredLevel: supervisor.gauge.level,
@@ -44,14 +44,14 @@ extension Daemon {
     func sweepFootprints() {
         sweep.shown = [:]
         for (id, run) in runs.byApp { sweep.shown[id] = run.group.memoryFootprint() }
-        sweep.at = Posix.monotonicNanoseconds()
+        sweep.at = loop.now
     }
 
     static let sweepAge: Int64 = 30_000_000_000
 
     /// After a `status` answer: sweep on the next turn if what it showed was old.
     func footprintsShown() {
-        if Posix.monotonicNanoseconds() - sweep.at > Self.sweepAge { sweep.timer?.arm(at: 0) }
+        if loop.now - sweep.at > Self.sweepAge { sweep.timer?.arm(at: 0) }
     }
 
     /// Records a change of level before the core acts on it, so the event

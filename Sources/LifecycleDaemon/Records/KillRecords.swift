@@ -7,7 +7,7 @@ extension Daemon {
     /// A kill for memory: the kill log, the journal, the event stream.
     func recordKill(_ decided: KillRecord) {
         var r = decided
-        r.time = Records.wallTime(decidedAt ?? now())
+        r.time = wallTime(decidedAt ?? now())
         // The kernel's kills are recorded once the run has ended: its last pid.
         let pid = runs.pid(r.app)
         r.pid = pid
@@ -60,8 +60,8 @@ extension Daemon {
                 return
             }
             delay = min(delay * 2, 30_000_000_000)
-            self.unsavedRetry?.arm(at: Posix.monotonicNanoseconds() + delay)
+            self.unsavedRetry?.arm(at: loop.now + delay)
         }
-        unsavedRetry?.arm(at: Posix.monotonicNanoseconds() + delay)
+        unsavedRetry?.arm(at: loop.now + delay)
     }
 }

@@ -36,8 +36,4 @@ final class Records {
         history.suffix(keep).filter { filter.isEmpty || filter.contains($0.app) }
     }
 
-    /// Wall-clock seconds of a monotonic instant (records show wall time).
-    static func wallTime(_ at: Instant) -> Double {
-        Date().timeIntervalSince1970 - Double(Posix.monotonicNanoseconds() - at.nanoseconds) / 1e9
-    }
 }

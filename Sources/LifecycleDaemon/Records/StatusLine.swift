@@ -14,7 +14,7 @@ final class StatusLine {
     func changed(_ daemon: Daemon) {
         guard !due else { return }
         due = true
-        daemon.statusTimer?.arm(at: Posix.monotonicNanoseconds() + 250_000_000)
+        daemon.statusTimer?.arm(at: daemon.loop.now + 250_000_000)
     }
 
     func send(_ daemon: Daemon) {

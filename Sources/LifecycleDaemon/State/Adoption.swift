@@ -86,11 +86,11 @@ extension Daemon {
                 candidates.append((id, facts, handoff?.runs[id]))
             }
             let confinement = self.confinement
-            let probing = Posix.monotonicNanoseconds()
+            let probing = loop.now
             let probes = Parallel.map(candidates.count) { i in
                 Self.probe(candidates[i].id, candidates[i].facts, handed: candidates[i].handed, in: confinement)
             }
-            startPhases["probes-ms"] = "\(Self.ms(probing, Posix.monotonicNanoseconds()))"
+            startPhases["probes-ms"] = "\(Self.ms(probing, loop.now))"
             for ((id, facts, handed), probe) in zip(candidates, probes) {
                 let generation = facts.generation
                 let name = "\(id).\(generation)"
@@ -299,7 +299,7 @@ extension Daemon {
             run.exitSource = try? loop.timer { [unowned self, unowned run] in
                 self.adoptedExited(id, run, tries: tries + 1)
             }
-            run.exitSource?.arm(at: Posix.monotonicNanoseconds() + 10_000_000)
+            run.exitSource?.arm(at: loop.now + 10_000_000)
             return
         } else {
             status = .unknown(whileAway: false)

@@ -70,7 +70,7 @@ extension Daemon {
     /// memory monitor off, whose first turn nothing else saves).
     func markUnsaved() {
         unsaved = true
-        saveTimer?.arm(at: Posix.monotonicNanoseconds())
+        saveTimer?.arm(at: loop.now)
     }
 
     /// Something waits for a save before it may leave.

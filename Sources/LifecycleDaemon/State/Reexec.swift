@@ -20,12 +20,12 @@ extension Daemon {
         guard access(executablePath, X_OK) == 0 else {
             return "\(executablePath) is not an executable file: nothing to re-execute"
         }
-        reexecTimer?.arm(at: Posix.monotonicNanoseconds())
+        reexecTimer?.arm(at: loop.now)
         return nil
     }
 
     func reexec() {
-        let decidedAt = Posix.monotonicNanoseconds()
+        let decidedAt = loop.now
         var kept: [Int32] = []
         var handed: [AppID: HandedRun] = [:]
         for (id, run) in runs.byApp {
@@ -48,7 +48,7 @@ extension Daemon {
             "re-executing \(executablePath), keeping every app",
             metadata: [
                 "apps": "\(handed.count)",
-                "state-saved-in-ms": "\((Posix.monotonicNanoseconds() - decidedAt) / 1_000_000)",
+                "state-saved-in-ms": "\((loop.now - decidedAt) / 1_000_000)",
             ])
         // In its own tree the daemon sits in BASE/daemon: the next image
         // needs to know where it came from. In a systemd scope it never moved.

@@ -1,0 +1,107 @@
+@preconcurrency import Glibc
+import Foundation
+@testable import LifecycleDaemon
+import LifecycleCore
+import LifecycleOS
+import LifecycleWire
+import Testing
+
+/// The shell's timed behaviour on a loop and clock driven by hand
+/// (`EventLoop.manual()`): no process, no sleep, no wall time. Each timer
+/// fires at its own instant as the test moves the clock, and what apps
+/// send over their (real) channels is read at each turn, as the loop does.
+@Suite struct HandDrivenShellTests {
+    /// The app's side of its channel: what the shell sent it.
+    static func received(_ fd: Int32) -> [DaemonMessage] {
+        var out: [DaemonMessage] = []
+        var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            guard n > 0, let m = try? DaemonMessage.decode(Array(buffer[0..<n])) else { return out }
+            out.append(m)
+        }
+    }
+
+    /// The app acknowledges every event it was sent; the loop turns.
+    static func answer(_ shell: Daemon, _ fd: Int32) -> [LifecycleEvent] {
+        var events: [LifecycleEvent] = []
+        for case .event(let e) in received(fd) {
+            events.append(e.event)
+            _ = AppMessage.acknowledge(sequence: e.sequence).encoded().withUnsafeBytes {
+                send(fd, $0.baseAddress, $0.count, 0)
+            }
+        }
+        shell.loop.turn()
+        return events
+    }
+
+    /// A shell with app `a` launched into the foreground and active.
+    static func activeApp(_ manifest: String = "") throws -> (Daemon, FakeGroup, Int32) {
+        let (shell, confinement, starter) = try shellUnderTest(["a": "command = [\"/bin/true\"]\n" + manifest])
+        _ = shell.front!.execute(.activate("a"), from: root)
+        shell.loop.turn()
+        let spawn = try #require(starter.spawned.first)
+        var told: [LifecycleEvent] = []
+        for _ in 0..<3 { told += answer(shell, spawn.channel) }
+        #expect(told == [.willFinishLaunching, .didFinishLaunching, .didBecomeActive])
+        #expect(shell.supervisor.snapshot("a")?.state == .active)
+        return (shell, try #require(confinement.groups["a.1"]), spawn.channel)
+    }
+
+    @Test func anUnansweredEventIsKilledAtItsDeadlineToTheNanosecond() throws {
+        let (shell, group, channel) = try Self.activeApp()
+        _ = shell.front!.execute(.display(nil, .home), from: root)
+        shell.loop.turn()  // the save, then willResignActive leaves
+        let sent = Self.received(channel)
+        guard case .event(let resign)? = sent.first else {
+            Issue.record("nothing sent: \(sent)")
+            return
+        }
+        #expect(resign.event == .willResignActive)
+        let deadline = try #require(resign.deadline)
+        shell.loop.advance(to: deadline - 1)
+        #expect(!group.calls.contains("killAll"), "a nanosecond before its deadline it lives")
+        shell.loop.advance(to: deadline)
+        #expect(group.calls.contains("killAll"), "at its deadline it is killed")
+        #expect(shell.supervisor.snapshot("a")?.state != .active)
+    }
+
+    @Test func aFreezeIsLookedAtOnABackoffAndConfirmedWhenTheKernelSaysSo() throws {
+        let (shell, group, channel) = try Self.activeApp()
+        group.freezesAtOnce = false
+        _ = shell.front!.execute(.display(nil, .home), from: root)
+        shell.loop.turn()
+        #expect(Self.answer(shell, channel) == [.willResignActive])
+        #expect(Self.answer(shell, channel) == [.didEnterBackground])
+        #expect(shell.supervisor.snapshot("a")?.state == .suspended && group.calls.contains("freeze"))
+        let asked = shell.loop.now
+        shell.loop.advance(by: .seconds(2))
+        #expect(!shell.records.history.contains { $0.kind == .frozen }, "the kernel has not said so")
+        group.frozen = true  // the kernel finishes the freeze
+        shell.loop.advance(by: .milliseconds(16))  // the longest wait between two looks
+        let frozen = try #require(shell.records.history.last { $0.kind == .frozen })
+        let latency = try #require(frozen.latencyMicroseconds)
+        #expect(latency >= 2_000_000 && latency <= 2_016_000, "\(latency) µs after \(asked)")
+        // Confirmed: the core's freeze deadline is over.
+        shell.loop.advance(by: .seconds(10))
+        #expect(!group.calls.contains("killAll") && shell.supervisor.snapshot("a")?.state == .suspended)
+    }
+
+    @Test func aFreezeNeverConfirmedIsKilledAtTheCoresDeadline() throws {
+        let (shell, group, channel) = try Self.activeApp()
+        group.freezesAtOnce = false
+        _ = shell.front!.execute(.display(nil, .home), from: root)
+        shell.loop.turn()
+        _ = Self.answer(shell, channel)
+        _ = Self.answer(shell, channel)
+        #expect(shell.supervisor.snapshot("a")?.state == .suspended)
+        let asked = shell.loop.now
+        shell.loop.advance(to: asked + Supervisor.freezeDeadline.nanoseconds - 1)
+        #expect(!group.calls.contains("killAll"))
+        shell.loop.advance(to: asked + Supervisor.freezeDeadline.nanoseconds)
+        #expect(group.calls.contains("killAll"))
+        shell.processEnded(pid: group.pid, .signaled(SIGKILL))
+        #expect(shell.terminations["a"]?.reason == .freezeFailed)
+        #expect(shell.terminations["a"]?.description.contains("not frozen after 5 s") == true)
+    }
+}
