@@ -30,9 +30,21 @@ release: deps
 
 # The daemon on the default config with the example apps; Ctrl-C stops it
 # (and every app, as docs/lifecycle.md says). Needs root for cgroups.
+# The example apps run as nobody, and a checkout may sit where nobody cannot
+# enter (/root is 0700 on Debian): what they run is staged, in the
+# checkout's own layout, in RUN_DIR (root's to write, everyone's to read).
+RUN_DIR ?= /run/lifecycled-examples
 run: release clib
 	cp $(CLIB)/c-recorder .build/release/example-c-recorder
-	.build/release/lifecycled --config $(CONFIG)
+	rm -rf $(RUN_DIR)
+	install -d -m 0755 $(RUN_DIR)/.build/release $(RUN_DIR)/.build/clib $(RUN_DIR)/Examples
+	find .build/release/ -maxdepth 1 -type f -perm -u+x \( -name 'example-*' -o -name lifecycled \
+		-o -name supervisorctl \) -exec cp {} $(RUN_DIR)/.build/release/ \;
+	cp -P $(CLIB)/liblifecycle.so* $(RUN_DIR)/.build/clib/
+	cp -r Examples/python-recorder $(RUN_DIR)/Examples/
+	cp -r config $(RUN_DIR)/
+	chmod -R a+rX,go-w $(RUN_DIR)
+	$(RUN_DIR)/.build/release/lifecycled --config $(if $(filter /%,$(CONFIG)),$(CONFIG),$(RUN_DIR)/$(CONFIG))
 
 # The C library first: the lifecycle tests run against its recorder too.
 # Then a short fuzz of the parsers (make fuzz FUZZ_SECONDS=600 for a long one).
