@@ -5,77 +5,50 @@ import Foundation
     import LifecycleModel
 #endif
 
-// Every field of an app's status, described once: its key, how it is read
-// from the value and set on it. The hand-written JSON writer and reader
-// (StatusJSON.swift) walk these tables; the D-Bus properties will walk them
-// next. Adding a status field: the property (ControlStatus.swift), its row
-// here, the daemon filling it (DaemonTarget.swift), and docs/protocol.md;
-// StatusFieldTests fails until the row is there.
+// Every field of an app's status, described once: each object of the status
+// answer has an enum of its fields (its table: the keys, in the order they
+// are written, and which are required), and one switch that writes a field
+// and one that reads it, which the compiler holds to every case. The
+// hand-written JSON writer and reader (StatusJSON.swift) walk the table;
+// the D-Bus properties will walk it next. Adding a status field: the
+// property (ControlStatus.swift), its case here and its line in both
+// switches (the compiler names them), the daemon filling it
+// (DaemonTarget.swift), and docs/protocol.md; StatusJSONTests fails until
+// the case is there. (A table of closures walked the same way cost twice
+// the time of this, in retains: docs/performance.md.)
 
 /// A value the hand-written status JSON knows how to write and read.
-public protocol StatusJSONValue: SendableMetatype {
+public protocol StatusJSONValue {
     func writeJSON(to j: inout JSONBytes)
     static func readJSON(_ r: inout JSONReader) throws -> Self
 }
 
-/// An object of the status answer: its fields, in the order written.
-public protocol StatusJSONObject: StatusJSONValue {
-    static var fields: [StatusField<Self>] { get }
-    /// The fields by key, for the reader.
-    static var fieldIndex: [String: Int] { get }
-    /// A value to read into: every field its blank.
-    static var blank: Self { get }
+/// The fields of one kind of object: its keys, in the order written.
+public protocol StatusFieldTable: CaseIterable, RawRepresentable, Hashable, Sendable
+where RawValue == String, AllCases == [Self] {
+    /// Every field, in the order written: `allCases`, kept (an enum's
+    /// `allCases` is a new array at each call).
+    static var all: [Self] { get }
+    /// The fields every such object has; the rest are left out when nil.
+    static var required: [Self] { get }
 }
 
-/// One field: its key, whether an object lacks it when nil (optional) or
-/// must have it, how its value is written and read.
-public struct StatusField<Root>: Sendable {
-    public let key: StaticString
-    public let optional: Bool
+/// An object of the status answer, written and read through its table.
+public protocol StatusJSONObject: StatusJSONValue {
+    associatedtype Field: StatusFieldTable
+    /// A value to read into: every field its blank.
+    static var blank: Self { get }
     /// Writes `,"key":value` (no comma when `first`); false, writing
-    /// nothing, when the value is absent.
-    let write: @Sendable (Root, inout JSONBytes, _ first: Bool) -> Bool
-    let read: @Sendable (inout JSONReader, inout Root) throws -> Void
-
-    public static func required<V: StatusJSONValue>(
-        _ key: StaticString, _ get: @escaping @Sendable (Root) -> V, _ set: @escaping @Sendable (inout Root, V) -> Void
-    ) -> Self {
-        StatusField(
-            key: key, optional: false,
-            write: { root, j, first in
-                j.key(key, first: first)
-                get(root).writeJSON(to: &j)
-                return true
-            },
-            read: { r, root in set(&root, try V.readJSON(&r)) })
-    }
-
-    public static func optional<V: StatusJSONValue>(
-        _ key: StaticString, _ get: @escaping @Sendable (Root) -> V?, _ set: @escaping @Sendable (inout Root, V) -> Void
-    ) -> Self {
-        StatusField(
-            key: key, optional: true,
-            write: { root, j, first in
-                guard let v = get(root) else { return false }
-                j.key(key, first: first)
-                v.writeJSON(to: &j)
-                return true
-            },
-            read: { r, root in set(&root, try V.readJSON(&r)) })
-    }
+    /// nothing, when the field is absent.
+    func write(_ field: Field, to j: inout JSONBytes, first: Bool) -> Bool
+    mutating func read(_ field: Field, from r: inout JSONReader) throws
 }
 
 extension StatusJSONObject {
-    public static func index(of fields: [StatusField<Self>]) -> [String: Int] {
-        var index: [String: Int] = [:]
-        for (i, f) in fields.enumerated() { index[f.key.description] = i }
-        return index
-    }
-
     public func writeJSON(to j: inout JSONBytes) {
         j.raw("{")
         var first = true
-        for f in Self.fields where f.write(self, &j, first) { first = false }
+        for field in Field.all where write(field, to: &j, first: first) { first = false }
         j.raw("}")
     }
 
@@ -84,18 +57,42 @@ extension StatusJSONObject {
     /// JSONDecoder, which says what is wrong). A null is an absent value.
     public static func readJSON(_ r: inout JSONReader) throws -> Self {
         var value = blank
-        var seen: UInt64 = 0
-        let fields = Self.fields
+        var seen: UInt64 = 0  // the required fields read, by their place in `required`
+        let required = Field.required, all = Field.all
+        var next = 0  // the daemon writes the fields in the table's order: looked for from there first
         try r.object { r, key in
-            guard let i = fieldIndex[key] else { throw JSONReader.Unexpected() }
+            var found: Field?
+            for i in next..<all.count where all[i].rawValue == key {
+                found = all[i]
+                next = i + 1
+                break
+            }
+            guard let field = found ?? Field(rawValue: key) else { throw JSONReader.Unexpected() }
             if r.null() { return }
-            try fields[i].read(&r, &value)
-            if i < 64 { seen |= 1 << UInt64(i) }
+            try value.read(field, from: &r)
+            if let k = required.firstIndex(of: field), k < 64 { seen |= 1 << UInt64(k) }
         }
-        for (i, f) in fields.enumerated() where !f.optional && (i >= 64 || seen & (1 << UInt64(i)) == 0) {
+        guard required.count <= 64, seen == (required.count == 64 ? .max : (1 << UInt64(required.count)) - 1) else {
             throw JSONReader.Unexpected()
         }
         return value
+    }
+}
+
+extension JSONBytes {
+    /// A present value: its key and itself.
+    @inline(__always)
+    mutating func put<V: StatusJSONValue, F: StatusFieldTable>(_ field: F, _ value: V, _ first: Bool) -> Bool {
+        key(field.rawValue, first: first)
+        value.writeJSON(to: &self)
+        return true
+    }
+
+    /// An optional value: nothing when nil.
+    @inline(__always)
+    mutating func put<V: StatusJSONValue, F: StatusFieldTable>(_ field: F, _ value: V?, _ first: Bool) -> Bool {
+        guard let value else { return false }
+        return put(field, value, first)
     }
 }
 
@@ -161,89 +158,204 @@ extension Array: StatusJSONValue where Element: StatusJSONValue {
 // MARK: - The tables
 
 extension AppStatus: StatusJSONObject {
-    public static let fields: [StatusField<AppStatus>] = [
-        .required("name", { $0.name }, { $0.name = $1 }),
-        .required("state", { $0.state }, { $0.state = $1 }),
-        .optional("pid", { $0.pid }, { $0.pid = $1 }),
-        .required("secondsInState", { $0.secondsInState }, { $0.secondsInState = $1 }),
-        .required("delivery", { $0.delivery }, { $0.delivery = $1 }),
-        .required("backgroundTasks", { $0.backgroundTasks }, { $0.backgroundTasks = $1 }),
-        .optional("backgroundTimeRemaining", { $0.backgroundTimeRemaining }, { $0.backgroundTimeRemaining = $1 }),
-        .optional("awaiting", { $0.awaiting }, { $0.awaiting = $1 }),
-        .optional("lastTermination", { $0.lastTermination }, { $0.lastTermination = $1 }),
-        .optional("footprint", { $0.footprint }, { $0.footprint = $1 }),
-        .optional("band", { $0.band }, { $0.band = $1 }),
-        .optional("memoryLimit", { $0.memoryLimit }, { $0.memoryLimit = $1 }),
-        .optional("statusLine", { $0.statusLine }, { $0.statusLine = $1 }),
-        .optional("launching", { $0.launching }, { $0.launching = $1 }),
-        .optional("frozen", { $0.frozen }, { $0.frozen = $1 }),
-        .optional("freezeProblem", { $0.freezeProblem }, { $0.freezeProblem = $1 }),
-        .optional("changePending", { $0.changePending }, { $0.changePending = $1 }),
-        .optional("removing", { $0.removing }, { $0.removing = $1 }),
-        .optional("relaunchIn", { $0.relaunchIn }, { $0.relaunchIn = $1 }),
-        .optional("recentEnds", { $0.recentEnds }, { $0.recentEnds = $1 }),
-        .optional("failed", { $0.failed }, { $0.failed = $1 }),
-        .optional("outputProblem", { $0.outputProblem }, { $0.outputProblem = $1 }),
-        .optional("nextFetchIn", { $0.nextFetchIn }, { $0.nextFetchIn = $1 }),
-        .optional("quit", { $0.quit }, { $0.quit = $1 }),
-        .optional("heldPush", { $0.heldPush }, { $0.heldPush = $1 }),
-        .optional("waking", { $0.waking }, { $0.waking = $1 }),
-        .optional("restorationBytes", { $0.restorationBytes }, { $0.restorationBytes = $1 }),
-        .optional("scenes", { $0.scenes }, { $0.scenes = $1 }),
-    ]
-    public static let fieldIndex = index(of: fields)
+    public enum Field: String, StatusFieldTable {
+        case name, state, pid, secondsInState, delivery, backgroundTasks, backgroundTimeRemaining, awaiting
+        case lastTermination, footprint, band, memoryLimit, statusLine, launching, frozen, freezeProblem
+        case changePending, removing, relaunchIn, recentEnds, failed, outputProblem, nextFetchIn, quit, heldPush
+        case waking, restorationBytes, scenes
+
+        public static let all = allCases
+
+        public static let required: [Field] = [.name, .state, .secondsInState, .delivery, .backgroundTasks]
+    }
+
     public static var blank: AppStatus {
         AppStatus(
             name: "", state: .notRunning, pid: nil, secondsInState: 0, delivery: .library, backgroundTasks: [],
             backgroundTimeRemaining: nil, awaiting: nil, lastTermination: nil)
     }
+
+    public func write(_ f: Field, to j: inout JSONBytes, first: Bool) -> Bool {
+        switch f {
+        case .name: j.put(f, name, first)
+        case .state: j.put(f, state, first)
+        case .pid: j.put(f, pid, first)
+        case .secondsInState: j.put(f, secondsInState, first)
+        case .delivery: j.put(f, delivery, first)
+        case .backgroundTasks: j.put(f, backgroundTasks, first)
+        case .backgroundTimeRemaining: j.put(f, backgroundTimeRemaining, first)
+        case .awaiting: j.put(f, awaiting, first)
+        case .lastTermination: j.put(f, lastTermination, first)
+        case .footprint: j.put(f, footprint, first)
+        case .band: j.put(f, band, first)
+        case .memoryLimit: j.put(f, memoryLimit, first)
+        case .statusLine: j.put(f, statusLine, first)
+        case .launching: j.put(f, launching, first)
+        case .frozen: j.put(f, frozen, first)
+        case .freezeProblem: j.put(f, freezeProblem, first)
+        case .changePending: j.put(f, changePending, first)
+        case .removing: j.put(f, removing, first)
+        case .relaunchIn: j.put(f, relaunchIn, first)
+        case .recentEnds: j.put(f, recentEnds, first)
+        case .failed: j.put(f, failed, first)
+        case .outputProblem: j.put(f, outputProblem, first)
+        case .nextFetchIn: j.put(f, nextFetchIn, first)
+        case .quit: j.put(f, quit, first)
+        case .heldPush: j.put(f, heldPush, first)
+        case .waking: j.put(f, waking, first)
+        case .restorationBytes: j.put(f, restorationBytes, first)
+        case .scenes: j.put(f, scenes, first)
+        }
+    }
+
+    public mutating func read(_ f: Field, from r: inout JSONReader) throws {
+        switch f {
+        case .name: name = try .readJSON(&r)
+        case .state: state = try .readJSON(&r)
+        case .pid: pid = try Int32.readJSON(&r)
+        case .secondsInState: secondsInState = try .readJSON(&r)
+        case .delivery: delivery = try .readJSON(&r)
+        case .backgroundTasks: backgroundTasks = try .readJSON(&r)
+        case .backgroundTimeRemaining: backgroundTimeRemaining = try Double.readJSON(&r)
+        case .awaiting: awaiting = try LifecycleEvent.readJSON(&r)
+        case .lastTermination: lastTermination = try TerminationInfo.readJSON(&r)
+        case .footprint: footprint = try UInt64.readJSON(&r)
+        case .band: band = try MemoryBand.readJSON(&r)
+        case .memoryLimit: memoryLimit = try UInt64.readJSON(&r)
+        case .statusLine: statusLine = try String.readJSON(&r)
+        case .launching: launching = try Bool.readJSON(&r)
+        case .frozen: frozen = try Bool.readJSON(&r)
+        case .freezeProblem: freezeProblem = try String.readJSON(&r)
+        case .changePending: changePending = try Bool.readJSON(&r)
+        case .removing: removing = try Bool.readJSON(&r)
+        case .relaunchIn: relaunchIn = try Double.readJSON(&r)
+        case .recentEnds: recentEnds = try Int.readJSON(&r)
+        case .failed: failed = try FailureInfo.readJSON(&r)
+        case .outputProblem: outputProblem = try String.readJSON(&r)
+        case .nextFetchIn: nextFetchIn = try Double.readJSON(&r)
+        case .quit: quit = try Bool.readJSON(&r)
+        case .heldPush: heldPush = try Bool.readJSON(&r)
+        case .waking: waking = try LifecycleEvent.readJSON(&r)
+        case .restorationBytes: restorationBytes = try Int.readJSON(&r)
+        case .scenes: scenes = try [SceneStatus].readJSON(&r)
+        }
+    }
 }
 
 extension BackgroundTask: StatusJSONObject {
-    public static let fields: [StatusField<BackgroundTask>] = [
-        .required("id", { $0.id }, { $0.id = $1 }),
-        .required("name", { $0.name }, { $0.name = $1 }),
-    ]
-    public static let fieldIndex = index(of: fields)
+    public enum Field: String, StatusFieldTable {
+        case id, name
+        public static let all = allCases
+        public static let required: [Field] = [.id, .name]
+    }
+
     public static var blank: BackgroundTask { BackgroundTask(id: 0, name: "") }
+
+    public func write(_ f: Field, to j: inout JSONBytes, first: Bool) -> Bool {
+        switch f {
+        case .id: j.put(f, id, first)
+        case .name: j.put(f, name, first)
+        }
+    }
+
+    public mutating func read(_ f: Field, from r: inout JSONReader) throws {
+        switch f {
+        case .id: id = try .readJSON(&r)
+        case .name: name = try .readJSON(&r)
+        }
+    }
 }
 
 extension TerminationInfo: StatusJSONObject {
-    public static let fields: [StatusField<TerminationInfo>] = [
-        .required("reason", { $0.reason }, { $0.reason = $1 }),
-        .required("description", { $0.description }, { $0.description = $1 }),
-        .required("time", { $0.time }, { $0.time = $1 }),
-        .optional("pid", { $0.pid }, { $0.pid = $1 }),
-    ]
-    public static let fieldIndex = index(of: fields)
+    public enum Field: String, StatusFieldTable {
+        case reason, description, time, pid
+        public static let all = allCases
+        public static let required: [Field] = [.reason, .description, .time]
+    }
+
     public static var blank: TerminationInfo { TerminationInfo(reason: .exited, description: "", time: 0, pid: nil) }
+
+    public func write(_ f: Field, to j: inout JSONBytes, first: Bool) -> Bool {
+        switch f {
+        case .reason: j.put(f, reason, first)
+        case .description: j.put(f, description, first)
+        case .time: j.put(f, time, first)
+        case .pid: j.put(f, pid, first)
+        }
+    }
+
+    public mutating func read(_ f: Field, from r: inout JSONReader) throws {
+        switch f {
+        case .reason: reason = try .readJSON(&r)
+        case .description: description = try .readJSON(&r)
+        case .time: time = try .readJSON(&r)
+        case .pid: pid = try Int32.readJSON(&r)
+        }
+    }
 }
 
 extension FailureInfo: StatusJSONObject {
-    public static let fields: [StatusField<FailureInfo>] = [
-        .required("reason", { $0.reason }, { $0.reason = $1 }),
-        .required("description", { $0.description }, { $0.description = $1 }),
-        .required("ends", { $0.ends }, { $0.ends = $1 }),
-        .required("windowSeconds", { $0.windowSeconds }, { $0.windowSeconds = $1 }),
-        .required("time", { $0.time }, { $0.time = $1 }),
-    ]
-    public static let fieldIndex = index(of: fields)
+    public enum Field: String, StatusFieldTable {
+        case reason, description, ends, windowSeconds, time
+        public static let all = allCases
+        public static let required: [Field] = all
+    }
+
     public static var blank: FailureInfo {
         FailureInfo(reason: "", description: "", ends: 0, windowSeconds: 0, time: 0)
+    }
+
+    public func write(_ f: Field, to j: inout JSONBytes, first: Bool) -> Bool {
+        switch f {
+        case .reason: j.put(f, reason, first)
+        case .description: j.put(f, description, first)
+        case .ends: j.put(f, ends, first)
+        case .windowSeconds: j.put(f, windowSeconds, first)
+        case .time: j.put(f, time, first)
+        }
+    }
+
+    public mutating func read(_ f: Field, from r: inout JSONReader) throws {
+        switch f {
+        case .reason: reason = try .readJSON(&r)
+        case .description: description = try .readJSON(&r)
+        case .ends: ends = try .readJSON(&r)
+        case .windowSeconds: windowSeconds = try .readJSON(&r)
+        case .time: time = try .readJSON(&r)
+        }
     }
 }
 
 extension SceneStatus: StatusJSONObject {
-    public static let fields: [StatusField<SceneStatus>] = [
-        .required("name", { $0.name }, { $0.name = $1 }),
-        .required("display", { $0.display }, { $0.display = $1 }),
-        .required("state", { $0.state }, { $0.state = $1 }),
-        .required("inFront", { $0.inFront }, { $0.inFront = $1 }),
-        .optional("discarding", { $0.discarding }, { $0.discarding = $1 }),
-        .optional("shed", { $0.shed }, { $0.shed = $1 }),
-    ]
-    public static let fieldIndex = index(of: fields)
+    public enum Field: String, StatusFieldTable {
+        case name, display, state, inFront, discarding, shed
+        public static let all = allCases
+        public static let required: [Field] = [.name, .display, .state, .inFront]
+    }
+
     public static var blank: SceneStatus {
         SceneStatus(name: "", display: "", state: .unattached, inFront: false, discarding: nil, shed: nil)
+    }
+
+    public func write(_ f: Field, to j: inout JSONBytes, first: Bool) -> Bool {
+        switch f {
+        case .name: j.put(f, name, first)
+        case .display: j.put(f, display, first)
+        case .state: j.put(f, state, first)
+        case .inFront: j.put(f, inFront, first)
+        case .discarding: j.put(f, discarding, first)
+        case .shed: j.put(f, shed, first)
+        }
+    }
+
+    public mutating func read(_ f: Field, from r: inout JSONReader) throws {
+        switch f {
+        case .name: name = try .readJSON(&r)
+        case .display: display = try .readJSON(&r)
+        case .state: state = try .readJSON(&r)
+        case .inFront: inFront = try .readJSON(&r)
+        case .discarding: discarding = try Bool.readJSON(&r)
+        case .shed: shed = try Bool.readJSON(&r)
+        }
     }
 }

@@ -52,7 +52,18 @@ public struct JSONBytes {
         if !first { bytes.append(0x2C) }
         bytes.append(0x22)
         k.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes += [0x22, 0x3A]
+        bytes.append(0x22)
+        bytes.append(0x3A)
+    }
+
+    /// The same for a key of a field table (an ASCII word).
+    mutating func key(_ k: String, first: Bool) {
+        if !first { bytes.append(0x2C) }
+        bytes.append(0x22)
+        var k = k
+        k.withUTF8 { bytes.append(contentsOf: $0) }
+        bytes.append(0x22)
+        bytes.append(0x3A)
     }
 }
 

@@ -6,7 +6,8 @@ import Testing
 /// libsystemd, and none of the system calls LifecycleOS wraps, so that
 /// every one goes through the one helper that names it in its errors.
 @Suite struct LayeringTests {
-    static let shell = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    static let shell =
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path + "/Sources/LifecycleDaemon"
 
     /// Calls that belong in LifecycleOS: as a bare call (not a method of

@@ -75,7 +75,8 @@ import Testing
             return Set(try #require(object).keys)
         }
         func labels(_ value: Any) -> Set<String> { Set(Mirror(reflecting: value).children.compactMap(\.label)) }
-        func rows<T: StatusJSONObject>(_: T.Type) -> Set<String> { Set(T.fields.map { $0.key.description }) }
+        func rows<T: StatusJSONObject>(_: T.Type) -> Set<String> { Set(T.Field.all.map(\.rawValue)) }
+        func required<T: StatusJSONObject>(_: T.Type) -> Set<String> { Set(T.Field.required.map(\.rawValue)) }
         let full = app(0, full: true)
         #expect(try keys(full) == rows(AppStatus.self) && labels(full) == rows(AppStatus.self))
         let t = try #require(full.lastTermination)
@@ -86,6 +87,12 @@ import Testing
         #expect(try keys(scene) == rows(SceneStatus.self) && labels(scene) == rows(SceneStatus.self))
         let task = full.backgroundTasks[0]
         #expect(try keys(task) == rows(BackgroundTask.self) && labels(task) == rows(BackgroundTask.self))
+        // The required fields are exactly those a value with every optional nil still has.
+        #expect(try keys(AppStatus.blank) == required(AppStatus.self))
+        #expect(try keys(TerminationInfo.blank) == required(TerminationInfo.self))
+        #expect(try keys(FailureInfo.blank) == required(FailureInfo.self))
+        #expect(try keys(SceneStatus.blank) == required(SceneStatus.self))
+        #expect(try keys(BackgroundTask.blank) == required(BackgroundTask.self))
     }
 
     /// A malformed number is refused, never a trap: a negative or a
