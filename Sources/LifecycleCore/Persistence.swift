@@ -216,6 +216,12 @@ extension Supervisor {
             lost.append(ref.app)
         }
         replan = lost
+        // After a crash only: a daemon-reexec saves, lets out what the save
+        // held (its kills among it), and only then execs.
+        rekill =
+            afterCrash
+            ? self.apps.keys.sorted().filter { self.apps[$0]!.killing != nil && self.apps[$0]!.phase != .notRunning }
+            : []
         unscheduled = Set(self.apps.keys.filter { !fetchScheduleHolds($0) })
         shuttingDown = afterCrash ? false : state.shared.shuttingDown
         timers = state.shared.timers

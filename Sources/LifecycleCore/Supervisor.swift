@@ -66,6 +66,10 @@ public struct Supervisor: Sendable {
     /// Apps a restore under a changed config left out of the front: the
     /// first step plans them (a restore itself emits nothing).
     var replan: [AppID] = []
+    /// Apps a restore after a crash found with a kill decided and not seen
+    /// through (the daemon may have died between the save and the kill):
+    /// the first step kills them again, so that a kill decided is never lost.
+    var rekill: [AppID] = []
     /// Fetches due within this window of each other wake the machine once
     /// (the daemon's `fetch_window`); zero: each app on its own.
     public var fetchWindow: Duration = .seconds(300)
@@ -104,6 +108,10 @@ public struct Supervisor: Sendable {
         apply(input)
         for id in replan where apps[id] != nil { advance(id) }
         replan = []
+        for id in rekill {
+            if let reason = apps[id]?.killing, apps[id]?.phase != .notRunning { effects.append(.kill(id, reason)) }
+        }
+        rekill = []
         if !beforeDeadlines { fireDueTimers() }  // timers armed in the past by the input
         // A slot may have freed (an app with several scenes in front is
         // advanced once per scene: the second finds nothing to do).

@@ -170,8 +170,12 @@ final class Chaos {
             request.payload = "{\"step\": \(step)}"
         default: request = ControlRequest(.interruptionEnd)
         }
-        note("\(request.command.rawValue) \(request.app ?? "")")
+        let before = request.app.flatMap { try? daemon.status($0) }
         let response = try daemon.client().send(request)
+        note(
+            "\(request.command.rawValue) \(request.app ?? "")"
+                + (before.map { " (was \($0.state.rawValue)\($0.pid.map { " pid \($0)" } ?? ""))" } ?? "")
+                + (response.ok ? "" : " refused: \(response.error?.refusal ?? "?")"))
         if response.ok { expect(request) }
     }
 
@@ -267,9 +271,19 @@ final class Chaos {
             guard Date() < deadline else { break }
             usleep(20_000)
         }
+        // The apps named, as the daemon's log tells their story.
+        let named = Self.apps.filter { app in last.contains { $0.hasPrefix(app + ":") || $0.contains(" \(app) ") } }
+        let story = daemon.daemonLog.split(separator: "\n").filter { line in
+            named.contains { line.contains("app=\($0) ") || line.contains(" \($0): ") }
+        }
+        let encoder = JSONEncoder()
+        let statuses = named.compactMap { (try? daemon.status($0)).flatMap { try? encoder.encode($0) } }
+            .map { String(decoding: $0, as: UTF8.self) }
         throw TestFailure(
-            "invariants broken:\n  " + last.joined(separator: "\n  ") + "\ndaemon log tail:\n"
-                + daemon.daemonLog.split(separator: "\n").suffix(30).joined(separator: "\n"))
+            "invariants broken:\n  " + last.joined(separator: "\n  ") + "\nstatus: \(statuses)\ndaemon log tail:\n"
+                + daemon.daemonLog.split(separator: "\n").suffix(30).joined(separator: "\n")
+                + (story.isEmpty ? "" : "\nthe daemon's log of \(named.joined(separator: ", ")):\n")
+                + story.suffix(40).joined(separator: "\n"))
     }
 
     func violations() throws -> [String] {

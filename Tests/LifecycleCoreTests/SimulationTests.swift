@@ -857,6 +857,32 @@ extension RestoreAfterCrashTests {
         #expect(again.saved.apps["a"]!.generationFloor == 1 + gap + 1 + gap)
     }
 
+    /// A kill decided and saved, then the daemon gone before it was carried
+    /// out (nothing leaves before the save: the window is the save's own):
+    /// the first step after the restore kills it again, and a later stop of
+    /// the same run is never answered without one. Found by the chaos walk
+    /// (seed 479536): a restart's kill lost so, the app stayed suspended
+    /// and every later stop was answered and did nothing.
+    @Test func aKillDecidedBeforeACrashIsCarriedOutAfterIt() {
+        var h = Harness(apps: ["a", "b"])
+        h.launchActive("a")
+        h.eventsUntilQuiet("a", after: h.send(.home))
+        #expect(h.state("a") == .suspended)
+        let decided = h.send(.restart("a"))
+        #expect(decided.contains { if case .kill("a", _) = $0 { true } else { false } })
+        var restored = Supervisor(
+            restoring: h.supervisor.saved, foregroundSlots: 1, apps: ["a": AppPolicy(), "b": AppPolicy()],
+            afterCrash: true)
+        let first = restored.handle(.tick, now: h.now)
+        #expect(first == [.kill("a", .stoppedByUser(killedAfterDeadline: false))], "the kill goes again: \(first)")
+        #expect(restored.handle(.tick, now: h.now).isEmpty, "once")
+        // Nothing decided, nothing killed: a restore of a quiet state emits nothing.
+        var quiet = Harness(apps: ["a"])
+        quiet.launchActive("a")
+        var again = Supervisor(restoring: quiet.supervisor.saved, foregroundSlots: 1, apps: ["a": AppPolicy()])
+        #expect(again.handle(.tick, now: quiet.now).isEmpty)
+    }
+
     /// Restarted with fewer slots: the apps that lost theirs leave the front
     /// at the first step, the least recently activated first.
     @Test func fewerSlotsSendTheOldestToTheBackground() {
