@@ -857,6 +857,20 @@ extension RestoreAfterCrashTests {
         #expect(again.saved.apps["a"]!.generationFloor == 1 + gap + 1 + gap)
     }
 
+    /// Every field of the shared state is saved: it has explicit coding keys
+    /// (for a key an earlier version named differently), and a field with a
+    /// default value left out of them would be skipped without a word.
+    @Test func everySharedFieldIsSaved() throws {
+        var sup = Supervisor(apps: ["a": AppPolicy()])
+        sup.pressureVictim = "a"
+        sup.reclaiming = "a"
+        let shared = sup.saved.shared
+        let json = try JSONEncoder().encode(shared)
+        let keys = try #require(try JSONSerialization.jsonObject(with: json) as? [String: Any]).keys
+        let labels = Mirror(reflecting: shared).children.compactMap(\.label)
+        #expect(keys.count == labels.count, "saved \(keys.sorted()), held \(labels)")
+    }
+
     /// A kill decided and saved, then the daemon gone before it was carried
     /// out (nothing leaves before the save: the window is the save's own):
     /// the first step after the restore kills it again, and a later stop of
