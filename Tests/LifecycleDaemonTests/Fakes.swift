@@ -3,6 +3,7 @@ import Foundation
 @testable import LifecycleDaemon
 import LifecycleCore
 import LifecycleOS
+import LifecycleWire
 
 // Fakes for driving the shell without a kernel to answer: no process is
 // started, no cgroup made, no signal sent that could reach anything. In the
@@ -124,4 +125,16 @@ func shellUnderTest(_ manifests: [String: String], daemon: String = "") throws
         settings: Settings(configPath: config), confinement: confinement, starter: starter,
         options: .init(configPath: config), logger: .init(label: "test"), standalone: true, loop: .manual())
     return (shell, confinement, starter)
+}
+
+/// The app plays its part: reads everything the shell sent on its end of
+/// the channel, without waiting.
+func receivedByApp(_ fd: Int32) -> [DaemonMessage] {
+    var out: [DaemonMessage] = []
+    var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        guard n > 0, let m = try? DaemonMessage.decode(Array(buffer[0..<n])) else { return out }
+        out.append(m)
+    }
 }

@@ -11,16 +11,7 @@ import Testing
 /// fires at its own instant as the test moves the clock, and what apps
 /// send over their (real) channels is read at each turn, as the loop does.
 @Suite struct HandDrivenShellTests {
-    /// The app's side of its channel: what the shell sent it.
-    static func received(_ fd: Int32) -> [DaemonMessage] {
-        var out: [DaemonMessage] = []
-        var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            guard n > 0, let m = try? DaemonMessage.decode(Array(buffer[0..<n])) else { return out }
-            out.append(m)
-        }
-    }
+    static func received(_ fd: Int32) -> [DaemonMessage] { receivedByApp(fd) }
 
     /// The app acknowledges every event it was sent; the loop turns.
     static func answer(_ shell: Daemon, _ fd: Int32) -> [LifecycleEvent] {

@@ -130,16 +130,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
 /// The effect performer against a fake confinement and process table: what
 /// the shell does with each effect, with no process, cgroup or signal.
 @Suite struct EffectPerformerTests {
-    /// The app plays its part: reads what the shell sent it.
-    func received(_ fd: Int32) -> [DaemonMessage] {
-        var out: [DaemonMessage] = []
-        var buffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            guard n > 0, let m = try? DaemonMessage.decode(Array(buffer[0..<n])) else { return out }
-            out.append(m)
-        }
-    }
+    func received(_ fd: Int32) -> [DaemonMessage] { receivedByApp(fd) }
 
     func acknowledge(_ shell: Daemon, _ fd: Int32, _ messages: [DaemonMessage]) {
         for case .event(let e) in messages {
