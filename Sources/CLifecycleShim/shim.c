@@ -368,6 +368,11 @@ int lc_xattr_exists(const char *path, const char *name) {
 
 int lc_become_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
 
+int lc_is_subreaper(void) {
+    int on = 0;
+    return prctl(PR_GET_CHILD_SUBREAPER, &on, 0, 0, 0) == 0 && on != 0;
+}
+
 long long lc_monotonic_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

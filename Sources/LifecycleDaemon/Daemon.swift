@@ -91,6 +91,9 @@ public final class Daemon {
     let confinement: any Confinement
     let starter: any ProcessStarter
     var runs = RunTable()
+    /// Whether every ended child is ours to reap (we are the child
+    /// subreaper) or only our apps' main processes (Apps/Reaper.swift).
+    var reapsEveryChild = false
     /// Why each app's last run ended, for `status`.
     var terminations: [AppID: TerminationInfo] = [:]
     /// Retries of cgroup removal, by path.

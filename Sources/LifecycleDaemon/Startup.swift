@@ -101,6 +101,7 @@ extension Daemon {
     /// The loop's sources, all in one place: the core's timer, STATUS=,
     /// memory sampling and the PSI trigger, signals, the control socket.
     func start(standalone: Bool) throws {
+        reapsEveryChild = Processes.isSubreaper()
         coreTimer = try loop.timer { [unowned self] in self.submit(.tick) }
         statusTimer = try loop.timer { [unowned self] in self.status.send(self) }
         sweep.timer = try loop.timer { [unowned self] in self.sweepFootprints() }

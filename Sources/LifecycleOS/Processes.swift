@@ -42,6 +42,14 @@ public enum Processes {
         return (st.pid, st.exited != 0 ? .exited(st.value) : .signaled(st.value))
     }
 
+    /// Reaps `pid` if it is a child of ours that ended, and how; nil when
+    /// it has not ended (or is not our child).
+    public static func reap(_ pid: pid_t) -> ProcessEnd? {
+        var st = lc_child_status()
+        guard lc_reap(pid, &st) == 0, st.pid == pid else { return nil }
+        return st.exited != 0 ? .exited(st.value) : .signaled(st.value)
+    }
+
     /// How a process that is not our child ended, from its pidfd (Linux
     /// 6.15+, once its parent reaped it). Throws EAGAIN while the kernel
     /// has no status yet; another errno on kernels without it.
@@ -55,6 +63,9 @@ public enum Processes {
     /// Orphaned descendants are reparented to this process (PR_SET_CHILD_SUBREAPER).
     @discardableResult
     public static func becomeSubreaper() -> Bool { lc_become_subreaper() == 0 }
+
+    /// Whether orphaned descendants are reparented to this process.
+    public static func isSubreaper() -> Bool { lc_is_subreaper() == 1 }
 
     /// Raises this process's priority to `nice` where it is lower (needs
     /// CAP_SYS_NICE; without it, or under a unit's own Nice=, left as is).

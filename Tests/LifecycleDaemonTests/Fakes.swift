@@ -94,7 +94,7 @@ final class FakeStarter: ProcessStarter {
     }
     var spawned: [Spawned] = []
     var failWith: SpawnError?
-    private var nextPID: Int32 = 4_000_000  // above any pid_max: no real process
+    private var nextPID: Int32 = 2_000_000_000  // above PID_MAX_LIMIT (2^22): no real process
 
     func spawn(_ request: SpawnRequest) throws(SpawnError) -> SpawnedProcess {
         if let failWith { throw failWith }

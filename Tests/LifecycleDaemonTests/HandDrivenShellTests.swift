@@ -95,4 +95,24 @@ import Testing
         #expect(shell.terminations["a"]?.reason == .freezeFailed)
         #expect(shell.terminations["a"]?.description.contains("not frozen after 5 s") == true)
     }
+
+    /// A shell that is not the child subreaper (one sharing its process
+    /// with a test runner, or embedded) reaps its apps' processes only:
+    /// another child of the process stays for its own parent to wait for.
+    /// (Reaping any child here once stole Swift Testing's exit-test child,
+    /// and the whole test run waited for it for ever.)
+    @Test func aShellThatIsNotTheSubreaperLeavesOtherChildrenToTheirWaiter() throws {
+        let (shell, _, _) = try shellUnderTest(["a": "command = [\"/bin/true\"]\n"])
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+        defer { for a in argv { free(a) } }
+        #expect(posix_spawn(&pid, "/bin/true", nil, nil, argv, environ) == 0)
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}  // ended, not reaped
+        shell.reapChildren()
+        shell.loop.advance(by: .seconds(1))
+        var status: Int32 = -1
+        #expect(waitpid(pid, &status, WNOHANG) == pid, "the child was still there for its parent")
+        #expect(status == 0)
+    }
 }

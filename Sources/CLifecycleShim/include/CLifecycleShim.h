@@ -107,6 +107,10 @@ int lc_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /// prctl(PR_SET_CHILD_SUBREAPER, 1). Returns 0 or -1 with errno.
 int lc_become_subreaper(void);
 
+/// prctl(PR_GET_CHILD_SUBREAPER): 1 when this process is a child
+/// subreaper, 0 when not.
+int lc_is_subreaper(void);
+
 /// process_mrelease(2) (Linux 5.15+): frees the memory of a process that
 /// has been SIGKILLed, in the caller's context, without waiting for it to be
 /// scheduled and exit. Returns 0, or -1 with errno (ENOSYS on older kernels,

@@ -5,13 +5,21 @@ import LifecycleOS
 // Reaping: every ended child is collected (the daemon is a child subreaper,
 // so orphaned grandchildren come here too); an app's main process is
 // reported to the core with how it ended, and what it left behind is killed
-// and its group removed once empty.
+// and its group removed once empty. A shell that is not the subreaper (one
+// sharing its process with a test runner) reaps its apps' processes only:
+// the process's other children belong to whoever spawned them.
 
 extension Daemon {
     /// Reaps every ended child. App main processes are reported to the core;
     /// anything else (an orphaned grandchild, reparented to us as subreaper)
     /// is just reaped. Peeking first (WNOWAIT) keeps each app's exit status.
     func reapChildren() {
+        guard reapsEveryChild else {
+            for pid in runs.mainPIDs {
+                if let end = Processes.reap(pid) { processEnded(pid: pid, ExitStatus(end)) }
+            }
+            return
+        }
         while let (pid, end) = Processes.reapEnded() {
             processEnded(pid: pid, ExitStatus(end))
         }

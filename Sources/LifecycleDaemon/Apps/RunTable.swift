@@ -87,4 +87,7 @@ struct RunTable {
     func pid(_ id: AppID) -> Int32? { byApp[id]?.pid ?? lastPID[id] }
 
     var groups: [AppID: any AppGroup] { byApp.mapValues(\.group) }
+
+    /// The main process of every current run.
+    var mainPIDs: [Int32] { byApp.values.map(\.pid) }
 }
