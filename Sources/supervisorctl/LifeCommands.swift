@@ -16,9 +16,7 @@ struct Launch: ParsableCommand {
     var background = false
     @Argument(completion: .custom(appNames)) var app: String
     func run() throws {
-        try connection.requestAndWait(ControlRequest(.launch, app: app, background: background), waiting) { _ in
-            background ? .launchedInBackground(app) : .inFront(app)
-        }
+        try connection.requestAndWait(ControlRequest(.launch, app: app, background: background), waiting)
     }
 }
 
@@ -40,9 +38,7 @@ struct Activate: ParsableCommand {
         var request = ControlRequest(.activate, app: app)
         request.display = display
         request.scene = scene
-        try connection.requestAndWait(request, waiting) { _ in
-            scene == nil && display == nil ? .inFront(app) : .sceneInFront(app, scene: scene, display: display)
-        }
+        try connection.requestAndWait(request, waiting)
     }
 }
 
@@ -51,13 +47,6 @@ struct DisplayOption: ParsableArguments {
     @Option(help: "One display (default: every display).") var display: String?
 
     func apply(_ request: inout ControlRequest) { request.display = display }
-
-    /// The scenes now in front of the display named (or of every one), as
-    /// the status names them (`app`, `app/scene`).
-    func front(_ r: StatusReport) -> [String] {
-        guard let displays = r.daemon.displays else { return r.daemon.foreground }  // a daemon before displays
-        return displays.filter { display == nil || $0.name == display }.flatMap(\.front)
-    }
 }
 
 struct Home: ParsableCommand {
@@ -69,7 +58,7 @@ struct Home: ParsableCommand {
     func run() throws {
         var request = ControlRequest(.home)
         on.apply(&request)
-        try connection.requestAndWait(request, waiting) { .scenesLeft(on.front($0)) }
+        try connection.requestAndWait(request, waiting)
     }
 }
 
@@ -96,7 +85,7 @@ struct Lock: ParsableCommand {
     func run() throws {
         var request = ControlRequest(.lock)
         on.apply(&request)
-        try connection.requestAndWait(request, waiting) { .scenesLeft(on.front($0)) }
+        try connection.requestAndWait(request, waiting)
     }
 }
 
@@ -109,7 +98,7 @@ struct Unlock: ParsableCommand {
     func run() throws {
         var request = ControlRequest(.unlock)
         on.apply(&request)
-        try connection.requestAndWait(request, waiting) { .scenesBack(on.front($0)) }
+        try connection.requestAndWait(request, waiting)
     }
 }
 
@@ -120,7 +109,7 @@ struct Stop: ParsableCommand {
     @OptionGroup var waiting: Waiting
     @Argument(completion: .custom(appNames)) var app: String
     func run() throws {
-        try connection.requestAndWait(ControlRequest(.stop, app: app), waiting) { _ in .ended(app) }
+        try connection.requestAndWait(ControlRequest(.stop, app: app), waiting)
     }
 }
 
@@ -136,11 +125,7 @@ struct Restart: ParsableCommand {
     @OptionGroup var waiting: Waiting
     @Argument(completion: .custom(appNames)) var app: String
     func run() throws {
-        try connection.requestAndWait(ControlRequest(.restart, app: app), waiting) { before in
-            let was = before.apps.first { $0.name == app }
-            let inFront = was.map { $0.state == .active || $0.state == .inactive } ?? false
-            return .relaunched(app, after: was?.pid, inFront: inFront || was?.state == .notRunning)
-        }
+        try connection.requestAndWait(ControlRequest(.restart, app: app), waiting)
     }
 }
 

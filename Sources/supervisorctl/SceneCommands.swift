@@ -27,7 +27,7 @@ struct Discard: ParsableCommand {
         if suspended {
             _ = try connection.request(request)  // told when it next runs: nothing to wait for
         } else {
-            try connection.requestAndWait(request, waiting) { _ in .sceneGone(app, scene: scene) }
+            try connection.requestAndWait(request, waiting)
         }
     }
 }
