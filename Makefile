@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-vm chaos test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-durable bench-hostile format
+.PHONY: deps build release run test test-vm chaos test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-durable bench-hostile bench-dbus format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -128,6 +128,10 @@ bench-systemd: release clib
 bench-hostile: release clib
 	/usr/bin/python3 Benchmarks/hostile/load.py
 
+# The D-Bus interface against the JSON socket (issue 29): docs/performance.md.
+bench-dbus: release clib
+	/usr/bin/python3 Benchmarks/dbus/bench.py
+
 # An app writing as fast as it can, against another app's event round trip
 # (issue 13): docs/performance.md.
 bench-output: release clib
@@ -203,6 +207,9 @@ install: release install-clib generated
 	for app in $(EXAMPLE_APPS); do \
 	    [ -e $(DESTDIR)/etc/lifecycled/apps/$$app.toml ] || install -m 644 config/apps/$$app.toml $(DESTDIR)/etc/lifecycled/apps/; \
 	done
+	install -d $(DESTDIR)$(PREFIX)/share/dbus-1/system.d $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces
+	install -m 644 dbus/io.lifecycled.Lifecycle1.conf $(DESTDIR)$(PREFIX)/share/dbus-1/system.d/
+	install -m 644 docs/io.lifecycled.Lifecycle1.xml $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/
 	for unit in lifecycled.service lifecycled.socket; do \
 	    sed -e 's|/usr/local/bin/|$(PREFIX)/bin/|g' -e 's|/usr/local/share/|$(PREFIX)/share/|g' systemd/$$unit \
 	        > $(DESTDIR)$(UNITDIR)/$$unit && chmod 644 $(DESTDIR)$(UNITDIR)/$$unit; \

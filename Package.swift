@@ -132,8 +132,9 @@ let package = Package(
             ], path: "Benchmarks",
             // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), memory-vm/ the same in a
             // virtual machine (make bench-memory-vm), Benchmarks/systemd a script run inside
-            // systemd-nspawn (make bench-systemd), hostile/, output/, status/ and lib/ Python: not this target.
-            exclude: ["memory", "memory-vm", "systemd", "hostile", "output", "status", "lib"], swiftSettings: strict),
+            // systemd-nspawn (make bench-systemd), hostile/, output/, status/, dbus/ and lib/ Python: not
+            // this target.
+            exclude: ["memory", "memory-vm", "systemd", "hostile", "output", "status", "lib", "dbus"], swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [

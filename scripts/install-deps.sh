@@ -5,7 +5,8 @@
 # and a test that another process cannot read it), gcc (the
 # C shim's tests), systemd's tools (systemd-analyze, systemd-socket-activate,
 # systemd-notify), systemd-nspawn (the tests under a real systemd), setpriv
-# (util-linux) and python3 (the Python example app and test programs).
+# (util-linux), python3 (the Python example app and test programs), and for
+# the D-Bus tests dbus-daemon, gdbus and dbus-python with GLib.
 # Debian and Ubuntu.
 #
 # With --vm, only what the virtual machine of scripts/vm.sh needs: QEMU,
@@ -31,6 +32,11 @@ else
     command -v systemd-notify >/dev/null || need+=(systemd)
     command -v systemd-nspawn >/dev/null || need+=(systemd-container)
     command -v python3 >/dev/null || need+=(python3)
+    # The D-Bus tests: a private bus daemon, busctl (systemd), gdbus, and a
+    # Python shell on dbus-python with GLib.
+    command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
+    command -v gdbus >/dev/null || need+=(libglib2.0-bin)
+    /usr/bin/python3 -c 'import dbus, gi' 2>/dev/null || need+=(python3-dbus python3-gi)
 fi
 
 if ((${#need[@]})); then

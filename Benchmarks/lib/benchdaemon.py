@@ -10,10 +10,12 @@ C_RECORDER = os.path.join(ROOT, ".build", "clib", "c-recorder")
 
 
 class BenchDaemon:
-    def __init__(self, name, apps, settings="", bin_dir=RELEASE, follow=None, ready_tries=200):
+    def __init__(self, name, apps, settings="", bin_dir=RELEASE, follow=None, ready_tries=200, bus=None):
         """`apps`: name -> manifest text ({dir} is this daemon's directory);
         `settings`: daemon file lines after the defaults (tables last);
-        `follow`: start following events (a list of apps, or [] for all)."""
+        `follow`: start following events (a list of apps, or [] for all);
+        `bus`: the address of the system bus it serves D-Bus on (default:
+        none, never the machine's own)."""
         self.bin = bin_dir
         self.dir = tempfile.mkdtemp(prefix=f"lifecycled-{name}-")
         os.chmod(self.dir, 0o755)
@@ -28,7 +30,8 @@ class BenchDaemon:
         self.proc = subprocess.Popen(
             [os.path.join(bin_dir, "lifecycled"), "--config", os.path.join(self.dir, "lifecycled.toml"),
              "--control-socket", self.socket, "--cgroup-root", self.cgroup],
-            stdout=open(os.path.join(self.dir, "daemon.log"), "w"), stderr=subprocess.STDOUT)
+            stdout=open(os.path.join(self.dir, "daemon.log"), "w"), stderr=subprocess.STDOUT,
+            env=dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=bus or f"unix:path={self.dir}/no-bus.sock"))
         for _ in range(ready_tries):
             try:
                 self.request({"command": "status"})

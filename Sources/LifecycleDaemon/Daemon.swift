@@ -126,6 +126,8 @@ public final class Daemon {
     // The control sockets (Front/).
     var control: ControlServer?
     var front: CommandFront?
+    /// The D-Bus interface, when served (Front/BusService.swift).
+    var bus: BusService?
     /// The control socket file this daemon bound, and its identity
     /// (removed at exit only if still it).
     var controlPath: String?

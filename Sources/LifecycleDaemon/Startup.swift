@@ -122,6 +122,7 @@ extension Daemon {
         let front = CommandFront(target: self, permissions: Permissions(controlGroup: config.controlGroup))
         self.front = front
         guard !standalone else { return }
+        openBus()
         signalSources.append(try loop.onSignal(SIGCHLD) { [unowned self] _ in self.reapChildren() })
         for s in [SIGTERM, SIGINT] {
             signalSources.append(

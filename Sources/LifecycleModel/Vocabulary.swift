@@ -433,3 +433,9 @@ public enum WakeResult: String, Sendable, Codable, CaseIterable {
         self = r
     }
 }
+
+/// The project's version, as the D-Bus interface's `Version` shows it
+/// (the Makefile's VERSION, which a test holds to this).
+public enum LifecycleVersion {
+    public static let string = "0.16.0"
+}

@@ -87,6 +87,9 @@ public final class DaemonUnderTest {
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notify.path
         env["PATH"] = buildDirectory + ":" + (env["PATH"] ?? "/usr/bin:/bin")
+        // No test daemon touches the machine's system bus: one that is
+        // about D-Bus gives its private bus's address.
+        env["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=\(dir)/no-bus.sock"
         for (k, v) in environment { env[k] = v }
         let argv =
             launcher + [

@@ -65,6 +65,13 @@ $CTL interruption begin && $CTL interruption end && $CTL lock >/dev/null && $CTL
     && pass "tour: interruption, lock, unlock, pressure critical and its kill record" \
     || fail "tour: pressure: $($CTL jetsam 2>&1 | tail -2)"
 $CTL activate recorder >/dev/null
+# The interface on the real system bus, with the policy the package installed.
+BUS=io.lifecycled.Lifecycle1
+for i in $(seq 1 3000); do busctl status $BUS >/dev/null 2>&1 && break; sleep 0.01; done
+[ -f /usr/share/dbus-1/system.d/$BUS.conf ] && [ -f /usr/share/dbus-1/interfaces/$BUS.xml ] \
+    && [ "$(busctl get-property $BUS /io/lifecycled/Lifecycle1/app/recorder $BUS.App State 2>&1)" = 's "active"' ] \
+    && pass "D-Bus: the package's policy and interface installed; busctl reads the recorder: active" \
+    || fail "D-Bus: $(busctl get-property $BUS /io/lifecycled/Lifecycle1/app/recorder $BUS.App State 2>&1); $(journalctl -u lifecycled -o cat | grep -i bus | tail -2)"
 
 # An app's output in the journal, and reload after a manifest is added.
 cat > /etc/lifecycled/apps/talker.toml <<'TOML'

@@ -17,6 +17,15 @@ import json, signal, sys
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 for a in json.load(sys.stdin)["apps"]: print(a["name"], a["state"], a.get("pid") or 0)'; }
 pids() { apps | while read -r n s p; do echo "$n $p"; done; }
+# The pid that owns the daemon's bus name on the container's (real) system bus.
+BUS=io.lifecycled.Lifecycle1
+owner() { busctl status $BUS 2>/dev/null | grep -m1 '^PID=' | cut -d= -f2; }
+# Waits until the service's main pid owns the name.
+owns() {
+    local i
+    for i in $(seq 1 1000); do [ "$(owner)" = "$(mainpid)" ] && return 0; sleep 0.01; done
+    return 1
+}
 # Waits until the service has a main pid other than $1 and answers status.
 back() {
     local i
@@ -41,6 +50,12 @@ SVC=$(systemctl show -p ControlGroup --value lifecycled.service)
     && pass "root's private control socket beside the activated one" \
     || fail "private socket: $(stat -c %a:%U /run/lifecycled/control.sock.private 2>&1)"
 
+owns && pass "the daemon owns $BUS on the system bus (real dbus-daemon, the shipped policy)" \
+    || fail "$BUS owned by '$(owner)', not the daemon $(mainpid); $(journalctl -u lifecycled -o cat | grep -i bus | tail -3)"
+op=$(busctl call $BUS /io/lifecycled/Lifecycle1/app/recorder $BUS.App Activate 'a{sv}' 0 | cut -d'"' -f2)
+[ "$(busctl call $BUS "$op" $BUS.Operation Wait 2>&1)" = 'ss "done" ""' ] && [ "$($CTL status --json recorder | grep -c '"state":"active"')" = 1 ] \
+    && pass "busctl: Activate, then Operation.Wait: done, and the recorder is active" \
+    || fail "busctl activate: $op $(busctl call $BUS "$op" $BUS.Operation Wait 2>&1)"
 $CTL activate recorder >/dev/null || fail "activate recorder"
 $CTL launch --background worker >/dev/null || fail "launch --background worker"
 $CTL launch --background plain >/dev/null || fail "launch --background plain"
@@ -77,6 +92,9 @@ survive() {
     $CTL home >/dev/null && $CTL activate recorder >/dev/null && apps | grep -q "^recorder active" \
         && pass "$how: recorder went to the background and came back" || fail "$how: no round trip: $(apps | tr '\n' ';')"
     apps | grep -q "^plain suspended" && pass "$how: plain still suspended" || fail "$how: plain: $(apps | grep ^plain)"
+    owns && [ "$(busctl get-property $BUS /io/lifecycled/Lifecycle1/app/recorder $BUS.App State)" = 's "active"' ] \
+        && pass "$how: the new daemon owns $BUS, and its recorder object says active" \
+        || fail "$how: $BUS owned by '$(owner)', daemon $(mainpid)"
 }
 survive "kill -9"
 survive "systemctl kill -s SEGV"
@@ -89,6 +107,7 @@ journalctl -u lifecycled -o cat --no-pager | grep -q "Watchdog timeout" \
 m0=$(mainpid)
 $CTL daemon-reexec >/dev/null && [ "$(mainpid)" = "$m0" ] && [ "$(pids)" = "$BEFORE" ] \
     && pass "supervisorctl daemon-reexec: same main pid, same apps" || fail "daemon-reexec: $(pids | tr '\n' ' ')"
+owns && pass "daemon-reexec: the re-executed daemon owns $BUS" || fail "daemon-reexec: $BUS owned by '$(owner)'"
 # systemctl reload: a manifest added appears; every app runs on untouched.
 cat > /etc/lifecycled/apps/extra.toml <<'TOML'
 command = ["sh", "-c", "echo hello-from-extra; echo '<3>extra-error' >&2; exec sleep 100000"]

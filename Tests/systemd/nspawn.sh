@@ -87,6 +87,7 @@ run() {
     local binds="--volatile=yes ${BIND_SWIFT[*]} --bind-ro=$BIN:/opt/lifecycled/bin --bind=$LAB/etc:/etc/lifecycled
         --bind-ro=$ROOT/systemd/lifecycled.service:/etc/systemd/system/lifecycled.service
         --bind-ro=$ROOT/systemd/lifecycled.socket:/etc/systemd/system/lifecycled.socket
+        --bind-ro=$ROOT/dbus/io.lifecycled.Lifecycle1.conf:/etc/dbus-1/system.d/io.lifecycled.Lifecycle1.conf
         --bind-ro=$LAB/dropin:/etc/systemd/system/lifecycled.service.d --bind-ro=$CLIB:/opt/lifecycled/clib"
     local root=/
     # Installed from packages: no build bound; a root dpkg may write, an

@@ -30,4 +30,8 @@ int lc_scope_start(const char *scope, pid_t pid, const char *service, const char
 /// ...); *type is NULL when there is none. The caller frees *type.
 int lc_unit_job_type(const char *unit, char **type, char **error);
 
+// The daemon's own D-Bus interface (io.lifecycled.Lifecycle1), served on
+// one connection it keeps: BusFront.h.
+#include "BusFront.h"
+
 #endif

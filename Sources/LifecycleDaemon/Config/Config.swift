@@ -68,6 +68,8 @@ public struct DaemonConfig: Sendable {
     /// Background fetches that fall due within this window of each other
     /// wake the machine once (0: each on its own timer).
     public var fetchWindow: Duration = .seconds(300)
+    /// Serve io.lifecycled.Lifecycle1 on the system bus (docs/dbus.md).
+    public var dbus = true
 
     public init() {}
 }
@@ -223,6 +225,7 @@ public enum ConfigLoader {
                 if c.fetchWindow > .seconds(3600) {
                     throw doc.error(key, "at most 1 h: a fetch waits at most this long")
                 }
+            case "dbus": c.dbus = try doc.bool(value, key)
             case "log_level":
                 let l = try doc.string(value, key)
                 guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(l) else {

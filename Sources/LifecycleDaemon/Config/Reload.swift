@@ -55,6 +55,7 @@ extension Daemon {
             }
         }
         for id in report.restarting { _ = submit(.restart(id)) }  // the core relaunches it into its place
+        bus?.resync = true  // objects for the apps added, none for the apps gone
         saveState()
         logger.notice(
             "reloaded \(options.configPath)",
@@ -164,6 +165,7 @@ extension Daemon {
         check("log_max_size", \.logMaxSize)
         check("log_backups", \.logBackups)
         check("log_rate", \.logRate)
+        check("dbus", \.dbus)
         return keys
     }
 

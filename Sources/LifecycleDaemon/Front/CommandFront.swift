@@ -15,6 +15,9 @@ struct Caller: Sendable, Equatable {
     var pid: Int32?
     var uid: UInt32?
     var gid: UInt32?
+    /// Every group, when the transport says (a bus daemon's UnixGroupIDs);
+    /// nil: read from /proc for `pid`.
+    var groups: [UInt32]? = nil
 
     static let unknown = Caller()
 }
@@ -137,6 +140,7 @@ struct Permissions {
         if uid == 0 { return true }
         guard let gid = controlGID else { return false }
         if caller.gid == gid { return true }
+        if let groups = caller.groups { return groups.contains(gid) }
         guard let pid = caller.pid, let status = try? Posix.readFile("/proc/\(pid)/status") else { return false }
         for line in status.split(separator: "\n") where line.hasPrefix("Groups:") {
             // "Groups:\t1 24 27 " - tab after the colon, spaces between.

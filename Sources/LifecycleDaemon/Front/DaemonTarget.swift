@@ -36,46 +36,53 @@ extension Daemon: CommandTarget {
         return output.tail(id, lines: lines, offset: offset)
     }
 
-    func statusReport(_ names: [String]?) -> StatusReport {
+    /// One app as `status` shows it (looking does not start a footprint sweep).
+    func appStatus(_ id: AppID, now: Instant, outputProblems: [AppID: String]) -> AppStatus {
+        let s = supervisor.snapshot(id)!
+        var status = AppStatus(
+            name: id, state: s.state, pid: runs[id]?.pid,
+            secondsInState: s.state == .notRunning && s.since == .zero
+                ? 0 : Double((now - s.since).nanoseconds) / 1e9,
+            delivery: manifests[id]!.policy.delivery,
+            backgroundTasks: s.tasks,
+            backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
+            awaiting: s.awaiting, lastTermination: terminations[id],
+            footprint: runs[id] != nil ? sweep.shown[id] : nil, band: s.band, memoryLimit: limits[id],
+            statusLine: runs[id]?.statusLine)
+        status.launching = s.launching
+        status.frozen = runs[id]?.frozen
+        status.freezeProblem = runs[id]?.freezeProblem
+        if let run = runs[id], let launched = run.fingerprint, let configured = settings.manifests[id],
+            launched != configured.fingerprint
+        {
+            status.changePending = true
+        }
+        if settings.manifests[id] == nil { status.removing = true }
+        status.outputProblem = outputProblems[id]
+        status.relaunchIn = s.relaunchAt.map { max(0, Double(($0 - now).nanoseconds) / 1e9) }
+        status.recentEnds = s.recentEnds > 0 ? s.recentEnds : nil
+        status.nextFetchIn = s.nextFetch.map { max(0, Double(($0.earliest - now).nanoseconds) / 1e9) }
+        status.quit = s.quit ? true : nil
+        status.heldPush = s.heldPush ? true : nil
+        status.waking = s.waking
+        status.restorationBytes = history.blobs[id]?.count
+        if !s.scenes.isEmpty { status.scenes = s.scenes }
+        status.failed = s.failure.map {
+            FailureInfo(
+                reason: $0.reason.code.rawValue, description: $0.description, ends: $0.ends,
+                windowSeconds: Double($0.window.nanoseconds) / 1e9, time: wallTime($0.at))
+        }
+        return status
+    }
+
+    func statusReport(_ names: [String]?) -> StatusReport { statusReport(names, shown: true) }
+
+    /// `shown`: to a user, whose look starts a footprint sweep when the
+    /// last one is old; the daemon's own looks (judging D-Bus operations) do not.
+    func statusReport(_ names: [String]?, shown: Bool) -> StatusReport {
         let now = now()
         let outputProblems = output?.files?.problems ?? [:]
-        let apps = (names ?? manifests.keys.sorted()).map { id -> AppStatus in
-            let s = supervisor.snapshot(id)!
-            var status = AppStatus(
-                name: id, state: s.state, pid: runs[id]?.pid,
-                secondsInState: s.state == .notRunning && s.since == .zero
-                    ? 0 : Double((now - s.since).nanoseconds) / 1e9,
-                delivery: manifests[id]!.policy.delivery,
-                backgroundTasks: s.tasks,
-                backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
-                awaiting: s.awaiting, lastTermination: terminations[id],
-                footprint: runs[id] != nil ? sweep.shown[id] : nil, band: s.band, memoryLimit: limits[id],
-                statusLine: runs[id]?.statusLine)
-            status.launching = s.launching
-            status.frozen = runs[id]?.frozen
-            status.freezeProblem = runs[id]?.freezeProblem
-            if let run = runs[id], let launched = run.fingerprint, let configured = settings.manifests[id],
-                launched != configured.fingerprint
-            {
-                status.changePending = true
-            }
-            if settings.manifests[id] == nil { status.removing = true }
-            status.outputProblem = outputProblems[id]
-            status.relaunchIn = s.relaunchAt.map { max(0, Double(($0 - now).nanoseconds) / 1e9) }
-            status.recentEnds = s.recentEnds > 0 ? s.recentEnds : nil
-            status.nextFetchIn = s.nextFetch.map { max(0, Double(($0.earliest - now).nanoseconds) / 1e9) }
-            status.quit = s.quit ? true : nil
-            status.heldPush = s.heldPush ? true : nil
-            status.waking = s.waking
-            status.restorationBytes = history.blobs[id]?.count
-            if !s.scenes.isEmpty { status.scenes = s.scenes }
-            status.failed = s.failure.map {
-                FailureInfo(
-                    reason: $0.reason.code.rawValue, description: $0.description, ends: $0.ends,
-                    windowSeconds: Double($0.window.nanoseconds) / 1e9, time: wallTime($0.at))
-            }
-            return status
-        }
+        let apps = (names ?? manifests.keys.sorted()).map { appStatus($0, now: now, outputProblems: outputProblems) }
         let watch = memoryWatch?.state
         let daemon = DaemonStatus(
             pid: getpid(), foregroundSlots: supervisor.foregroundSlots, foreground: supervisor.foreground,
@@ -86,7 +93,7 @@ extension Daemon: CommandTarget {
                 accounting: confinement.memoryAccounting.rawValue, trigger: memory.triggerDescription,
                 reading: watch.map(memory.latest) ?? memory.reading, quiet: watch?.quiet,
                 quietSamples: watch?.quietSamples))
-        footprintsShown()
+        if shown { footprintsShown() }
         var report = StatusReport(daemon: daemon, apps: apps)
         let problems = (confinement as? Cgroups)?.problems ?? []
         report.daemon.memory?.problems = problems.isEmpty ? nil : problems

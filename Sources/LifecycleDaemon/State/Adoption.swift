@@ -23,7 +23,7 @@ extension Daemon {
         let changed = supervisor.takeChanged()
         keepHistory(of: changed)
         guard let store else {
-            release()  // nowhere to save (the shell's tests)
+            release(changed: changed)  // nowhere to save (the shell's tests)
             return false
         }
         var saved: [AppID: SavedRun] = [:]
@@ -39,7 +39,7 @@ extension Daemon {
         if let problem = store.save(state, changed: changed) { logger.error("\(problem)") }
         if store.failing { retryUnsavedRecords() }  // nothing else may change to save it again
         // Saved, or as saved as the disk allows: what waited for it goes out.
-        release()
+        release(changed: changed)
         return !store.failing
     }
 

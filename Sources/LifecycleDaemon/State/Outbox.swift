@@ -78,11 +78,12 @@ extension Daemon {
 
     /// After a save (or a save that could not be made): what it held goes
     /// out, in order. What those actions cause waits for the next save.
-    func release() {
+    func release(changed: Set<AppID>) {
         let held = outbox
         outbox = []
         for action in held { action() }
         control?.release()
+        publishToBus(changed: changed)
     }
 
     /// Reads what the apps with a deadline due at `at` have sent, and every

@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""The D-Bus interface, measured (issue 29, docs/dbus.md, docs/performance.md).
+
+Runs the release daemon on a private dbus-daemon with APPS plain apps (not
+running) and the C recorder, and measures side by side in one run:
+  1. the whole state in one call: `status` over root's control socket (JSON,
+     parsed) against GetManagedObjects (dbus-python, unmarshalled), in
+     alternating batches;
+  2. an activation to its outcome (the recorder acknowledged didBecomeActive)
+     and back home: over the socket as supervisorctl waits (follow the
+     app's events, send the command, read until the outcome) against
+     Activate + Operation.Wait over D-Bus, alternating;
+  3. the signals each D-Bus cycle sends: PropertiesChanged per app object,
+     and how many properties each names;
+  4. the daemon's CPU per cycle with and without a client that subscribed
+     to every signal of the daemon and never reads its socket.
+Prints a Markdown table. Run as root: make bench-dbus (APPS=1000 CYCLES=100).
+"""
+import json, os, socket, statistics, subprocess, sys, tempfile, time
+
+import dbus
+import dbus.mainloop.glib
+from gi.repository import GLib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from benchdaemon import BenchDaemon, C_RECORDER, pct  # noqa: E402
+
+NAME, ROOT = "io.lifecycled.Lifecycle1", "/io/lifecycled/Lifecycle1"
+APPS = int(os.environ.get("APPS", "1000"))
+CYCLES = int(os.environ.get("CYCLES", "100"))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def private_bus():
+    d = tempfile.mkdtemp(prefix="lifecycled-bench-bus-")
+    os.chmod(d, 0o755)
+    with open(f"{d}/bus.conf", "w") as f:
+        f.write(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>system</type><listen>unix:path={d}/bus.sock</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*"/></policy></busconfig>""")
+    proc = subprocess.Popen(["dbus-daemon", f"--config-file={d}/bus.conf", "--nofork", "--print-address=1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc.stdout.readline()  # printed once it listens
+    return proc, f"unix:path={d}/bus.sock"
+
+
+def ms(xs):
+    return f"{statistics.median(xs) * 1000:.2f} / {pct(xs, 90) * 1000:.2f}"
+
+
+def main():
+    dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+    busd, address = private_bus()
+    apps = {f"app{i:04d}": 'command = ["/bin/sleep", "100000"]\ndelivery = "signals"\n' for i in range(APPS)}
+    apps["rec"] = f'command = ["{C_RECORDER}", "--log", "/dev/null"]\n'
+    d = BenchDaemon("dbus", apps, settings='event_history = 0\n[memory]\nmonitor = false\n', follow=["rec"],
+                    bus=address)
+    bus = dbus.bus.BusConnection(address)
+    for _ in range(500):
+        if bus.name_has_owner(NAME):
+            break
+        time.sleep(0.01)
+    manager = bus.get_object(NAME, ROOT)
+    rec = bus.get_object(NAME, manager.GetApp("rec", dbus_interface=NAME + ".Manager"))
+    rows = []
+
+    # 1. The whole state in one call.
+    status, objects = [], []
+    status_bytes = 0
+    for _ in range(10):
+        for _ in range(3):
+            t = time.perf_counter()
+            s = d.connect(d.socket + ".private")
+            s.sendall(b'{"command":"status"}\n')
+            line = s.makefile("rb").readline()
+            json.loads(line)
+            s.close()
+            status.append(time.perf_counter() - t)
+            status_bytes = len(line)
+        for _ in range(3):
+            t = time.perf_counter()
+            got = manager.GetManagedObjects(dbus_interface="org.freedesktop.DBus.ObjectManager")
+            objects.append(time.perf_counter() - t)
+    rows.append((f"whole state, {APPS + 1} apps: `status` (JSON, {status_bytes // 1024} KiB)", ms(status)))
+    rows.append((f"whole state, {APPS + 1} apps: GetManagedObjects ({len(got)} objects)", ms(objects)))
+
+    # 2 and 3. Activation to its outcome, and back home.
+    signals = []
+
+    def on_changed(iface, changed, invalidated, path=None):
+        signals.append((str(path), len(changed)))
+
+    bus.add_signal_receiver(on_changed, "PropertiesChanged", "org.freedesktop.DBus.Properties", NAME,
+                            path_keyword="path")
+    context = GLib.MainContext.default()
+
+    def drain():
+        manager.Get(NAME + ".Manager", "Version", dbus_interface="org.freedesktop.DBus.Properties")
+        while context.pending():
+            context.iteration(False)
+
+    def acked(event):
+        return lambda e: e.get("app") == "rec" and e.get("kind") == "acknowledged" and e.get("event") == event
+
+    def socket_cycle():
+        t = time.perf_counter()
+        d.request({"command": "activate", "app": "rec"}, private=True)
+        d.wait_event(acked("didBecomeActive"))
+        up = time.perf_counter() - t
+        d.request({"command": "home"}, private=True)
+        d.wait_event(acked("didEnterBackground"))
+        return up
+
+    def bus_cycle():
+        t = time.perf_counter()
+        op = rec.Activate(dbus.Dictionary({}, signature="sv"), dbus_interface=NAME + ".App")
+        result = bus.get_object(NAME, op).Wait(dbus_interface=NAME + ".Operation")
+        up = time.perf_counter() - t
+        assert str(result[0]) == "done", result
+        op = manager.Home(dbus.Dictionary({}, signature="sv"), dbus_interface=NAME + ".Manager")
+        bus.get_object(NAME, op).Wait(dbus_interface=NAME + ".Operation")
+        d.wait_event(acked("didEnterBackground"))  # both transports leave the follower at the same point
+        return up
+
+    over_socket, over_bus = [], []
+    drain()
+    signals.clear()
+    for i in range(CYCLES):
+        over_socket.append(socket_cycle())
+        over_bus.append(bus_cycle())
+    drain()
+    rows.append(("activate to its outcome: JSON socket, as supervisorctl waits", ms(over_socket)))
+    rows.append(("activate to its outcome: Activate + Operation.Wait", ms(over_bus)))
+    rows.append(("ratio D-Bus / socket (medians)", f"{statistics.median(over_bus) / statistics.median(over_socket):.2f}"))
+    app_signals = [n for p, n in signals if "/app/" in p]
+    other = {p for p, _ in signals if "/app/" in p and not p.endswith("/app/rec")}
+    # Both transports' cycles change the recorder's object: 2 x CYCLES cycles.
+    rows.append(("PropertiesChanged per activate + home cycle (the recorder's object)",
+                 f"{len(app_signals) / (2 * CYCLES):.1f}, naming {statistics.mean(app_signals):.1f} properties each; "
+                 f"other apps' objects: {len(other)}"))
+
+    # 4. A client that subscribes to everything and never reads.
+    def cpu_per_cycle(n):
+        c0 = cpu_seconds(d.proc.pid)
+        for _ in range(n):
+            bus_cycle()
+        drain()
+        return (cpu_seconds(d.proc.pid) - c0) / n
+
+    quiet = cpu_per_cycle(CYCLES)
+    stuck = subprocess.Popen([sys.executable, "-c", f"""
+import dbus, sys, time
+b = dbus.bus.BusConnection({address!r})
+b.add_match_string("type='signal',sender='{NAME}'")
+print("ready", flush=True)
+time.sleep(100000)
+"""], stdout=subprocess.PIPE)
+    stuck.stdout.readline()
+    stalled = cpu_per_cycle(CYCLES)
+    rows.append(("daemon CPU per activate + home cycle", f"{quiet * 1000:.2f} ms"))
+    rows.append(("... with a subscriber that never reads", f"{stalled * 1000:.2f} ms"))
+    stuck.kill()
+
+    d.stop()
+    busd.kill()
+    print(f"| D-Bus, {APPS + 1} apps, {CYCLES} cycles | median / p90 (ms) or figure |")
+    print("|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+#ifndef LC_BUS_FRONT_H
+#define LC_BUS_FRONT_H
+// The daemon's D-Bus interface, io.lifecycled.Lifecycle1 (docs/dbus.md), in
+// C because sd-bus's vtables are macros and its message builders variadic.
+// This file knows the bus, nothing of the lifecycle: each method call is
+// parsed, its caller's credentials fetched (asynchronously, as everything
+// here), and handed to the daemon's `call` callback, which answers at once.
+// The daemon pushes each app's properties after a turn of its loop; the
+// front keeps them, serves reads from them and, at lc_front_flush, emits
+// one PropertiesChanged per changed object naming only what changed.
+#include <stddef.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+typedef struct lc_front lc_front;
+
+/// One app's properties, as the daemon pushes them. Strings are copied;
+/// lists are one item per line (BackgroundTasks: "id<TAB>name" lines).
+typedef struct {
+    const char *state;       ///< not-running, inactive, active, background, suspended
+    uint32_t pid;            ///< 0: no process
+    int launching;
+    int frozen;
+    const char *awaiting;    ///< the event awaited, "" when none
+    const char *band;        ///< low, normal, high
+    const char *display;
+    const char *delivery;
+    const char *tasks;       ///< background tasks, "id\tname" lines
+    const char *scenes;      ///< scene names, one per line
+    const char *end_reason;  ///< LastTermination: code ("" never ended), description, time (µs since the epoch), pid
+    const char *end_description;
+    uint64_t end_time;
+    uint32_t end_pid;
+    uint64_t footprint;      ///< bytes; sampled, never signalled
+} lc_front_app;
+
+/// A method call, parsed, with who made it.
+typedef struct {
+    const char *verb;        ///< the member: Launch, Activate, Stop, Home, OpenURL, ...
+    const char *app;         ///< the app's name, NULL for the manager's calls
+    const char *scene;       ///< options: NULL when not given
+    const char *display;
+    int background;          ///< -1 not given, 0, 1
+    const char *argument;    ///< Push's payload, Signal's signal, OpenURL's URL
+    const char *sender;      ///< the caller's unique bus name
+    uint32_t uid;
+    uint32_t pid;            ///< 0 when the bus did not say
+    const uint32_t *gids;
+    size_t n_gids;
+} lc_front_request;
+
+/// The daemon's answer to a call: an error, an operation, or nothing.
+typedef struct {
+    const char *error_name;     ///< non-NULL: the call fails with it
+    const char *error_message;
+    uint64_t operation;         ///< non-zero: the reply is this operation's path
+} lc_front_answer;
+
+typedef struct {
+    void *context;
+    void (*call)(void *context, const lc_front_request *request, lc_front_answer *answer);
+    /// The bus connection came up (again): push every app.
+    void (*connected)(void *context);
+    /// Something to say once (the bus is gone, the name was lost, ...).
+    void (*log)(void *context, int priority, const char *message);
+} lc_front_callbacks;
+
+/// Connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS or the default),
+/// serves the interface on `event` and asks for the name. A connection
+/// that cannot be made now is retried (1 s, doubling to 30 s); so is one
+/// the bus daemon drops. 0, or a negative errno when nothing could be set up.
+int lc_front_open(sd_event *event, int64_t priority, const char *version, const lc_front_callbacks *callbacks,
+                  lc_front **front);
+void lc_front_close(lc_front *front);
+/// Whether the connection is up and the name is ours.
+int lc_front_serving(const lc_front *front);
+
+/// The app's properties now: a new app's object appears (InterfacesAdded)
+/// at the next flush; changed values are signalled then.
+void lc_front_set_app(lc_front *front, const char *name, const lc_front_app *app);
+/// The app's object goes (InterfacesRemoved) at the next flush.
+void lc_front_remove_app(lc_front *front, const char *name);
+
+/// A new operation for `verb` on `app` (NULL: none), asked by `requester`
+/// (a unique bus name): its id, for the answer and for finishing it.
+uint64_t lc_front_operation_new(lc_front *front, const char *verb, const char *app, const char *requester);
+/// The operation's outcome: `result` one of done, failed, refused,
+/// superseded, canceled, lost; `reason` a stable code or "". Replies to
+/// every waiter and tells the requester (OperationFinished).
+void lc_front_operation_finish(lc_front *front, uint64_t id, const char *result, const char *reason);
+
+/// Emits what changed since the last flush: objects added, properties
+/// changed (one signal per object, only the changed ones), objects removed.
+void lc_front_flush(lc_front *front);
+
+/// Signals emitted since the front opened (for tests and figures).
+uint64_t lc_front_signals_sent(const lc_front *front);
+
+#endif

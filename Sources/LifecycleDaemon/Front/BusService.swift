@@ -1,0 +1,234 @@
+import Foundation
+@preconcurrency import Glibc
+import LifecycleControl
+import LifecycleCore
+import LifecycleOS
+
+// The D-Bus interface (docs/dbus.md): a second transport over the same
+// front as the JSON socket. A call becomes the JSON request it stands for,
+// is checked by the same code (ControlServer.command) and executed by the
+// same `CommandFront`, with the caller's credentials as the bus daemon
+// gives them. A command that changes an app's place answers with an
+// operation at once; the operation ends when LifecycleControl's `Goal`
+// (supervisorctl's waiting judges by it too) says the change is done, or
+// failed. After each save, the apps whose state changed are pushed to the
+// bus half (LifecycleOS.BusFront), which signals only what changed.
+
+/// What the daemon keeps for its D-Bus interface.
+final class BusService {
+    let front: BusFront
+    /// Operations not yet finished, oldest first.
+    var pending: [Operation] = []
+    /// The apps whose object exists on the bus.
+    var published: Set<AppID> = []
+    /// Every app is pushed again at the next publish (a reload, a new connection).
+    var resync = true
+    /// Judges the operations at the end of a turn that saved nothing (a
+    /// command whose step saved before it returned: a failed spawn).
+    var judgeTimer: EventLoop.Source?
+
+    struct Operation {
+        let id: UInt64
+        let goal: Goal
+        /// Wall-clock seconds: an app that ended before it did not fail it.
+        let since: Double
+        /// Loop time after which it ends failed, timed-out.
+        let expires: Int64
+    }
+
+    /// How long an operation may wait for its outcome.
+    static let operationLimit: Int64 = 300_000_000_000
+
+    init(front: BusFront) { self.front = front }
+}
+
+extension Daemon {
+    /// Serves the interface, unless the daemon file turned it off. A bus that
+    /// is not there now is looked for again now and then (BusFront).
+    func openBus() {
+        guard config.dbus else { return }
+        do {
+            let front = try BusFront(
+                loop: loop, version: LifecycleVersion.string,
+                handle: { [unowned self] in self.busCall($0) },
+                connected: { [unowned self] in
+                    self.bus?.resync = true
+                    self.publishToBus()
+                },
+                log: { [unowned self] priority, message in
+                    switch priority {
+                    case LOG_ERR: self.logger.error("\(message)")
+                    case LOG_WARNING: self.logger.warning("\(message)")
+                    case LOG_NOTICE: self.logger.notice("\(message)")
+                    default: self.logger.info("\(message)")
+                    }
+                })
+            let service = BusService(front: front)
+            service.judgeTimer = try loop.timer { [unowned self] in self.publishToBus() }
+            bus = service
+        } catch {
+            logger.error("cannot serve the D-Bus interface: \(error)")
+        }
+    }
+
+    /// A method call: the JSON request it stands for, checked and executed
+    /// as the socket's are.
+    func busCall(_ call: BusFront.Request) -> BusFront.Answer {
+        guard let bus, let front else { return .error(name: BusErrors.failed, message: "the daemon is starting") }
+        let request: ControlRequest
+        switch Self.controlRequest(call) {
+        case .failure(let problem): return .error(name: BusErrors.invalidArgs, message: problem.message)
+        case .success(let r): request = r
+        }
+        let command: Command
+        switch ControlServer.command(request) {
+        case .failure(let f): return BusErrors.answer(f)
+        case .success(let c): command = c
+        }
+        let caller = Caller(pid: call.pid, uid: call.uid, gid: nil, groups: call.groups)
+        let before = Goal.of(request, before: statusReport(request.app.map { [$0] } ?? [], shown: false))
+        let since = wallTime(now())
+        switch front.execute(command, from: caller) {
+        case .failure(let f): return BusErrors.answer(f)
+        case .success:
+            if request.command == .signal { return .done }
+            let id = bus.front.newOperation(verb: call.verb, app: call.app, requester: call.sender)
+            if let goal = before {
+                bus.pending.append(
+                    BusService.Operation(id: id, goal: goal, since: since, expires: loop.now + BusService.operationLimit))
+                bus.judgeTimer?.arm(at: loop.now)
+            } else {
+                bus.front.finish(id, result: "done", reason: "")  // accepted is done: fetch, push, open
+            }
+            return .operation(id)
+        }
+    }
+
+    /// The JSON request a call stands for; options that do not apply to
+    /// the verb are named.
+    static func controlRequest(_ call: BusFront.Request) -> Result<ControlRequest, BadCall> {
+        let commands: [String: ControlRequest.Command] = [
+            "Launch": .launch, "Activate": .activate, "Stop": .stop, "Kill": .kill, "Restart": .restart,
+            "Fetch": .fetch, "Push": .push, "Signal": .signal, "Home": .home, "Lock": .lock, "Unlock": .unlock,
+            "OpenURL": .open,
+        ]
+        guard let command = commands[call.verb] else { return .failure(BadCall(message: "unknown method \(call.verb)")) }
+        var r = ControlRequest(command, app: call.app)
+        let takes: (scene: Bool, display: Bool, background: Bool) =
+            switch command {
+            case .activate: (true, true, false)
+            case .launch: (false, false, true)
+            case .home, .lock, .unlock: (false, true, false)
+            default: (false, false, false)
+            }
+        for (given, taken, name) in [
+            (call.scene != nil, takes.scene, "scene"), (call.display != nil, takes.display, "display"),
+            (call.background != nil, takes.background, "background"),
+        ] where given && !taken {
+            return .failure(BadCall(message: "option '\(name)' does not apply to \(call.verb)"))
+        }
+        r.scene = call.scene
+        r.display = call.display
+        r.background = call.background
+        switch command {
+        case .push: r.payload = call.argument
+        case .signal: r.signal = call.argument
+        case .open: r.url = call.argument
+        default: break
+        }
+        return .success(r)
+    }
+
+    /// After a save: the apps that changed, to the bus, and their signals
+    /// out (one per changed object); then operations judged and finished.
+    func publishToBus(changed: Set<AppID> = []) {
+        guard let bus else { return }
+        var push = changed
+        if bus.resync || bus.published.count != manifests.count {
+            let now = Set(manifests.keys)
+            for gone in bus.published.subtracting(now) { bus.front.removeApp(gone) }
+            push = now
+            bus.published = now
+            bus.resync = false
+        }
+        for id in push where manifests[id] != nil { bus.front.setApp(id, busProperties(id)) }
+        // The apps' changes first: a client told an operation finished has
+        // already been told the state that finished it.
+        bus.front.flush()
+        judgeOperations()
+    }
+
+    func judgeOperations() {
+        guard let bus, !bus.pending.isEmpty else { return }
+        let apps = Array(Set(bus.pending.flatMap(\.goal.apps)).filter { manifests[$0] != nil })
+        let report = statusReport(apps, shown: false)
+        let now = loop.now
+        bus.pending.removeAll { op in
+            switch op.goal.outcome(report, since: op.since) {
+            case .done?: bus.front.finish(op.id, result: "done", reason: "")
+            case .failed(let f)?: bus.front.finish(op.id, result: "failed", reason: f.reason)
+            case .superseded(let f)?: bus.front.finish(op.id, result: "superseded", reason: f.reason)
+            case nil:
+                guard now >= op.expires else { return false }
+                bus.front.finish(op.id, result: "failed", reason: "timed-out")
+            }
+            return true
+        }
+        // The next expiry, unless something happens first.
+        if let next = bus.pending.map(\.expires).min() { bus.judgeTimer?.arm(at: next) }
+    }
+
+    /// An app's properties as the bus shows them: the words of `status --json`.
+    func busProperties(_ id: AppID) -> BusFront.AppProperties {
+        let s = appStatus(id, now: now(), outputProblems: [:])
+        var p = BusFront.AppProperties()
+        p.state = s.state.rawValue
+        p.pid = UInt32(s.pid ?? 0)
+        p.launching = s.launching == true
+        p.frozen = s.frozen == true
+        p.awaiting = s.awaiting?.rawValue ?? ""
+        p.band = s.band?.rawValue ?? MemoryBand.normal.rawValue
+        p.display = s.scenes?.first?.display ?? manifests[id]?.policy.display ?? supervisor.displays.all.first?.name ?? ""
+        p.delivery = s.delivery.rawValue
+        p.tasks = s.backgroundTasks.map { ($0.id, $0.name) }
+        p.scenes = s.scenes?.map(\.name) ?? []
+        if let end = s.lastTermination {
+            p.endReason = end.reason.rawValue
+            p.endDescription = end.description
+            p.endTime = UInt64(max(0, end.time * 1e6))
+            p.endPid = UInt32(end.pid ?? 0)
+        }
+        p.footprint = s.footprint ?? 0
+        return p
+    }
+}
+
+/// A call the bus half let through that the daemon cannot take.
+struct BadCall: Error, Equatable {
+    var message: String
+}
+
+/// D-Bus error names: the standard ones, and one per refusal code.
+enum BusErrors {
+    static let failed = "org.freedesktop.DBus.Error.Failed"
+    static let invalidArgs = "org.freedesktop.DBus.Error.InvalidArgs"
+    static let accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
+    static let noSuchApp = "io.lifecycled.Lifecycle1.Error.NoSuchApp"
+
+    /// `io.lifecycled.Lifecycle1.Refused.ScreenLocked` for screen-locked.
+    static func refused(_ code: String) -> String {
+        "io.lifecycled.Lifecycle1.Refused."
+            + code.split(separator: "-").map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
+    }
+
+    static func answer(_ f: CommandFailure) -> BusFront.Answer {
+        switch f.code {
+        case .badRequest: .error(name: invalidArgs, message: f.message)
+        case .unknownApp: .error(name: noSuchApp, message: f.message)
+        case .permissionDenied: .error(name: accessDenied, message: f.message)
+        case .refused:
+            // The message starts with the code, for scripts that match text.
+            .error(name: refused(f.refusal ?? "refused"), message: "\(f.refusal ?? "refused"): \(f.message)")
+        }
+    }
+}

@@ -1,0 +1,191 @@
+@preconcurrency import Glibc
+import CSystemd
+import CSystemdBus
+
+/// The D-Bus interface's bus half (Sources/CSystemdBus/front.c): the
+/// connection, the objects and their vtables, credentials, signals. Typed
+/// here, decided in the daemon (Front/BusService.swift). Lives on the loop's
+/// thread; every callback comes from the loop.
+public final class BusFront {
+    /// A method call, parsed, with who made it (as the bus daemon says).
+    public struct Request: Sendable, Equatable {
+        public var verb: String
+        public var app: String?
+        public var scene: String?
+        public var display: String?
+        public var background: Bool?
+        /// Push's payload, Signal's signal, OpenURL's URL.
+        public var argument: String?
+        public var sender: String
+        public var uid: UInt32
+        public var pid: Int32?
+        public var groups: [UInt32]
+
+        public init(
+            verb: String, app: String?, scene: String?, display: String?, background: Bool?, argument: String?,
+            sender: String, uid: UInt32, pid: Int32?, groups: [UInt32]
+        ) {
+            self.verb = verb
+            self.app = app
+            self.scene = scene
+            self.display = display
+            self.background = background
+            self.argument = argument
+            self.sender = sender
+            self.uid = uid
+            self.pid = pid
+            self.groups = groups
+        }
+    }
+
+    public enum Answer: Sendable, Equatable {
+        case done
+        case operation(UInt64)
+        case error(name: String, message: String)
+    }
+
+    /// One app's properties, as the bus shows them.
+    public struct AppProperties: Sendable, Equatable {
+        public var state = "not-running"
+        public var pid: UInt32 = 0
+        public var launching = false
+        public var frozen = false
+        public var awaiting = ""
+        public var band = "normal"
+        public var display = ""
+        public var delivery = ""
+        public var tasks: [(id: UInt32, name: String)] = []
+        public var scenes: [String] = []
+        /// LastTermination: code ("" never ended), description, µs since the epoch, pid.
+        public var endReason = ""
+        public var endDescription = ""
+        public var endTime: UInt64 = 0
+        public var endPid: UInt32 = 0
+        public var footprint: UInt64 = 0
+
+        public init() {}
+
+        public static func == (a: Self, b: Self) -> Bool {
+            a.state == b.state && a.pid == b.pid && a.launching == b.launching && a.frozen == b.frozen
+                && a.awaiting == b.awaiting && a.band == b.band && a.display == b.display && a.delivery == b.delivery
+                && a.tasks.map(\.id) == b.tasks.map(\.id) && a.tasks.map(\.name) == b.tasks.map(\.name)
+                && a.scenes == b.scenes && a.endReason == b.endReason && a.endDescription == b.endDescription
+                && a.endTime == b.endTime && a.endPid == b.endPid && a.footprint == b.footprint
+        }
+    }
+
+    private var front: OpaquePointer?
+    private let handle: (Request) -> Answer
+    private let connected: () -> Void
+    private let log: (Int32, String) -> Void
+
+    /// Serves the interface on `loop` (a real one), connecting now or, when
+    /// there is no bus yet, later.
+    public init(
+        loop: EventLoop, version: String, handle: @escaping (Request) -> Answer, connected: @escaping () -> Void,
+        log: @escaping (Int32, String) -> Void
+    ) throws(SystemError) {
+        guard let event = loop.event else { throw SystemError("lc_front_open", "a loop driven by hand", errno: .invalidArgument) }
+        self.handle = handle
+        self.connected = connected
+        self.log = log
+        var callbacks = lc_front_callbacks()
+        callbacks.context = Unmanaged.passUnretained(self).toOpaque()
+        callbacks.call = { context, request, answer in
+            let me = Unmanaged<BusFront>.fromOpaque(context!).takeUnretainedValue()
+            me.answer(request!.pointee, answer!)
+        }
+        callbacks.connected = { context in Unmanaged<BusFront>.fromOpaque(context!).takeUnretainedValue().connected() }
+        callbacks.log = { context, priority, message in
+            Unmanaged<BusFront>.fromOpaque(context!).takeUnretainedValue().log(priority, String(cString: message!))
+        }
+        var f: OpaquePointer?
+        let r = lc_front_open(event, 10, version, &callbacks, &f)
+        guard r >= 0 else { throw SystemError("lc_front_open", errno: .init(rawValue: -r)) }
+        front = f
+    }
+
+    deinit { lc_front_close(front) }
+
+    /// Whether the connection is up and the name is ours.
+    public var serving: Bool { lc_front_serving(front) != 0 }
+    /// Signals emitted since the front opened.
+    public var signalsSent: UInt64 { lc_front_signals_sent(front) }
+
+    private func answer(_ r: lc_front_request, _ out: UnsafeMutablePointer<lc_front_answer>) {
+        func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }
+        let groups = r.n_gids > 0 ? Array(UnsafeBufferPointer(start: r.gids, count: r.n_gids)) : []
+        let request = Request(
+            verb: string(r.verb) ?? "", app: string(r.app), scene: string(r.scene), display: string(r.display),
+            background: r.background < 0 ? nil : r.background != 0, argument: string(r.argument),
+            sender: string(r.sender) ?? "", uid: r.uid, pid: r.pid > 0 ? Int32(bitPattern: r.pid) : nil,
+            groups: groups)
+        switch handle(request) {
+        case .done: break
+        case .operation(let id): out.pointee.operation = id
+        case .error(let name, let message):
+            // Kept until the next answer: the C copies them into its reply at once.
+            lastError = (strdup(name), strdup(message))
+            out.pointee.error_name = UnsafePointer(lastError.name)
+            out.pointee.error_message = UnsafePointer(lastError.message)
+        }
+    }
+
+    private var lastError: (name: UnsafeMutablePointer<CChar>?, message: UnsafeMutablePointer<CChar>?) = (nil, nil) {
+        willSet {
+            free(lastError.name)
+            free(lastError.message)
+        }
+    }
+
+    /// The app's properties now; signalled, if changed, at the next flush.
+    public func setApp(_ name: String, _ p: AppProperties) {
+        let tasks = p.tasks.map { "\($0.id)\t\($0.name.replacingNewlines)" }.joined(separator: "\n")
+        let scenes = p.scenes.map(\.replacingNewlines).joined(separator: "\n")
+        p.state.withCString { state in
+            p.awaiting.withCString { awaiting in
+                p.band.withCString { band in
+                    p.display.withCString { display in
+                        p.delivery.withCString { delivery in
+                            tasks.withCString { tasks in
+                                scenes.withCString { scenes in
+                                    p.endReason.withCString { endReason in
+                                        p.endDescription.withCString { endDescription in
+                                            var app = lc_front_app(
+                                                state: state, pid: p.pid, launching: p.launching ? 1 : 0,
+                                                frozen: p.frozen ? 1 : 0, awaiting: awaiting, band: band,
+                                                display: display, delivery: delivery, tasks: tasks, scenes: scenes,
+                                                end_reason: endReason, end_description: endDescription,
+                                                end_time: p.endTime, end_pid: p.endPid, footprint: p.footprint)
+                                            lc_front_set_app(front, name, &app)
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The app's object goes at the next flush.
+    public func removeApp(_ name: String) { lc_front_remove_app(front, name) }
+
+    public func newOperation(verb: String, app: String?, requester: String) -> UInt64 {
+        lc_front_operation_new(front, verb, app, requester)
+    }
+
+    public func finish(_ operation: UInt64, result: String, reason: String) {
+        lc_front_operation_finish(front, operation, result, reason)
+    }
+
+    /// Emits what changed since the last flush.
+    public func flush() { lc_front_flush(front) }
+}
+
+extension String {
+    fileprivate var replacingNewlines: String {
+        contains("\n") ? split(separator: "\n", omittingEmptySubsequences: false).joined(separator: " ") : self
+    }
+}

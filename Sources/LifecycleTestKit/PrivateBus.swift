@@ -1,0 +1,135 @@
+import Foundation
+@preconcurrency import Glibc
+import CLifecycleShim
+import LifecycleOS
+
+/// A system-type bus of the test's own: a real dbus-daemon on a socket in
+/// a directory every user can reach (so that tests can call as `nobody`),
+/// whose policy lets anyone own names and call anything. The daemon under
+/// test finds it through DBUS_SYSTEM_BUS_ADDRESS (`environment`).
+public final class PrivateBus {
+    public let dir: String
+    public let address: String
+    public private(set) var pid: Int32
+    private var pidfd: Int32
+
+    /// `including`: a policy file (the project's dbus/io.lifecycled.Lifecycle1.conf)
+    /// under the stock system bus's default policy (deny owning names and
+    /// method calls, holes punched by the files included), instead of a
+    /// policy that allows everything.
+    public init(including policy: String? = nil) throws {
+        dir = "/tmp/lifecycled-bus-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        chmod(dir, 0o755)
+        let open = """
+              <policy context="default">
+                <allow user="*"/>
+                <allow own="*"/>
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+              </policy>
+            """
+        // As /usr/share/dbus-1/system.conf has it.
+        let stock = """
+              <policy context="default">
+                <allow user="*"/>
+                <deny own="*"/>
+                <deny send_type="method_call"/>
+                <allow send_type="signal"/>
+                <allow send_requested_reply="true" send_type="method_return"/>
+                <allow send_requested_reply="true" send_type="error"/>
+                <allow receive_type="method_call"/>
+                <allow receive_type="method_return"/>
+                <allow receive_type="error"/>
+                <allow receive_type="signal"/>
+                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+                <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+              </policy>
+              <include>\(policy ?? "")</include>
+            """
+        let config = """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>system</type>
+              <listen>unix:path=\(dir)/bus.sock</listen>
+              <auth>EXTERNAL</auth>
+            \(policy == nil ? open : stock)
+            </busconfig>
+            """
+        try config.write(toFile: dir + "/bus.conf", atomically: true, encoding: .utf8)
+        address = "unix:path=\(dir)/bus.sock"
+        (pid, pidfd) = try Self.start(dir)
+    }
+
+    /// Starts dbus-daemon and waits for it to print its address, which it
+    /// does once it listens.
+    private static func start(_ dir: String) throws -> (Int32, Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw TestFailure("pipe: \(errno)") }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        defer { close(fds[0]) }
+        let p = try Spawner.spawn(
+            SpawnRequest(
+                executable: "/usr/bin/dbus-daemon",
+                arguments: ["--config-file=\(dir)/bus.conf", "--nofork", "--print-address=3"],
+                environment: ProcessInfo.processInfo.environment, workingDirectory: dir, group: AppProcessGroup(),
+                inherit: [(fds[1], 3)]))
+        close(fds[1])
+        var printed: [UInt8] = []
+        var byte: UInt8 = 0
+        while !printed.contains(UInt8(ascii: "\n")) {
+            var pfd = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, 20_000) == 1, read(fds[0], &byte, 1) == 1 else {
+                kill(p.pid, SIGKILL)
+                throw TestFailure("dbus-daemon did not start (is dbus-daemon installed?)")
+            }
+            printed.append(byte)
+        }
+        return (p.pid, p.pidfd)
+    }
+
+    /// The bus daemon dies (SIGKILL) and, with `restart`, a new one listens
+    /// at the same address.
+    public func crash(restart: Bool) throws {
+        end()
+        unlink(dir + "/bus.sock")
+        if restart { (pid, pidfd) = try Self.start(dir) }
+    }
+
+    private func end() {
+        guard pid > 0 else { return }
+        kill(pid, SIGKILL)
+        var pfd = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&pfd, 1, 10_000)
+        var st = lc_child_status()
+        lc_reap(pid, &st)
+        close(pidfd)
+        pid = -1
+    }
+
+    /// For DaemonUnderTest's `environment`.
+    public var environment: [String: String] { ["DBUS_SYSTEM_BUS_ADDRESS": address] }
+
+    /// busctl on this bus (as `user`, when given).
+    public func busctl(_ args: [String], user: String? = nil) throws -> (Int32, String, String) {
+        var argv = ["/usr/bin/busctl", "--address=\(address)"] + args
+        if let user {
+            argv = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups"] + argv
+        }
+        return try run(argv)
+    }
+
+    /// Waits (at most `seconds`, a failure bound) until `name` has an owner,
+    /// told by the bus (gdbus wait watches NameOwnerChanged).
+    public func waitForName(_ name: String = "io.lifecycled.Lifecycle1", seconds: Int = 20) throws {
+        let (code, _, err) = try run(["/usr/bin/gdbus", "wait", "--address", address, "--timeout", "\(seconds)", name])
+        guard code == 0 else { throw TestFailure("\(name) not owned on the test bus within \(seconds) s: \(err)") }
+    }
+
+    deinit {
+        end()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+}

@@ -1,0 +1,269 @@
+import Foundation
+@preconcurrency import Glibc
+import LifecycleControl
+import LifecycleTestKit
+import Testing
+
+/// The D-Bus interface (docs/dbus.md), exercised with real parts: a real
+/// dbus-daemon of the test's own, the real daemon on it, and the clients
+/// shell authors use (busctl, gdbus, and a Python shell with dbus-python).
+@Suite(.serialized) struct DBusTests {
+    static let name = "io.lifecycled.Lifecycle1"
+    static let root = "/io/lifecycled/Lifecycle1"
+
+    /// A daemon serving on a private bus, its name owned.
+    static func daemon(_ apps: [String: String], daemon: String = "") throws -> (PrivateBus, DaemonUnderTest) {
+        let bus = try PrivateBus()
+        let d = try DaemonUnderTest(apps: apps, daemon: daemon, environment: bus.environment)
+        chmod(d.dir, 0o755)
+        try bus.waitForName()
+        return (bus, d)
+    }
+
+    /// `busctl call` on the daemon: (exit code, output, error).
+    static func call(
+        _ bus: PrivateBus, _ path: String, _ iface: String, _ method: String, _ args: [String] = [],
+        user: String? = nil
+    ) throws -> (Int32, String, String) {
+        try bus.busctl(["call", name, path, name + "." + iface, method] + args, user: user)
+    }
+
+    /// The error name gdbus reports for a call (busctl shows only errno text).
+    static func error(_ bus: PrivateBus, _ path: String, _ method: String, _ args: [String]) throws -> String {
+        let (_, _, err) = try run(
+            ["/usr/bin/gdbus", "call", "--address", bus.address, "-d", name, "-o", path, "-m", method] + args)
+        return err
+    }
+
+    /// The Python shell (Tests/dbus/shell.py): each step's outcome, the
+    /// signals it saw, the snapshots before and after.
+    static func shell(_ bus: PrivateBus, _ steps: [String]) throws -> [String: Any] {
+        let (code, out, err) = try run(["/usr/bin/python3", repositoryRoot + "/Tests/dbus/shell.py", bus.address] + steps)
+        guard code == 0, let json = try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any] else {
+            throw TestFailure("shell.py failed (\(code)): \(err)")
+        }
+        return json
+    }
+
+    /// Our interfaces in an introspection document, each as one string
+    /// without its indentation.
+    static func interfaces(_ xml: String) -> [String] {
+        var found: [String] = []
+        var rest = Substring(xml)
+        while let start = rest.range(of: "<interface name=\"io.lifecycled."),
+            let end = rest[start.upperBound...].range(of: "</interface>")
+        {
+            found.append(
+                rest[start.lowerBound..<end.upperBound].split(separator: "\n")
+                    .map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: "\n"))
+            rest = rest[end.upperBound...]
+        }
+        return found
+    }
+
+    @Test func theInterfaceIsTheCheckedInXML() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a")])
+        let (code, reply, err) = try Self.call(bus, Self.root, "Manager", "Home", ["a{sv}", "0"])
+        #expect(code == 0, "\(err)")
+        let operation = try #require(reply.split(separator: "\"").dropFirst().first.map(String.init))
+        var live: [String] = []
+        for path in [Self.root, Self.root + "/app/a", operation] {
+            live += Self.interfaces(try bus.busctl(["introspect", "--xml-interface", Self.name, path]).1)
+        }
+        let file = try String(contentsOfFile: repositoryRoot + "/docs/io.lifecycled.Lifecycle1.xml", encoding: .utf8)
+        #expect(live.count == 3)
+        #expect(live == Self.interfaces(file), "docs/io.lifecycled.Lifecycle1.xml is not what the daemon serves")
+        #expect(try d.stop() == 0)
+    }
+
+    /// A Python shell launches, activates, sends home, restarts and stops
+    /// an app; each operation ends done; the signals, applied to the
+    /// snapshot taken before, give the snapshot after; each names only
+    /// values that changed; the JSON socket agrees.
+    @Test func aPythonShellDrivesTheLifecycleAndTheSignalsAddUp() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a"), "b": recorder(s + "/b")])
+        let steps = ["Launch:a", "Activate:a", "Home", "Activate:a", "Restart:a", "Stop:a", "Launch:b"]
+        let out = try Self.shell(bus, steps)
+        let results = try #require(out["results"] as? [[String]])
+        #expect(results == Array(repeating: ["done", ""], count: steps.count))
+
+        typealias Properties = [String: Any]
+        func apps(_ snapshot: Any?) -> [String: Properties] {
+            var out: [String: Properties] = [:]
+            for (path, ifaces) in (snapshot as? [String: [String: Properties]]) ?? [:] where path.contains("/app/") {
+                out[path] = ifaces[Self.name + ".App"]
+            }
+            return out
+        }
+        var state = apps(out["before"])
+        #expect(state.count == 2)
+        let signals = try #require(out["signals"] as? [[String: Any]])
+        var finished = 0
+        for signal in signals {
+            let path = signal["path"] as? String ?? ""
+            if signal["signal"] as? String == "OperationFinished" { finished += 1 }
+            guard signal["signal"] as? String == "PropertiesChanged", path.contains("/app/"),
+                let changed = signal["changed"] as? Properties
+            else { continue }
+            for (key, value) in changed {
+                let was = state[path]?[key].map { "\($0)" }
+                #expect(was != "\(value)", "\(path) signalled \(key) = \(value), which it already was")
+                state[path]?[key] = value
+            }
+        }
+        #expect(finished == steps.count, "OperationFinished reaches the requester, once per operation")
+        let after = apps(out["after"])
+        for (path, properties) in after {
+            for (key, value) in properties where key != "Footprint" {
+                #expect("\(state[path]?[key] ?? "nil")" == "\(value)", "\(path) \(key): signals and snapshot disagree")
+            }
+        }
+        #expect(after[Self.root + "/app/a"]?["State"] as? String == "not-running")
+        #expect(after[Self.root + "/app/b"]?["State"] as? String == "active")
+        #expect(try d.status("b").state == .active)
+        #expect(try d.stop() == 0)
+    }
+
+    /// Outcomes say why: a launch that fails is `failed` with the
+    /// termination code; one a kill overtook is `superseded`.
+    @Test func outcomesSayWhy() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon([
+            "gone": "command = [\"/nonexistent/app\"]\n",
+            "hangs": recorder(s + "/h", arguments: ["--hang", "didFinishLaunching"]),
+        ])
+        let failed = try Self.shell(bus, ["Launch:gone"])
+        #expect(failed["results"] as? [[String]] == [["failed", "launch-failed"]])
+
+        let (code, reply, err) = try Self.call(bus, Self.root + "/app/hangs", "App", "Launch", ["a{sv}", "0"])
+        #expect(code == 0, "\(err)")
+        let operation = try #require(reply.split(separator: "\"").dropFirst().first.map(String.init))
+        try waitUntil("hangs is launching") { try d.status("hangs").awaiting?.rawValue == "didFinishLaunching" }
+        #expect(try Self.call(bus, Self.root + "/app/hangs", "App", "Kill", ["a{sv}", "0"]).0 == 0)
+        let wait = try bus.busctl(["call", Self.name, operation, Self.name + ".Operation", "Wait"])
+        #expect(wait.1.trimmingCharacters(in: .whitespacesAndNewlines) == "ss \"superseded\" \"killed-by-user\"")
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func badCallsAndRefusalsAreNamedErrors() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a")])
+        let manager = Self.name + ".Manager"
+        #expect(try Self.error(bus, Self.root, manager + ".GetApp", ["nope"]).contains("Lifecycle1.Error.NoSuchApp: unknown app 'nope'"))
+        let bogus = try Self.error(bus, Self.root + "/app/a", Self.name + ".App.Launch", ["{'bogus': <true>}"])
+        #expect(bogus.contains("org.freedesktop.DBus.Error.InvalidArgs: unknown option 'bogus'"), "\(bogus)")
+        let wrongType = try Self.error(bus, Self.root + "/app/a", Self.name + ".App.Activate", ["{'scene': <1>}"])
+        #expect(wrongType.contains("InvalidArgs: option 'scene' must be a string"), "\(wrongType)")
+        let notForStop = try Self.error(bus, Self.root + "/app/a", Self.name + ".App.Stop", ["{'display': <'main'>}"])
+        #expect(notForStop.contains("InvalidArgs: option 'display' does not apply to Stop"), "\(notForStop)")
+        let notLocked = try Self.error(bus, Self.root, manager + ".Unlock", ["{}"])
+        #expect(notLocked.contains("io.lifecycled.Lifecycle1.Refused.NotLocked: not-locked: "), "\(notLocked)")
+        let badPush = try Self.error(bus, Self.root + "/app/a", Self.name + ".App.Push", ["'[1]'", "{}"])
+        #expect(badPush.contains("InvalidArgs"), "\(badPush)")
+        let badSignal = try Self.error(bus, Self.root + "/app/a", Self.name + ".App.Signal", ["'STOP'"])
+        #expect(badSignal.contains("InvalidArgs"), "\(badSignal)")
+        #expect(try d.stop() == 0)
+    }
+
+    /// Anyone may read; changing needs root or the control group, as on
+    /// the JSON socket (the bus daemon vouches for the caller's groups).
+    @Test func changesNeedPermissionReadingDoesNot() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a")], daemon: "control_group = \"daemon\"")
+        let app = Self.root + "/app/a"
+        #expect(try Self.call(bus, Self.root, "Manager", "GetApp", ["s", "a"], user: "nobody").0 == 0)
+        #expect(try bus.busctl(["get-property", Self.name, app, Self.name + ".App", "State"], user: "nobody").0 == 0)
+        let (denied, _, why) = try Self.call(bus, app, "App", "Launch", ["a{sv}", "0"], user: "nobody")
+        #expect(denied != 0 && why.contains("ccess denied"), "\(why)")
+        #expect(try d.status("a").state == .notRunning)
+        let member = try run(
+            ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=daemon", "/usr/bin/busctl",
+             "--address=\(bus.address)", "call", Self.name, app, Self.name + ".App", "Launch", "a{sv}", "0"])
+        #expect(member.0 == 0, "a member of the control group was refused: \(member.2)")
+        try waitUntil("a runs") { try d.status("a").state != .notRunning }
+        #expect(try d.stop() == 0)
+    }
+
+    /// The bus daemon dies and comes back: the name comes back. The
+    /// daemon is killed -9: the next one takes the name and its apps.
+    @Test func theNameComesBackAfterTheBusOrTheDaemonDies() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a")])
+        #expect(try d.ctl(["activate", "a"]).0 == 0)
+        try bus.crash(restart: true)
+        try bus.waitForName()
+        let state = try bus.busctl(["get-property", Self.name, Self.root + "/app/a", Self.name + ".App", "State"])
+        #expect(state.1.contains("\"active\""), "\(state)")
+
+        _ = try d.crash(with: SIGKILL)
+        let next = try DaemonUnderTest(after: d)
+        try bus.waitForName()
+        let pid = try bus.busctl(["get-property", Self.name, Self.root + "/app/a", Self.name + ".App", "Pid"])
+        #expect(pid.1.trimmingCharacters(in: .whitespacesAndNewlines) == "u \(try next.status("a").pid ?? -1)")
+        #expect(try next.stop() == 0)
+    }
+
+    /// Without a bus the daemon works and says so once.
+    @Test func withoutABusTheDaemonSaysSoOnceAndWorks() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a")])
+        #expect(try d.ctl(["activate", "a"]).0 == 0)
+        let log = try String(contentsOfFile: d.dir + "/daemon.log", encoding: .utf8)
+        #expect(log.components(separatedBy: "no system bus").count == 2, "\(log)")
+        #expect(try d.stop() == 0)
+    }
+
+    /// A reload adds and removes objects; one that changes nothing emits
+    /// no signal at all.
+    @Test func reloadsAddAndRemoveObjectsAndANoOpReloadIsSilent() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a"), "b": recorder(s + "/b")])
+        let reload = "exec:\(binary("supervisorctl")) reload --socket \(d.socket)"
+        let quiet = try Self.shell(bus, [reload])
+        #expect(quiet["results"] as? [[String]] == [["ran", "0"]])
+        #expect((quiet["signals"] as? [Any])?.isEmpty == true, "a reload that changed nothing: \(quiet["signals"] ?? "")")
+
+        try recorder(s + "/c").write(toFile: d.dir + "/apps/c.toml", atomically: true, encoding: .utf8)
+        unlink(d.dir + "/apps/b.toml")
+        let changed = try Self.shell(bus, [reload])
+        let signals = (changed["signals"] as? [[String: Any]] ?? []).map {
+            "\($0["signal"] ?? "") \(($0["path"] as? String ?? "").split(separator: "/").last ?? "")"
+        }
+        #expect(signals == ["InterfacesRemoved b", "InterfacesAdded c"] || signals == ["InterfacesAdded c", "InterfacesRemoved b"], "\(signals)")
+        #expect(try Self.call(bus, Self.root, "Manager", "GetApp", ["s", "c"]).0 == 0)
+        #expect(try Self.call(bus, Self.root, "Manager", "GetApp", ["s", "b"]).0 != 0)
+        let list = try Self.call(bus, Self.root, "Manager", "ListApps")
+        #expect(list.1.contains("\"a\"") && list.1.contains("\"c\"") && !list.1.contains("\"b\""), "\(list)")
+        #expect(try d.stop() == 0)
+    }
+
+    /// Under the stock system bus policy with the project's policy file
+    /// included: root's daemon owns the name, anyone may read, and a call
+    /// that changes something reaches the daemon, which refuses it (it is
+    /// the daemon that decides, not the bus); nobody else may own the name.
+    @Test func theShippedBusPolicyLetsTheDaemonDecide() throws {
+        let s = scratch()
+        let bus = try PrivateBus(including: repositoryRoot + "/dbus/io.lifecycled.Lifecycle1.conf")
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a")], environment: bus.environment)
+        try bus.waitForName()
+        let app = Self.root + "/app/a"
+        #expect(try Self.call(bus, Self.root, "Manager", "GetApp", ["s", "a"], user: "nobody").0 == 0)
+        #expect(try bus.busctl(["get-property", Self.name, app, Self.name + ".App", "State"], user: "nobody").0 == 0)
+        let objects = try bus.busctl(
+            ["call", Self.name, Self.root, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects"], user: "nobody")
+        #expect(objects.0 == 0, "\(objects.2)")
+        let (_, _, denied) = try run(
+            ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/gdbus", "call",
+             "--address", bus.address, "-d", Self.name, "-o", app, "-m", Self.name + ".App.Launch", "{}"])
+        #expect(denied.contains("permission denied: 'launch' needs root"), "the daemon refused it, not the bus: \(denied)")
+        let own = try run(
+            ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",
+             "import dbus, sys; b = dbus.bus.BusConnection(sys.argv[1]); b.request_name('io.lifecycled.Lifecycle1')",
+             bus.address])
+        #expect(own.0 != 0 && own.2.contains("AccessDenied"), "nobody may not own the name: \(own)")
+        #expect(try Self.call(bus, app, "App", "Launch", ["a{sv}", "0"]).0 == 0, "root may")
+        #expect(try d.stop() == 0)
+    }
+}
