@@ -25,6 +25,12 @@
 #define NO_SUCH_APP NAME ".Error.NoSuchApp"
 /// Calls of one sender waiting for their credentials at once.
 #define PENDING_PER_SENDER 16
+/// Callers whose credentials are kept: a unique name is never given to
+/// another connection while the bus daemon lives, and a connection's
+/// credentials are the ones it had when it connected, so they are asked
+/// for once (the cache is emptied with a new connection to a bus).
+#define CREDENTIALS_KEPT 64
+#define GROUPS_KEPT 64
 /// How long a finished operation stays, for a late Wait.
 #define OPERATION_KEPT_USEC (60ULL * 1000000ULL)
 
@@ -67,6 +73,13 @@ struct pending {
     struct pending *next;
 };
 
+struct credentials {
+    char *sender;
+    uint32_t uid, pid;
+    uint32_t gids[GROUPS_KEPT];
+    size_t n_gids;
+};
+
 struct lc_front {
     sd_event *event;
     int64_t priority;
@@ -86,7 +99,26 @@ struct lc_front {
     uint64_t next_operation;
     struct pending *pending;
     uint64_t signals;
+    struct credentials kept[CREDENTIALS_KEPT];
+    size_t next_kept;
 };
+
+static const struct credentials *kept_credentials(lc_front *f, const char *sender) {
+    for (size_t i = 0; i < CREDENTIALS_KEPT; i++)
+        if (f->kept[i].sender && strcmp(f->kept[i].sender, sender) == 0) return &f->kept[i];
+    return NULL;
+}
+
+static void keep_credentials(lc_front *f, const struct credentials *c) {
+    struct credentials *slot = &f->kept[f->next_kept++ % CREDENTIALS_KEPT];  // the oldest goes
+    free(slot->sender);
+    *slot = *c;
+    slot->sender = strdup(c->sender);
+}
+
+static void forget_credentials(lc_front *f) {
+    for (size_t i = 0; i < CREDENTIALS_KEPT; i++) free(f->kept[i].sender), f->kept[i].sender = NULL;
+}
 
 static void say(lc_front *f, int priority, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(lc_front *f, int priority, const char *fmt, ...) {
@@ -337,49 +369,12 @@ static int reply_operation(lc_front *f, sd_bus_message *call, uint64_t id) {
     return sd_bus_reply_method_errorf(call, SD_BUS_ERROR_FAILED, "operation %" PRIu64 " is gone", id);
 }
 
-/// Reads GetConnectionCredentials' a{sv} and hands the call to the daemon.
-static int on_credentials(sd_bus_message *m, void *userdata, sd_bus_error *e) {
-    (void)e;
-    struct pending *p = userdata;
+/// Hands the call to the daemon, with who made it, and replies.
+static void dispatch(struct pending *p, const struct credentials *c) {
     lc_front *f = p->front;
-    const sd_bus_error *error = sd_bus_message_get_error(m);
-    if (error) {
-        sd_bus_reply_method_errorf(p->call, SD_BUS_ERROR_ACCESS_DENIED, "cannot learn who is calling: %s",
-                                   error->message ? error->message : error->name);
-        free_pending(p);
-        return 0;
-    }
     lc_front_request rq = {.verb = p->verb, .app = p->app, .scene = p->scene, .display = p->display,
-                           .background = p->background, .argument = p->argument, .sender = p->sender};
-    uint32_t gids[64];
-    int have_uid = 0, r = sd_bus_message_enter_container(m, 'a', "{sv}");
-    while (r > 0 && (r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-        const char *key = NULL;
-        r = sd_bus_message_read(m, "s", &key);
-        if (r >= 0 && strcmp(key, "UnixUserID") == 0) {
-            r = sd_bus_message_read(m, "v", "u", &rq.uid);
-            have_uid = r >= 0;
-        } else if (r >= 0 && strcmp(key, "ProcessID") == 0) {
-            r = sd_bus_message_read(m, "v", "u", &rq.pid);
-        } else if (r >= 0 && strcmp(key, "UnixGroupIDs") == 0) {
-            r = sd_bus_message_enter_container(m, 'v', "au");
-            if (r >= 0) r = sd_bus_message_enter_container(m, 'a', "u");
-            uint32_t g;
-            while (r >= 0 && (r = sd_bus_message_read(m, "u", &g)) > 0)
-                if (rq.n_gids < sizeof gids / sizeof *gids) gids[rq.n_gids++] = g;
-            if (r >= 0) r = sd_bus_message_exit_container(m);
-            if (r >= 0) r = sd_bus_message_exit_container(m);
-        } else if (r >= 0) {
-            r = sd_bus_message_skip(m, "v");
-        }
-        if (r >= 0) r = sd_bus_message_exit_container(m);
-    }
-    rq.gids = gids;
-    if (r < 0 || !have_uid) {
-        sd_bus_reply_method_errorf(p->call, SD_BUS_ERROR_ACCESS_DENIED, "the bus did not say who is calling");
-        free_pending(p);
-        return 0;
-    }
+                           .background = p->background, .argument = p->argument, .sender = p->sender,
+                           .uid = c->uid, .pid = c->pid, .gids = c->gids, .n_gids = c->n_gids};
     lc_front_answer answer = {0};
     f->cb.call(f->cb.context, &rq, &answer);
     if (answer.error_name)
@@ -389,6 +384,49 @@ static int on_credentials(sd_bus_message *m, void *userdata, sd_bus_error *e) {
     else
         sd_bus_reply_method_return(p->call, "");
     free_pending(p);
+}
+
+/// Reads GetConnectionCredentials' a{sv}, keeps it, and hands the call on.
+static int on_credentials(sd_bus_message *m, void *userdata, sd_bus_error *e) {
+    (void)e;
+    struct pending *p = userdata;
+    const sd_bus_error *error = sd_bus_message_get_error(m);
+    if (error) {
+        sd_bus_reply_method_errorf(p->call, SD_BUS_ERROR_ACCESS_DENIED, "cannot learn who is calling: %s",
+                                   error->message ? error->message : error->name);
+        free_pending(p);
+        return 0;
+    }
+    struct credentials c = {.sender = p->sender};
+    int have_uid = 0, r = sd_bus_message_enter_container(m, 'a', "{sv}");
+    while (r > 0 && (r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+        const char *key = NULL;
+        r = sd_bus_message_read(m, "s", &key);
+        if (r >= 0 && strcmp(key, "UnixUserID") == 0) {
+            r = sd_bus_message_read(m, "v", "u", &c.uid);
+            have_uid = r >= 0;
+        } else if (r >= 0 && strcmp(key, "ProcessID") == 0) {
+            r = sd_bus_message_read(m, "v", "u", &c.pid);
+        } else if (r >= 0 && strcmp(key, "UnixGroupIDs") == 0) {
+            r = sd_bus_message_enter_container(m, 'v', "au");
+            if (r >= 0) r = sd_bus_message_enter_container(m, 'a', "u");
+            uint32_t g;
+            while (r >= 0 && (r = sd_bus_message_read(m, "u", &g)) > 0)
+                if (c.n_gids < GROUPS_KEPT) c.gids[c.n_gids++] = g;
+            if (r >= 0) r = sd_bus_message_exit_container(m);
+            if (r >= 0) r = sd_bus_message_exit_container(m);
+        } else if (r >= 0) {
+            r = sd_bus_message_skip(m, "v");
+        }
+        if (r >= 0) r = sd_bus_message_exit_container(m);
+    }
+    if (r < 0 || !have_uid) {
+        sd_bus_reply_method_errorf(p->call, SD_BUS_ERROR_ACCESS_DENIED, "the bus did not say who is calling");
+        free_pending(p);
+        return 0;
+    }
+    keep_credentials(p->front, &c);
+    dispatch(p, &c);
     return 0;
 }
 
@@ -451,6 +489,12 @@ static int command(sd_bus_message *m, lc_front *f, const char *app, int argument
         return r < 0 ? r : -EINVAL;
     }
     p->call = sd_bus_message_ref(m);
+    const struct credentials *known = kept_credentials(f, sender);
+    if (known) {
+        struct credentials c = *known;  // the cache may change during the call
+        dispatch(p, &c);
+        return 1;
+    }
     r = sd_bus_call_method_async(sd_bus_message_get_bus(m), &p->slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
                                  "org.freedesktop.DBus", "GetConnectionCredentials", on_credentials, p, "s", sender);
     if (r < 0) {
@@ -702,6 +746,7 @@ static void drop_connection(lc_front *f) {
         o->n_waiters = 0;
     }
     for (size_t i = 0; i < f->n_apps; i++) f->apps[i]->announced = 0;
+    forget_credentials(f);  // a new bus daemon numbers its connections from :1.0 again
     if (f->bus) {
         sd_bus_detach_event(f->bus);
         sd_bus_flush_close_unref(f->bus);
