@@ -210,6 +210,8 @@ install: release install-clib generated
 	install -d $(DESTDIR)$(PREFIX)/share/dbus-1/system.d $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces
 	install -m 644 dbus/io.lifecycled.Lifecycle1.conf $(DESTDIR)$(PREFIX)/share/dbus-1/system.d/
 	install -m 644 docs/io.lifecycled.Lifecycle1.xml $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/
+	install -d $(DESTDIR)$(PREFIX)/share/polkit-1/actions
+	install -m 644 dbus/io.lifecycled.Lifecycle1.policy $(DESTDIR)$(PREFIX)/share/polkit-1/actions/
 	for unit in lifecycled.service lifecycled.socket; do \
 	    sed -e 's|/usr/local/bin/|$(PREFIX)/bin/|g' -e 's|/usr/local/share/|$(PREFIX)/share/|g' systemd/$$unit \
 	        > $(DESTDIR)$(UNITDIR)/$$unit && chmod 644 $(DESTDIR)$(UNITDIR)/$$unit; \

@@ -6,7 +6,7 @@
 # C shim's tests), systemd's tools (systemd-analyze, systemd-socket-activate,
 # systemd-notify), systemd-nspawn (the tests under a real systemd), setpriv
 # (util-linux), python3 (the Python example app and test programs), and for
-# the D-Bus tests dbus-daemon, gdbus and dbus-python with GLib.
+# the D-Bus tests dbus-daemon, gdbus, dbus-python with GLib, and polkitd.
 # Debian and Ubuntu.
 #
 # With --vm, only what the virtual machine of scripts/vm.sh needs: QEMU,
@@ -37,6 +37,7 @@ else
     command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
     command -v gdbus >/dev/null || need+=(libglib2.0-bin)
     /usr/bin/python3 -c 'import dbus, gi' 2>/dev/null || need+=(python3-dbus python3-gi)
+    [[ -x /usr/lib/polkit-1/polkitd ]] || need+=(polkitd)
 fi
 
 if ((${#need[@]})); then

@@ -23,6 +23,10 @@
 #define APP_IFACE NAME ".App"
 #define OPERATION_IFACE NAME ".Operation"
 #define NO_SUCH_APP NAME ".Error.NoSuchApp"
+#define POLKIT "org.freedesktop.PolicyKit1"
+/// How long polkit may take: longer when it may ask someone for a password.
+#define POLKIT_USEC (25ULL * 1000000ULL)
+#define POLKIT_INTERACTIVE_USEC (120ULL * 1000000ULL)
 /// Calls of one sender waiting for their credentials at once.
 #define PENDING_PER_SENDER 16
 /// Callers whose credentials are kept: a unique name is never given to
@@ -64,21 +68,24 @@ struct operation {
     struct operation *next;
 };
 
-struct pending {
-    lc_front *front;
-    sd_bus_message *call;
-    sd_bus_slot *slot;
-    char *verb, *app, *scene, *display, *argument, *sender;
-    int background;
-    struct pending *next;
-};
-
 struct credentials {
     char *sender;
     uint32_t uid, pid;
     uint32_t gids[GROUPS_KEPT];
     size_t n_gids;
 };
+
+struct pending {
+    lc_front *front;
+    sd_bus_message *call;
+    sd_bus_slot *slot;
+    char *verb, *app, *scene, *display, *argument, *sender;
+    int background;
+    int interactive;  // the caller allows interactive authorization
+    struct credentials *credentials;  // while polkit is asked
+    struct pending *next;
+};
+
 
 struct lc_front {
     sd_event *event;
@@ -359,6 +366,7 @@ static void free_pending(struct pending *p) {
         }
     sd_bus_slot_unref(p->slot);
     sd_bus_message_unref(p->call);
+    free(p->credentials);
     free(p->verb), free(p->app), free(p->scene), free(p->display), free(p->argument), free(p->sender);
     free(p);
 }
@@ -369,12 +377,19 @@ static int reply_operation(lc_front *f, sd_bus_message *call, uint64_t id) {
     return sd_bus_reply_method_errorf(call, SD_BUS_ERROR_FAILED, "operation %" PRIu64 " is gone", id);
 }
 
+static lc_front_request request_of(const struct pending *p, const struct credentials *c, int authorized) {
+    return (lc_front_request){.verb = p->verb, .app = p->app, .scene = p->scene, .display = p->display,
+                              .background = p->background, .argument = p->argument, .sender = p->sender,
+                              .uid = c->uid, .pid = c->pid, .gids = c->gids, .n_gids = c->n_gids,
+                              .authorized = authorized};
+}
+
+static void dispatch(struct pending *p, const struct credentials *c);
+
 /// Hands the call to the daemon, with who made it, and replies.
-static void dispatch(struct pending *p, const struct credentials *c) {
+static void hand_on(struct pending *p, const struct credentials *c, int authorized) {
     lc_front *f = p->front;
-    lc_front_request rq = {.verb = p->verb, .app = p->app, .scene = p->scene, .display = p->display,
-                           .background = p->background, .argument = p->argument, .sender = p->sender,
-                           .uid = c->uid, .pid = c->pid, .gids = c->gids, .n_gids = c->n_gids};
+    lc_front_request rq = request_of(p, c, authorized);
     lc_front_answer answer = {0};
     f->cb.call(f->cb.context, &rq, &answer);
     if (answer.error_name)
@@ -428,6 +443,98 @@ static int on_credentials(sd_bus_message *m, void *userdata, sd_bus_error *e) {
     keep_credentials(p->front, &c);
     dispatch(p, &c);
     return 0;
+}
+
+/// polkit's answer, (bba{ss}): authorized, challenge, details.
+static int on_polkit(sd_bus_message *m, void *userdata, sd_bus_error *e) {
+    (void)e;
+    struct pending *p = userdata;
+    lc_front *f = p->front;
+    struct credentials c = *p->credentials;
+    const sd_bus_error *error = sd_bus_message_get_error(m);
+    if (error) {
+        int absent = sd_bus_error_has_names(error, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER);
+        if (absent && !f->cb.polkit_required) {
+            hand_on(p, &c, 0);  // no polkitd: the group rule decides
+        } else {
+            sd_bus_reply_method_errorf(p->call, SD_BUS_ERROR_ACCESS_DENIED, "permission denied: polkit %s: %s",
+                                       absent ? "is not running" : "could not decide",
+                                       error->message ? error->message : error->name);
+            free_pending(p);
+        }
+        return 0;
+    }
+    int authorized = 0, challenge = 0;
+    if (sd_bus_message_enter_container(m, 'r', "bba{ss}") < 0 || sd_bus_message_read(m, "bb", &authorized, &challenge) < 0)
+        authorized = 0, challenge = 0;
+    if (authorized) {
+        hand_on(p, &c, 1);
+    } else if (challenge && !p->interactive) {
+        sd_bus_reply_method_errorf(p->call, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
+                                   "permission denied: polkit would ask for authentication to %s%s%s; call with "
+                                   "interactive authorization allowed, or add a polkit rule",
+                                   p->verb, p->app ? " " : "", p->app ? p->app : "");
+        free_pending(p);
+    } else {
+        sd_bus_reply_method_errorf(p->call, SD_BUS_ERROR_ACCESS_DENIED, "permission denied: polkit says no to %s%s%s",
+                                   p->verb, p->app ? " " : "", p->app ? p->app : "");
+        free_pending(p);
+    }
+    return 0;
+}
+
+static int append_detail(sd_bus_message *m, const char *key, const char *value) {
+    return value ? sd_bus_message_append(m, "{ss}", key, value) : 0;
+}
+
+/// CheckAuthorization(subject, action, details, flags, cancellation id),
+/// the subject the caller's bus name: polkit learns the rest from the bus.
+static int ask_polkit(struct pending *p, const char *action) {
+    lc_front *f = p->front;
+    char verb[64];
+    size_t i = 0;
+    for (; p->verb[i] && i < sizeof verb - 1; i++) verb[i] = (char)(p->verb[i] >= 'A' && p->verb[i] <= 'Z' ? p->verb[i] + 32 : p->verb[i]);
+    verb[i] = 0;
+    sd_bus_message *m = NULL;
+    int r = sd_bus_message_new_method_call(f->bus, &m, POLKIT, "/org/freedesktop/PolicyKit1/Authority",
+                                           POLKIT ".Authority", "CheckAuthorization");
+    if (r >= 0) r = sd_bus_message_append(m, "(sa{sv})s", "system-bus-name", 1, "name", "s", p->sender, action);
+    if (r >= 0) r = sd_bus_message_open_container(m, 'a', "{ss}");
+    if (r >= 0) r = append_detail(m, "verb", verb);
+    if (r >= 0) r = append_detail(m, "app", p->app);
+    if (r >= 0) r = append_detail(m, "display", p->display);
+    if (r >= 0) r = append_detail(m, "scene", p->scene);
+    if (r >= 0) r = sd_bus_message_close_container(m);
+    if (r >= 0) r = sd_bus_message_append(m, "us", (uint32_t)(p->interactive ? 1 : 0), "");
+    if (r >= 0)
+        r = sd_bus_call_async(f->bus, &p->slot, m, on_polkit, p, p->interactive ? POLKIT_INTERACTIVE_USEC : POLKIT_USEC);
+    sd_bus_message_unref(m);
+    return r;
+}
+
+/// Asks polkit first when the daemon says polkit decides; else hands on.
+static void dispatch(struct pending *p, const struct credentials *c) {
+    lc_front *f = p->front;
+    lc_front_request rq = request_of(p, c, 0);
+    const char *action = f->cb.polkit_action ? f->cb.polkit_action(f->cb.context, &rq) : NULL;
+    if (!action) {
+        hand_on(p, c, 0);
+        return;
+    }
+    sd_bus_slot_unref(p->slot);
+    p->slot = NULL;
+    p->credentials = malloc(sizeof *p->credentials);
+    int r = p->credentials ? 0 : -ENOMEM;
+    if (r >= 0) {
+        *p->credentials = *c;
+        p->credentials->sender = p->sender;  // not owned: the pending call's own copy
+        r = ask_polkit(p, action);
+    }
+    if (r < 0) {
+        sd_bus_reply_method_errorf(p->call, SD_BUS_ERROR_ACCESS_DENIED, "permission denied: cannot ask polkit: %s",
+                                   strerror(-r));
+        free_pending(p);
+    }
 }
 
 /// The options every command takes: scene, display, background; any
@@ -489,6 +596,7 @@ static int command(sd_bus_message *m, lc_front *f, const char *app, int argument
         return r < 0 ? r : -EINVAL;
     }
     p->call = sd_bus_message_ref(m);
+    p->interactive = sd_bus_message_get_allow_interactive_authorization(m) > 0;
     const struct credentials *known = kept_credentials(f, sender);
     if (known) {
         struct credentials c = *known;  // the cache may change during the call

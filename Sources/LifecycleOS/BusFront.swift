@@ -20,11 +20,14 @@ public final class BusFront {
         public var uid: UInt32
         public var pid: Int32?
         public var groups: [UInt32]
+        /// polkit said yes to this very call.
+        public var authorized: Bool
 
         public init(
             verb: String, app: String?, scene: String?, display: String?, background: Bool?, argument: String?,
-            sender: String, uid: UInt32, pid: Int32?, groups: [UInt32]
+            sender: String, uid: UInt32, pid: Int32?, groups: [UInt32], authorized: Bool = false
         ) {
+            self.authorized = authorized
             self.verb = verb
             self.app = app
             self.scene = scene
@@ -76,17 +79,25 @@ public final class BusFront {
 
     private var front: OpaquePointer?
     private let handle: (Request) -> Answer
+    private let polkitAction: (Request) -> String?
+    /// The action ids handed to the C, kept for the front's life.
+    private var actions: [String: UnsafeMutablePointer<CChar>] = [:]
     private let connected: () -> Void
     private let log: (Int32, String) -> Void
 
     /// Serves the interface on `loop` (a real one), connecting now or, when
-    /// there is no bus yet, later.
+    /// there is no bus yet, later. `polkitAction`: the polkit action that
+    /// decides a call, nil when polkit is not asked; `polkitRequired`: a
+    /// call polkit should decide is refused when polkitd is not there
+    /// (else `handle` decides, unauthorized).
     public init(
-        loop: EventLoop, version: String, handle: @escaping (Request) -> Answer, connected: @escaping () -> Void,
-        log: @escaping (Int32, String) -> Void
+        loop: EventLoop, version: String, polkitRequired: Bool = false,
+        polkitAction: @escaping (Request) -> String? = { _ in nil }, handle: @escaping (Request) -> Answer,
+        connected: @escaping () -> Void, log: @escaping (Int32, String) -> Void
     ) throws(SystemError) {
         guard let event = loop.event else { throw SystemError("lc_front_open", "a loop driven by hand", errno: .invalidArgument) }
         self.handle = handle
+        self.polkitAction = polkitAction
         self.connected = connected
         self.log = log
         var callbacks = lc_front_callbacks()
@@ -95,6 +106,13 @@ public final class BusFront {
             let me = Unmanaged<BusFront>.fromOpaque(context!).takeUnretainedValue()
             me.answer(request!.pointee, answer!)
         }
+        callbacks.polkit_action = { context, request in
+            let me = Unmanaged<BusFront>.fromOpaque(context!).takeUnretainedValue()
+            guard let action = me.polkitAction(BusFront.request(request!.pointee)) else { return nil }
+            if me.actions[action] == nil { me.actions[action] = strdup(action) }
+            return UnsafePointer(me.actions[action])
+        }
+        callbacks.polkit_required = polkitRequired ? 1 : 0
         callbacks.connected = { context in Unmanaged<BusFront>.fromOpaque(context!).takeUnretainedValue().connected() }
         callbacks.log = { context, priority, message in
             Unmanaged<BusFront>.fromOpaque(context!).takeUnretainedValue().log(priority, String(cString: message!))
@@ -105,22 +123,28 @@ public final class BusFront {
         front = f
     }
 
-    deinit { lc_front_close(front) }
+    deinit {
+        lc_front_close(front)
+        for a in actions.values { free(a) }
+    }
 
     /// Whether the connection is up and the name is ours.
     public var serving: Bool { lc_front_serving(front) != 0 }
     /// Signals emitted since the front opened.
     public var signalsSent: UInt64 { lc_front_signals_sent(front) }
 
-    private func answer(_ r: lc_front_request, _ out: UnsafeMutablePointer<lc_front_answer>) {
+    private static func request(_ r: lc_front_request) -> Request {
         func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }
         let groups = r.n_gids > 0 ? Array(UnsafeBufferPointer(start: r.gids, count: r.n_gids)) : []
-        let request = Request(
+        return Request(
             verb: string(r.verb) ?? "", app: string(r.app), scene: string(r.scene), display: string(r.display),
             background: r.background < 0 ? nil : r.background != 0, argument: string(r.argument),
             sender: string(r.sender) ?? "", uid: r.uid, pid: r.pid > 0 ? Int32(bitPattern: r.pid) : nil,
-            groups: groups)
-        switch handle(request) {
+            groups: groups, authorized: r.authorized != 0)
+    }
+
+    private func answer(_ r: lc_front_request, _ out: UnsafeMutablePointer<lc_front_answer>) {
+        switch handle(BusFront.request(r)) {
         case .done: break
         case .operation(let id): out.pointee.operation = id
         case .error(let name, let message):

@@ -100,12 +100,7 @@ public final class PrivateBus {
 
     private func end() {
         guard pid > 0 else { return }
-        kill(pid, SIGKILL)
-        var pfd = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
-        _ = poll(&pfd, 1, 10_000)
-        var st = lc_child_status()
-        lc_reap(pid, &st)
-        close(pidfd)
+        killAndReap(pid, pidfd)
         pid = -1
     }
 
@@ -132,4 +127,59 @@ public final class PrivateBus {
         end()
         try? FileManager.default.removeItem(atPath: dir)
     }
+}
+
+/// A real polkitd on a private bus, in a mount namespace of its own where
+/// its actions directory holds only `policy` (the project's action file)
+/// and its rules directories only `rules` (JavaScript, one file): no test
+/// reads or writes the machine's polkit directories.
+public final class PrivatePolkit {
+    public let dir: String
+    public private(set) var pid: Int32
+    private var pidfd: Int32
+
+    public init(on bus: PrivateBus, policy: String, rules: String) throws {
+        dir = "/tmp/lifecycled-polkit-\(UUID().uuidString.prefix(8))"
+        for sub in ["", "/actions", "/rules"] {
+            try FileManager.default.createDirectory(atPath: dir + sub, withIntermediateDirectories: true)
+            chmod(dir + sub, 0o755)  // polkitd reads them as user polkitd
+        }
+        try FileManager.default.copyItem(atPath: policy, toPath: dir + "/actions/io.lifecycled.Lifecycle1.policy")
+        try rules.write(toFile: dir + "/rules/50-test.rules", atomically: true, encoding: .utf8)
+        for f in ["/actions/io.lifecycled.Lifecycle1.policy", "/rules/50-test.rules"] { chmod(dir + f, 0o644) }
+        let script = """
+            mount --bind \(dir)/actions /usr/share/polkit-1/actions && \
+            mount --bind \(dir)/rules /etc/polkit-1/rules.d && \
+            mount --bind \(dir)/rules /usr/share/polkit-1/rules.d && \
+            exec /usr/lib/polkit-1/polkitd --no-debug
+            """
+        var env = ProcessInfo.processInfo.environment
+        env["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
+        let log = open(dir + "/polkitd.log", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        defer { close(log) }
+        let p = try Spawner.spawn(
+            SpawnRequest(
+                executable: "/usr/bin/unshare", arguments: ["-m", "/bin/sh", "-c", script], environment: env,
+                workingDirectory: dir, group: AppProcessGroup(), inherit: [(log, 1), (log, 2)]))
+        (pid, pidfd) = (p.pid, p.pidfd)
+        do { try bus.waitForName("org.freedesktop.PolicyKit1") } catch {
+            let text = (try? String(contentsOfFile: dir + "/polkitd.log", encoding: .utf8)) ?? ""
+            throw TestFailure("polkitd did not take its name: \(error); its log: \(text)")
+        }
+    }
+
+    deinit {
+        killAndReap(pid, pidfd)
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+}
+
+/// SIGKILL, then the end awaited on the pidfd (at most 10 s) and reaped.
+private func killAndReap(_ pid: Int32, _ pidfd: Int32) {
+    kill(pid, SIGKILL)
+    var pfd = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+    _ = poll(&pfd, 1, 10_000)
+    var st = lc_child_status()
+    lc_reap(pid, &st)
+    close(pidfd)
 }

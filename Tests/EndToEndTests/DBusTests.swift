@@ -266,4 +266,109 @@ import Testing
         #expect(try Self.call(bus, app, "App", "Launch", ["a{sv}", "0"]).0 == 0, "root may")
         #expect(try d.stop() == 0)
     }
+
+    /// nobody, as a busctl call (with interactive authorization allowed or not).
+    static func asNobody(_ bus: PrivateBus, _ path: String, _ method: String, interactive: Bool = false)
+        throws -> (Int32, String, String)
+    {
+        try run(
+            ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/gdbus", "call",
+             "--address", bus.address, "-d", name, "-o", path, "-m", method, "{}"]
+                + (interactive ? ["--interactive"] : []))
+    }
+
+    /// polkit decides for callers who are neither root nor in the control
+    /// group, per app through the details: a rule lets nobody bring `a`
+    /// to the front and nothing else; without a rule polkit would ask for
+    /// a password, which a call that does not allow interaction is told.
+    @Test func polkitDecidesPerAppForOthers() throws {
+        let s = scratch()
+        let bus = try PrivateBus()
+        let polkit = try PrivatePolkit(
+            on: bus, policy: repositoryRoot + "/dbus/io.lifecycled.Lifecycle1.policy",
+            rules: """
+                polkit.addRule(function(action, subject) {
+                    if (action.id == "io.lifecycled.Lifecycle1.launch" && subject.user == "nobody" &&
+                        action.lookup("app") == "a" && action.lookup("verb") == "activate")
+                        return polkit.Result.YES;
+                });
+                """)
+        let d = try DaemonUnderTest(
+            apps: ["a": recorder(s + "/a"), "b": recorder(s + "/b")], daemon: "control_group = \"daemon\"",
+            environment: bus.environment)
+        chmod(d.dir, 0o755)
+        try bus.waitForName()
+        let a = try Self.asNobody(bus, Self.root + "/app/a", Self.name + ".App.Activate")
+        #expect(a.0 == 0 && a.1.contains("/operation/"), "a rule lets nobody activate a: \(a)")
+        try waitUntil("a in front") { try d.status("a").state == .active }
+        let b = try Self.asNobody(bus, Self.root + "/app/b", Self.name + ".App.Activate")
+        #expect(b.2.contains("InteractiveAuthorizationRequired"), "no rule for b: \(b.2)")
+        let stop = try Self.asNobody(bus, Self.root + "/app/a", Self.name + ".App.Stop")
+        #expect(stop.2.contains("InteractiveAuthorizationRequired"), "the rule is for launch only: \(stop.2)")
+        #expect(try d.status("b").state == .notRunning && d.status("a").state == .active)
+        // The control group needs no polkit.
+        let member = try run(
+            ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=daemon", "/usr/bin/busctl",
+             "--address=\(bus.address)", "call", Self.name, Self.root + "/app/b", Self.name + ".App", "Launch", "a{sv}", "0"])
+        #expect(member.0 == 0, "\(member.2)")
+        #expect(try d.stop() == 0)
+
+        // dbus_authorization = "group": polkit is never asked, its rule grants nothing.
+        let g = try DaemonUnderTest(
+            apps: ["a": recorder(s + "/ga")], daemon: "dbus_authorization = \"group\"", environment: bus.environment)
+        chmod(g.dir, 0o755)
+        try bus.waitForName()
+        let refused = try Self.asNobody(bus, Self.root + "/app/a", Self.name + ".App.Activate")
+        #expect(refused.2.contains("AccessDenied: permission denied: 'activate' needs root"), "\(refused.2)")
+        withExtendedLifetime(polkit) {}
+        #expect(try g.stop() == 0)
+    }
+
+    /// Without polkitd: `auto` falls back to the group rule; `polkit`
+    /// refuses, saying polkit is not running; the control group may either way.
+    @Test func withoutPolkitdAutoFallsBackAndPolkitRefuses() throws {
+        let s = scratch()
+        for (mode, expected) in [("auto", "needs root or membership of the control group"), ("polkit", "polkit is not running")] {
+            let bus = try PrivateBus()
+            let d = try DaemonUnderTest(
+                apps: ["a": recorder(s + "/a-\(mode)")],
+                daemon: "control_group = \"daemon\"\ndbus_authorization = \"\(mode)\"", environment: bus.environment)
+            chmod(d.dir, 0o755)
+            try bus.waitForName()
+            let nobody = try Self.asNobody(bus, Self.root + "/app/a", Self.name + ".App.Activate")
+            #expect(nobody.2.contains("AccessDenied") && nobody.2.contains(expected), "\(mode): \(nobody.2)")
+            let member = try run(
+                ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=daemon", "/usr/bin/busctl",
+                 "--address=\(bus.address)", "call", Self.name, Self.root + "/app/a", Self.name + ".App", "Launch",
+                 "a{sv}", "0"])
+            #expect(member.0 == 0, "\(mode): \(member.2)")
+            #expect(try d.stop() == 0)
+        }
+    }
+
+    /// polkitd stopped (SIGSTOP): a caller that floods the daemon with calls
+    /// polkit must decide has 16 waiting at most, the rest refused at once
+    /// (LimitsExceeded); root's own call is not held up (the loop never
+    /// waits for polkit); once polkitd goes on, every waiting call is answered.
+    @Test func aFloodOfCallsWaitingForPolkitIsBoundedAndBlocksNoOne() throws {
+        let s = scratch()
+        let bus = try PrivateBus()
+        let polkit = try PrivatePolkit(
+            on: bus, policy: repositoryRoot + "/dbus/io.lifecycled.Lifecycle1.policy", rules: "")
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a")], environment: bus.environment)
+        chmod(d.dir, 0o755)
+        try bus.waitForName()
+        let (code, out, err) = try run(
+            ["/usr/bin/python3", repositoryRoot + "/Tests/dbus/flood.py", bus.address, "\(polkit.pid)",
+             Self.root + "/app/a", "40"])
+        #expect(code == 0, "\(err)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
+        let early = json["early"] as? [String] ?? []
+        #expect(early.count == 24 && early.allSatisfy { $0.hasSuffix("LimitsExceeded") }, "\(early)")
+        let all = json["all"] as? [String] ?? []
+        #expect(all.count == 40)
+        #expect(all.filter { $0.hasSuffix("InteractiveAuthorizationRequired") }.count == 16, "\(all)")
+        #expect(try d.status("a").state == .notRunning)
+        #expect(try d.stop() == 0)
+    }
 }

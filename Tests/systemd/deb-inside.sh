@@ -68,10 +68,16 @@ $CTL activate recorder >/dev/null
 # The interface on the real system bus, with the policy the package installed.
 BUS=io.lifecycled.Lifecycle1
 for i in $(seq 1 3000); do busctl status $BUS >/dev/null 2>&1 && break; sleep 0.01; done
-[ -f /usr/share/dbus-1/system.d/$BUS.conf ] && [ -f /usr/share/dbus-1/interfaces/$BUS.xml ] \
+[ -f /usr/share/dbus-1/system.d/$BUS.conf ] && [ -f /usr/share/dbus-1/interfaces/$BUS.xml ] && [ -f /usr/share/polkit-1/actions/$BUS.policy ] \
     && [ "$(busctl get-property $BUS /io/lifecycled/Lifecycle1/app/recorder $BUS.App State 2>&1)" = 's "active"' ] \
     && pass "D-Bus: the package's policy and interface installed; busctl reads the recorder: active" \
     || fail "D-Bus: $(busctl get-property $BUS /io/lifecycled/Lifecycle1/app/recorder $BUS.App State 2>&1); $(journalctl -u lifecycled -o cat | grep -i bus | tail -2)"
+# polkit decides for others: the system's polkitd (bus-activated), the package's actions.
+out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups gdbus call --system -d $BUS \
+    -o /io/lifecycled/Lifecycle1/app/saver -m $BUS.App.Stop '{}' 2>&1)
+echo "$out" | grep -q "InteractiveAuthorizationRequired" \
+    && pass "D-Bus: nobody's Stop goes to polkit, which would ask for a password: InteractiveAuthorizationRequired" \
+    || fail "D-Bus as nobody: $out"
 
 # An app's output in the journal, and reload after a manifest is added.
 cat > /etc/lifecycled/apps/talker.toml <<'TOML'

@@ -47,6 +47,7 @@ typedef struct {
     uint32_t pid;            ///< 0 when the bus did not say
     const uint32_t *gids;
     size_t n_gids;
+    int authorized;          ///< polkit said yes to this very call
 } lc_front_request;
 
 /// The daemon's answer to a call: an error, an operation, or nothing.
@@ -59,6 +60,15 @@ typedef struct {
 typedef struct {
     void *context;
     void (*call)(void *context, const lc_front_request *request, lc_front_answer *answer);
+    /// Before `call`: the polkit action that decides whether this caller
+    /// may make this call, or NULL when polkit is not asked (root, the
+    /// control group, or authorization by group only). The front then asks
+    /// polkit (asynchronously, with the details app, verb, display and
+    /// scene, and the caller's interactive flag) and calls `call` with
+    /// `authorized` set when it said yes.
+    const char *(*polkit_action)(void *context, const lc_front_request *request);
+    /// polkitd not there: 1 refuses the call, 0 lets `call` decide by the group rule.
+    int polkit_required;
     /// The bus connection came up (again): push every app.
     void (*connected)(void *context);
     /// Something to say once (the bus is gone, the name was lost, ...).

@@ -70,8 +70,22 @@ public struct DaemonConfig: Sendable {
     public var fetchWindow: Duration = .seconds(300)
     /// Serve io.lifecycled.Lifecycle1 on the system bus (docs/dbus.md).
     public var dbus = true
+    /// Who decides the D-Bus calls of callers that are neither root nor in
+    /// the control group: polkit, or nobody (they are refused).
+    public var dbusAuthorization: BusAuthorization = .auto
 
     public init() {}
+}
+
+/// Who decides a D-Bus call of a caller that is neither root nor in the
+/// control group (docs/dbus.md, "Who may do what").
+public enum BusAuthorization: String, Sendable, Equatable {
+    /// polkit when polkitd answers; without it, the group rule (refused).
+    case auto
+    /// polkit; without polkitd, refused with a message that says so.
+    case polkit
+    /// Only root and the control group, as on the JSON socket.
+    case group
 }
 
 /// The [cpu] table of the daemon file: cpu.weight by state (with the cgroup
@@ -226,6 +240,12 @@ public enum ConfigLoader {
                     throw doc.error(key, "at most 1 h: a fetch waits at most this long")
                 }
             case "dbus": c.dbus = try doc.bool(value, key)
+            case "dbus_authorization":
+                let a = try doc.string(value, key)
+                guard let mode = BusAuthorization(rawValue: a) else {
+                    throw doc.error(key, "expected \"auto\", \"polkit\" or \"group\", got \"\(a)\"")
+                }
+                c.dbusAuthorization = mode
             case "log_level":
                 let l = try doc.string(value, key)
                 guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(l) else {

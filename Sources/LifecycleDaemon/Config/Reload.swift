@@ -166,6 +166,7 @@ extension Daemon {
         check("log_backups", \.logBackups)
         check("log_rate", \.logRate)
         check("dbus", \.dbus)
+        check("dbus_authorization", \.dbusAuthorization)
         return keys
     }
 

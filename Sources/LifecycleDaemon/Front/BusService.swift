@@ -36,6 +36,19 @@ final class BusService {
         let expires: Int64
     }
 
+    /// The polkit action that decides a method (dbus/io.lifecycled.Lifecycle1.policy).
+    static func polkitAction(_ verb: String) -> String? {
+        let action: String? =
+            switch verb {
+            case "Launch", "Activate", "OpenURL", "Home": "launch"
+            case "Stop", "Kill", "Restart", "Signal": "stop"
+            case "Lock", "Unlock": "display"
+            case "Fetch", "Push": "wake"
+            default: nil
+            }
+        return action.map { "io.lifecycled.Lifecycle1." + $0 }
+    }
+
     /// How long an operation may wait for its outcome.
     static let operationLimit: Int64 = 300_000_000_000
 
@@ -48,8 +61,15 @@ extension Daemon {
     func openBus() {
         guard config.dbus else { return }
         do {
+            let authorization = config.dbusAuthorization
             let front = try BusFront(
-                loop: loop, version: LifecycleVersion.string,
+                loop: loop, version: LifecycleVersion.string, polkitRequired: authorization == .polkit,
+                polkitAction: { [unowned self] call in
+                    guard authorization != .group, let front = self.front,
+                        !front.permissions.mayChange(Self.caller(call))
+                    else { return nil }
+                    return BusService.polkitAction(call.verb)
+                },
                 handle: { [unowned self] in self.busCall($0) },
                 connected: { [unowned self] in
                     self.bus?.resync = true
@@ -85,7 +105,7 @@ extension Daemon {
         case .failure(let f): return BusErrors.answer(f)
         case .success(let c): command = c
         }
-        let caller = Caller(pid: call.pid, uid: call.uid, gid: nil, groups: call.groups)
+        let caller = Self.caller(call)
         let before = Goal.of(request, before: statusReport(request.app.map { [$0] } ?? [], shown: false))
         let since = wallTime(now())
         switch front.execute(command, from: caller) {
@@ -102,6 +122,10 @@ extension Daemon {
             }
             return .operation(id)
         }
+    }
+
+    static func caller(_ call: BusFront.Request) -> Caller {
+        Caller(pid: call.pid, uid: call.uid, gid: nil, groups: call.groups, polkitAuthorized: call.authorized)
     }
 
     /// The JSON request a call stands for; options that do not apply to
