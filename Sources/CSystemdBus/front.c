@@ -22,6 +22,15 @@
 #define MANAGER_IFACE NAME ".Manager"
 #define APP_IFACE NAME ".App"
 #define OPERATION_IFACE NAME ".Operation"
+#define MONITORS ROOT "/monitor"
+#define MONITOR_IFACE NAME ".Monitor"
+/// Monitors one connection may hold, and all of them.
+#define MONITORS_PER_SENDER 8
+#define MONITORS_MAX 256
+/// Messages waiting to be written to the bus daemon beyond which a
+/// monitor's records are dropped (and counted, for its Lost signal): a
+/// stalled bus daemon must not grow the daemon's memory without bound.
+#define QUEUE_HIGH 4096
 #define NO_SUCH_APP NAME ".Error.NoSuchApp"
 #define POLKIT "org.freedesktop.PolicyKit1"
 /// How long polkit may take: longer when it may ask someone for a password.
@@ -68,6 +77,19 @@ struct operation {
     struct operation *next;
 };
 
+struct monitor {
+    lc_front *front;
+    uint64_t id;
+    char *path, *owner;
+    char **apps;  // NULL: every app
+    size_t n_apps;
+    uint64_t sequence;
+    uint64_t lost_first, lost_last;  // records dropped, not yet told (0: none)
+    sd_bus_track *track;
+    int closed;
+    struct monitor *next;
+};
+
 struct credentials {
     char *sender;
     uint32_t uid, pid;
@@ -108,6 +130,9 @@ struct lc_front {
     uint64_t signals;
     struct credentials kept[CREDENTIALS_KEPT];
     size_t next_kept;
+    struct monitor *monitors;
+    uint64_t next_monitor;
+    uint64_t records_lost;
 };
 
 static const struct credentials *kept_credentials(lc_front *f, const char *sender) {
@@ -237,7 +262,10 @@ static void drop_app(lc_front *f, struct app *a) {
     free_app(a);
 }
 
+static void collect_monitors(lc_front *f);
+
 void lc_front_flush(lc_front *f) {
+    collect_monitors(f);
     for (size_t i = 0; i < f->n_dirty; i++) {
         struct app *a = f->dirty[i];
         a->queued = 0;
@@ -773,6 +801,150 @@ static int get_operation_state(sd_bus *b, const char *p, const char *i, const ch
     return sd_bus_message_append(reply, "s", ((struct operation *)userdata)->done ? "done" : "running");
 }
 
+// ---- Monitors ----------------------------------------------------------------
+
+static size_t live_monitors(const lc_front *f, const char *owner) {
+    size_t n = 0;
+    for (const struct monitor *m = f->monitors; m; m = m->next)
+        n += !m->closed && (!owner || strcmp(m->owner, owner) == 0);
+    return n;
+}
+
+size_t lc_front_monitors(const lc_front *f) { return live_monitors(f, NULL); }
+uint64_t lc_front_records_lost(const lc_front *f) { return f->records_lost; }
+
+static void free_monitor(lc_front *f, struct monitor *m) {
+    for (struct monitor **at = &f->monitors; *at; at = &(*at)->next)
+        if (*at == m) {
+            *at = m->next;
+            break;
+        }
+    sd_bus_track_unref(m->track);
+    for (size_t i = 0; i < m->n_apps; i++) free(m->apps[i]);
+    free(m->apps), free(m->path), free(m->owner);
+    free(m);
+}
+
+/// The monitors closed, or whose owner went, freed (never from inside
+/// their own tracker's callback).
+static void collect_monitors(lc_front *f) {
+    for (struct monitor *m = f->monitors, *next; m; m = next) {
+        next = m->next;
+        if (m->closed) free_monitor(f, m);
+    }
+}
+
+static int on_owner_gone(sd_bus_track *t, void *userdata) {
+    (void)t;
+    ((struct monitor *)userdata)->closed = 1;
+    return 0;
+}
+
+static int create_monitor(sd_bus_message *msg, void *userdata, sd_bus_error *e) {
+    lc_front *f = userdata;
+    const char *sender = sd_bus_message_get_sender(msg);
+    if (!sender) return sd_bus_error_setf(e, SD_BUS_ERROR_ACCESS_DENIED, "a call without a sender");
+    if (live_monitors(f, sender) >= MONITORS_PER_SENDER || live_monitors(f, NULL) >= MONITORS_MAX)
+        return sd_bus_error_setf(e, SD_BUS_ERROR_LIMITS_EXCEEDED, "at most %d monitors a connection, %d in all",
+                                 MONITORS_PER_SENDER, MONITORS_MAX);
+    struct monitor *m = calloc(1, sizeof *m);
+    if (!m) return -ENOMEM;
+    m->front = f;
+    int r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+    while (r >= 0 && (r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
+        const char *key = NULL;
+        if ((r = sd_bus_message_read(msg, "s", &key)) < 0) break;
+        if (strcmp(key, "apps") != 0 || m->apps) {
+            r = sd_bus_error_setf(e, SD_BUS_ERROR_INVALID_ARGS, "unknown option '%s' (known: apps)", key);
+            break;
+        }
+        char **apps = NULL;
+        if (sd_bus_message_enter_container(msg, 'v', "as") < 0 || sd_bus_message_read_strv(msg, &apps) < 0) {
+            r = sd_bus_error_setf(e, SD_BUS_ERROR_INVALID_ARGS, "option 'apps' must be a list of names");
+            break;
+        }
+        m->apps = apps;
+        while (apps[m->n_apps]) m->n_apps++;
+        if ((r = sd_bus_message_exit_container(msg)) < 0) break;
+        r = sd_bus_message_exit_container(msg);
+    }
+    if (r >= 0) r = sd_bus_message_exit_container(msg);
+    m->owner = strdup(sender);
+    m->id = ++f->next_monitor;
+    if (r >= 0 && asprintf(&m->path, MONITORS "/%" PRIu64, m->id) < 0) r = -ENOMEM;
+    if (r >= 0) r = sd_bus_track_new(sd_bus_message_get_bus(msg), &m->track, on_owner_gone, m);
+    if (r >= 0) r = sd_bus_track_add_name(m->track, sender);
+    m->next = f->monitors;
+    f->monitors = m;
+    if (r < 0) {
+        free_monitor(f, m);
+        return r;
+    }
+    return sd_bus_reply_method_return(msg, "o", m->path);
+}
+
+static int monitor_find(sd_bus *bus, const char *path, const char *iface, void *userdata, void **found,
+                        sd_bus_error *e) {
+    (void)bus, (void)iface, (void)e;
+    lc_front *f = userdata;
+    for (struct monitor *m = f->monitors; m; m = m->next)
+        if (!m->closed && strcmp(m->path, path) == 0) {
+            *found = m;
+            return 1;
+        }
+    return 0;
+}
+
+static int monitor_close(sd_bus_message *msg, void *userdata, sd_bus_error *e) {
+    struct monitor *m = userdata;
+    const char *sender = sd_bus_message_get_sender(msg);
+    if (!sender || strcmp(sender, m->owner) != 0)
+        return sd_bus_error_setf(e, SD_BUS_ERROR_ACCESS_DENIED, "only the connection that created a monitor closes it");
+    m->closed = 1;
+    return sd_bus_reply_method_return(msg, "");
+}
+
+static int get_monitor_apps(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *reply,
+                            void *userdata, sd_bus_error *e) {
+    (void)b, (void)p, (void)i, (void)prop, (void)e;
+    struct monitor *m = userdata;
+    return sd_bus_message_append_strv(reply, m->apps ? m->apps : (char *[]){NULL});
+}
+
+static int monitor_signal(lc_front *f, struct monitor *m, const char *member, const char *types, ...) {
+    sd_bus_message *s = NULL;
+    int r = sd_bus_message_new_signal(f->bus, &s, m->path, MONITOR_IFACE, member);
+    if (r >= 0) {
+        va_list ap;
+        va_start(ap, types);
+        r = sd_bus_message_appendv(s, types, ap);
+        va_end(ap);
+    }
+    if (r >= 0) r = sd_bus_send_to(f->bus, s, m->owner, NULL);
+    sd_bus_message_unref(s);
+    if (r >= 0) f->signals++;
+    return r;
+}
+
+void lc_front_record(lc_front *f, const char *app, const char *record) {
+    uint64_t queued = 0;
+    int deep = !f->serving || (sd_bus_get_n_queued_write(f->bus, &queued) >= 0 && queued > QUEUE_HIGH);
+    for (struct monitor *m = f->monitors; m; m = m->next) {
+        if (m->closed) continue;
+        int wanted = !m->apps;
+        for (size_t i = 0; !wanted && i < m->n_apps; i++) wanted = strcmp(m->apps[i], app) == 0;
+        if (!wanted) continue;
+        uint64_t sequence = ++m->sequence;
+        if (!deep && m->lost_first && monitor_signal(f, m, "Lost", "tt", m->lost_first, m->lost_last) >= 0)
+            m->lost_first = m->lost_last = 0;
+        if (deep || m->lost_first || monitor_signal(f, m, "Record", "ts", sequence, record) < 0) {
+            if (!m->lost_first) m->lost_first = sequence;
+            m->lost_last = sequence;
+            f->records_lost++;
+        }
+    }
+}
+
 // ---- Vtables -----------------------------------------------------------------
 
 #define OPTIONS "a{sv}"
@@ -789,6 +961,8 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_METHOD_WITH_NAMES("Home", OPTIONS, SD_BUS_PARAM(options), "o", SD_BUS_PARAM(operation), manager_command, OPEN),
     SD_BUS_METHOD_WITH_NAMES("Lock", OPTIONS, SD_BUS_PARAM(options), "o", SD_BUS_PARAM(operation), manager_command, OPEN),
     SD_BUS_METHOD_WITH_NAMES("Unlock", OPTIONS, SD_BUS_PARAM(options), "o", SD_BUS_PARAM(operation), manager_command, OPEN),
+    SD_BUS_METHOD_WITH_NAMES("CreateMonitor", OPTIONS, SD_BUS_PARAM(options), "o", SD_BUS_PARAM(monitor),
+                             create_monitor, OPEN),
     SD_BUS_METHOD_WITH_NAMES("OpenURL", "s" OPTIONS, SD_BUS_PARAM(url) SD_BUS_PARAM(options), "o",
                              SD_BUS_PARAM(operation), manager_command, OPEN),
     SD_BUS_SIGNAL_WITH_NAMES("OperationFinished", "ossss",
@@ -826,6 +1000,16 @@ static const sd_bus_vtable app_vtable[] = {
     SD_BUS_METHOD_WITH_NAMES("Signal", "s", SD_BUS_PARAM(signal), "", "", app_command, OPEN),
     SD_BUS_VTABLE_END};
 
+static const sd_bus_vtable monitor_vtable[] = {
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_PROPERTY("Id", "t", get_u64, offsetof(struct monitor, id), SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_PROPERTY("Owner", "s", get_string, offsetof(struct monitor, owner), SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_PROPERTY("Apps", "as", get_monitor_apps, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_METHOD_WITH_NAMES("Close", "", "", "", "", monitor_close, OPEN),
+    SD_BUS_SIGNAL_WITH_NAMES("Record", "ts", SD_BUS_PARAM(sequence) SD_BUS_PARAM(record), 0),
+    SD_BUS_SIGNAL_WITH_NAMES("Lost", "tt", SD_BUS_PARAM(first) SD_BUS_PARAM(last), 0),
+    SD_BUS_VTABLE_END};
+
 static const sd_bus_vtable operation_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_PROPERTY("Id", "t", get_u64, offsetof(struct operation, id), SD_BUS_VTABLE_PROPERTY_CONST),
@@ -855,6 +1039,8 @@ static void drop_connection(lc_front *f) {
     }
     for (size_t i = 0; i < f->n_apps; i++) f->apps[i]->announced = 0;
     forget_credentials(f);  // a new bus daemon numbers its connections from :1.0 again
+    for (struct monitor *m = f->monitors; m; m = m->next) m->closed = 1;  // their owners are gone with the bus
+    collect_monitors(f);
     if (f->bus) {
         sd_bus_detach_event(f->bus);
         sd_bus_flush_close_unref(f->bus);
@@ -939,6 +1125,7 @@ static int connect_bus(lc_front *f) {
         (r = sd_bus_add_fallback_vtable(bus, NULL, OPERATIONS, OPERATION_IFACE, operation_vtable, operation_find,
                                         f)) < 0 ||
         (r = sd_bus_add_node_enumerator(bus, NULL, OPERATIONS, operation_nodes, f)) < 0 ||
+        (r = sd_bus_add_fallback_vtable(bus, NULL, MONITORS, MONITOR_IFACE, monitor_vtable, monitor_find, f)) < 0 ||
         (r = sd_bus_match_signal(bus, NULL, "org.freedesktop.DBus.Local", NULL, "org.freedesktop.DBus.Local",
                                  "Disconnected", on_disconnected, f)) < 0 ||
         (r = sd_bus_match_signal_async(bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus",

@@ -204,6 +204,13 @@ public final class BusFront {
         lc_front_operation_finish(front, operation, result, reason)
     }
 
+    /// An event record (its JSON) about `app`, to the monitors that follow it.
+    public func record(app: String, json: String) { lc_front_record(front, app, json) }
+    /// Monitors open now.
+    public var monitors: Int { lc_front_monitors(front) }
+    /// Records dropped for monitors while the bus daemon took no messages.
+    public var recordsLost: UInt64 { lc_front_records_lost(front) }
+
     /// Emits what changed since the last flush.
     public func flush() { lc_front_flush(front) }
 }

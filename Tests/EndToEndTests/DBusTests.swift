@@ -71,8 +71,20 @@ import Testing
         for path in [Self.root, Self.root + "/app/a", operation] {
             live += Self.interfaces(try bus.busctl(["introspect", "--xml-interface", Self.name, path]).1)
         }
+        // A monitor lives as long as the connection that made it: made and read on one.
+        let monitor = try run([
+            "/usr/bin/python3", "-c",
+            """
+            import dbus, sys
+            n, b = "\(Self.name)", dbus.bus.BusConnection(sys.argv[1])
+            m = b.get_object(n, "\(Self.root)").CreateMonitor(dbus.Dictionary({}, signature="sv"), dbus_interface=n + ".Manager")
+            print(b.get_object(n, m).Introspect(dbus_interface="org.freedesktop.DBus.Introspectable"))
+            """, bus.address,
+        ])
+        #expect(monitor.0 == 0, "\(monitor.2)")
+        live += Self.interfaces(monitor.1)
         let file = try String(contentsOfFile: repositoryRoot + "/docs/io.lifecycled.Lifecycle1.xml", encoding: .utf8)
-        #expect(live.count == 3)
+        #expect(live.count == 4)
         #expect(live == Self.interfaces(file), "docs/io.lifecycled.Lifecycle1.xml is not what the daemon serves")
         #expect(try d.stop() == 0)
     }
@@ -369,6 +381,36 @@ import Testing
         #expect(all.count == 40)
         #expect(all.filter { $0.hasSuffix("InteractiveAuthorizationRequired") }.count == 16, "\(all)")
         #expect(try d.status("a").state == .notRunning)
+        #expect(try d.stop() == 0)
+    }
+
+    /// A monitor is the lossless history `events --follow` gives, over the
+    /// bus: every record about its apps, in order, numbered 1, 2, 3 ...
+    /// without a gap; eight a connection; closed by its owner.
+    @Test func aMonitorIsTheEventHistoryInOrderWithoutAGap() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a"), "b": recorder(s + "/b")])
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        let script = "\(binary("supervisorctl")) activate a --socket \(d.socket) && \(binary("supervisorctl")) home --socket \(d.socket)"
+        let (code, out, err) = try run(
+            ["/usr/bin/python3", repositoryRoot + "/Tests/dbus/monitor.py", bus.address, "a", "/bin/sh", "-c", script])
+        #expect(code == 0, "\(err)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
+        let records = try #require(json["records"] as? [[Any]])
+        #expect(records.map { $0[0] as? Int ?? 0 } == Array(1...records.count), "numbered without a gap")
+        let overBus = try records.map {
+            try JSONDecoder().decode(EventRecord.self, from: Data(($0[1] as? String ?? "").utf8))
+        }
+        #expect(overBus.allSatisfy { $0.app == "a" }, "only the app it follows")
+        // The same records as the daemon's own history of a, in order.
+        let (_, history, _) = try d.ctl(["events", "--json", "a"])
+        let kept = try history.split(separator: "\n").map {
+            try JSONDecoder().decode(EventRecord.self, from: Data($0.utf8))
+        }
+        // a was not running before the monitor: its history starts with what the monitor saw.
+        #expect(overBus.count >= 6 && overBus == Array(kept.prefix(overBus.count)), "\(overBus) against \(kept)")
+        #expect((json["refused"] as? String ?? "").hasSuffix("LimitsExceeded"), "a ninth monitor")
+        #expect((json["again"] as? String ?? "").contains("/monitor/"), "one closed makes room for another")
         #expect(try d.stop() == 0)
     }
 }

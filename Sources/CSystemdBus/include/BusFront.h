@@ -103,6 +103,15 @@ void lc_front_operation_finish(lc_front *front, uint64_t id, const char *result,
 /// changed (one signal per object, only the changed ones), objects removed.
 void lc_front_flush(lc_front *front);
 
+/// An event record (the JSON object `events --follow --json` prints) about
+/// `app`, to every monitor that follows the app: as its Record signal,
+/// numbered per monitor; when the bus daemon is not taking messages (its
+/// queue deep), dropped, and told with a Lost signal once it is again.
+void lc_front_record(lc_front *front, const char *app, const char *record);
+/// Monitors open now, and records dropped since the front opened.
+size_t lc_front_monitors(const lc_front *front);
+uint64_t lc_front_records_lost(const lc_front *front);
+
 /// Signals emitted since the front opened (for tests and figures).
 uint64_t lc_front_signals_sent(const lc_front *front);
 

@@ -15,7 +15,7 @@ import LifecycleOS
 // bus half (LifecycleOS.BusFront), which signals only what changed.
 
 /// What the daemon keeps for its D-Bus interface.
-final class BusService {
+final class BusService: RecordSink {
     let front: BusFront
     /// Operations not yet finished, oldest first.
     var pending: [Operation] = []
@@ -52,7 +52,22 @@ final class BusService {
     /// How long an operation may wait for its outcome.
     static let operationLimit: Int64 = 300_000_000_000
 
+    /// Records for the monitors, held until the save that made them.
+    var records: [(app: AppID, json: String)] = []
+    private let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = .sortedKeys
+        return e
+    }()
+
     init(front: BusFront) { self.front = front }
+
+    var wantsRecords: Bool { front.monitors > 0 }
+
+    func deliver(_ record: EventRecord) {
+        guard let data = try? encoder.encode(record) else { return }
+        records.append((record.app, String(decoding: data, as: UTF8.self)))
+    }
 }
 
 extension Daemon {
@@ -84,8 +99,12 @@ extension Daemon {
                     }
                 })
             let service = BusService(front: front)
-            service.judgeTimer = try loop.timer { [unowned self] in self.publishToBus() }
+            service.judgeTimer = try loop.timer { [unowned self] in
+                // What a step changed leaves after its save, which publishes.
+                if self.unsaved { self.saveTimer?.arm(at: self.loop.now) } else { self.publishToBus() }
+            }
             bus = service
+            records.sinks.append(service)
         } catch {
             logger.error("cannot serve the D-Bus interface: \(error)")
         }
@@ -179,6 +198,9 @@ extension Daemon {
         // The apps' changes first: a client told an operation finished has
         // already been told the state that finished it.
         bus.front.flush()
+        let held = bus.records
+        bus.records = []
+        for r in held { bus.front.record(app: r.app, json: r.json) }
         judgeOperations()
     }
 
