@@ -162,39 +162,67 @@ public final class BusFront {
         }
     }
 
-    /// The app's properties now; signalled, if changed, at the next flush.
-    public func setApp(_ name: String, _ p: AppProperties) {
-        let tasks = p.tasks.map { "\($0.id)\t\($0.name.replacingNewlines)" }.joined(separator: "\n")
-        let scenes = p.scenes.map(\.replacingNewlines).joined(separator: "\n")
-        p.state.withCString { state in
-            p.awaiting.withCString { awaiting in
-                p.band.withCString { band in
-                    p.display.withCString { display in
-                        p.delivery.withCString { delivery in
-                            tasks.withCString { tasks in
-                                scenes.withCString { scenes in
-                                    p.endReason.withCString { endReason in
-                                        p.endDescription.withCString { endDescription in
-                                            var app = lc_front_app(
-                                                state: state, pid: p.pid, launching: p.launching ? 1 : 0,
-                                                frozen: p.frozen ? 1 : 0, awaiting: awaiting, band: band,
-                                                display: display, delivery: delivery, tasks: tasks, scenes: scenes,
-                                                end_reason: endReason, end_description: endDescription,
-                                                end_time: p.endTime, end_pid: p.endPid, footprint: p.footprint)
-                                            lc_front_set_app(front, name, &app)
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+    /// What the daemon pushes: an app, a display, a scene of an app.
+    public enum Kind: Int32, Sendable {
+        case app, display, scene
+    }
+
+    /// An object's values now, in its kind's slots (BusFront.h); signalled,
+    /// if changed, at the next flush.
+    public func set(_ kind: Kind, _ key: String, strings: [String], numbers: [UInt64]) {
+        let copies = strings.map { strdup($0) }
+        defer { for c in copies { free(c) } }
+        let pointers: [UnsafePointer<CChar>?] = copies.map { UnsafePointer($0) }
+        pointers.withUnsafeBufferPointer { p in
+            numbers.withUnsafeBufferPointer { n in
+                lc_front_set(front, kind.rawValue, key, p.baseAddress, p.count, n.baseAddress, n.count)
             }
         }
     }
 
-    /// The app's object goes at the next flush.
-    public func removeApp(_ name: String) { lc_front_remove_app(front, name) }
+    /// An object's path on the bus.
+    public static func path(_ kind: Kind, _ key: String) -> String {
+        guard let p = lc_front_path(kind.rawValue, key) else { return "/" }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
+    /// The object goes at the next flush.
+    public func remove(_ kind: Kind, _ key: String) { lc_front_remove(front, kind.rawValue, key) }
+
+    /// The app's properties now.
+    public func setApp(_ name: String, _ p: AppProperties) {
+        set(
+            .app, name,
+            strings: [
+                p.state, p.awaiting, p.band, p.display, p.delivery,
+                p.tasks.map { "\($0.id)\t\($0.name.replacingNewlines)" }.joined(separator: "\n"),
+                p.scenes.map(\.replacingNewlines).joined(separator: "\n"), p.endReason, p.endDescription,
+            ],
+            numbers: [
+                UInt64(p.pid), p.launching ? 1 : 0, p.frozen ? 1 : 0, p.endTime, UInt64(p.endPid), p.footprint,
+            ])
+    }
+
+    public func removeApp(_ name: String) { remove(.app, name) }
+
+    /// A display's properties now.
+    public func setDisplay(_ name: String, slots: Int, front: [String], locked: Bool, interruptions: Int) {
+        set(
+            .display, name, strings: [front.map(\.replacingNewlines).joined(separator: "\n")],
+            numbers: [UInt64(max(0, slots)), locked ? 1 : 0, UInt64(max(0, interruptions))])
+    }
+
+    /// A scene's properties now.
+    public func setScene(
+        app: String, name: String, display: String, state: String, inFront: Bool, discarding: Bool, shed: Bool
+    ) {
+        set(
+            .scene, app + "/" + name, strings: [display, state, Self.path(.app, app), app, name],
+            numbers: [inFront ? 1 : 0, discarding ? 1 : 0, shed ? 1 : 0])
+    }
+
+    public func removeScene(app: String, name: String) { remove(.scene, app + "/" + name) }
 
     public func newOperation(verb: String, app: String?, requester: String) -> UInt64 {
         lc_front_operation_new(front, verb, app, requester)

@@ -64,11 +64,15 @@ import Testing
     @Test func theInterfaceIsTheCheckedInXML() throws {
         let s = scratch()
         let (bus, d) = try Self.daemon(["a": recorder(s + "/a")])
+        #expect(try d.ctl(["activate", "a"]).0 == 0)  // its scene has an object
         let (code, reply, err) = try Self.call(bus, Self.root, "Manager", "Home", ["a{sv}", "0"])
         #expect(code == 0, "\(err)")
         let operation = try #require(reply.split(separator: "\"").dropFirst().first.map(String.init))
         var live: [String] = []
-        for path in [Self.root, Self.root + "/app/a", operation] {
+        let objects = [
+            Self.root, Self.root + "/app/a", operation, Self.root + "/display/main", Self.root + "/app/a/scene/main",
+        ]
+        for path in objects {
             live += Self.interfaces(try bus.busctl(["introspect", "--xml-interface", Self.name, path]).1)
         }
         // A monitor lives as long as the connection that made it: made and read on one.
@@ -84,7 +88,7 @@ import Testing
         #expect(monitor.0 == 0, "\(monitor.2)")
         live += Self.interfaces(monitor.1)
         let file = try String(contentsOfFile: repositoryRoot + "/docs/io.lifecycled.Lifecycle1.xml", encoding: .utf8)
-        #expect(live.count == 4)
+        #expect(live.count == 6)
         #expect(live == Self.interfaces(file), "docs/io.lifecycled.Lifecycle1.xml is not what the daemon serves")
         #expect(try d.stop() == 0)
     }
@@ -411,6 +415,56 @@ import Testing
         #expect(overBus.count >= 6 && overBus == Array(kept.prefix(overBus.count)), "\(overBus) against \(kept)")
         #expect((json["refused"] as? String ?? "").hasSuffix("LimitsExceeded"), "a ninth monitor")
         #expect((json["again"] as? String ?? "").contains("/monitor/"), "one closed makes room for another")
+        // Its owner gone, the monitors end, and the daemon serves on (an
+        // owner's end once left sd-bus re-dispatching the tracker for ever).
+        let after = try bus.busctl(["--timeout=5", "call", Self.name, Self.root, Self.name + ".Manager", "GetApp", "s", "a"])
+        #expect(after.0 == 0, "\(after.2)")
+        #expect(try d.stop() == 0)
+    }
+
+    /// Displays and scenes are objects too: a scene brought to the front of
+    /// a display through its app, then discarded through its own object;
+    /// a display locked through its own; each object's properties follow.
+    @Test func displaysAndScenesAreObjects() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["s": recorder(s + "/s", "scenes = true")], daemon: twoDisplays)
+        let app = Self.root + "/app/s"
+        func property(_ path: String, _ iface: String, _ name: String) throws -> String {
+            try bus.busctl(["get-property", Self.name, path, Self.name + "." + iface, name]).1
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        func wait(_ path: String) throws -> String {
+            try bus.busctl(["call", Self.name, path, Self.name + ".Operation", "Wait"]).1
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        func operation(_ reply: (Int32, String, String)) throws -> String {
+            #expect(reply.0 == 0, "\(reply.2)")
+            return try #require(reply.1.split(separator: "\"").dropFirst().first.map(String.init))
+        }
+        let map = try operation(
+            Self.call(bus, app, "App", "Activate", ["a{sv}", "2", "scene", "s", "map", "display", "s", "cluster"]))
+        #expect(try wait(map) == "ss \"done\" \"\"")
+        let scene = app + "/scene/map"
+        #expect(try property(scene, "Scene", "State") == "s \"active\"")
+        #expect(try property(scene, "Scene", "InFront") == "b true")
+        #expect(try property(scene, "Scene", "App") == "o \"\(app)\"")
+        #expect(try property(Self.root + "/display/cluster", "Display", "Front") == "as 1 \"s/map\"")
+        #expect(try property(app, "App", "Scenes") == "as 1 \"map\"")
+
+        let notHere = try Self.error(bus, Self.root + "/display/cluster", Self.name + ".Display.Home", ["{'display': <'centre'>}"])
+        #expect(notHere.contains("InvalidArgs: option 'display' is the object's own here"), "\(notHere)")
+        let lock = try operation(Self.call(bus, Self.root + "/display/cluster", "Display", "Lock", ["a{sv}", "0"]))
+        #expect(try wait(lock) == "ss \"done\" \"\"")
+        #expect(try property(Self.root + "/display/cluster", "Display", "Locked") == "b true")
+        #expect(try property(Self.root + "/display/centre", "Display", "Locked") == "b false")
+        let unlock = try operation(Self.call(bus, Self.root + "/display/cluster", "Display", "Unlock", ["a{sv}", "0"]))
+        #expect(try wait(unlock) == "ss \"done\" \"\"")
+
+        let discard = try operation(Self.call(bus, scene, "Scene", "Discard", ["a{sv}", "0"]))
+        #expect(try wait(discard) == "ss \"done\" \"\"")
+        let objects = try bus.busctl(["call", Self.name, Self.root, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects"])
+        #expect(!objects.1.contains("/scene/map"), "the discarded scene's object is gone")
+        #expect(try d.status("s").scenes?.contains { $0.name == "map" } != true)
         #expect(try d.stop() == 0)
     }
 }

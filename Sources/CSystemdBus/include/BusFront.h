@@ -14,25 +14,16 @@
 
 typedef struct lc_front lc_front;
 
-/// One app's properties, as the daemon pushes them. Strings are copied;
-/// lists are one item per line (BackgroundTasks: "id<TAB>name" lines).
-typedef struct {
-    const char *state;       ///< not-running, inactive, active, background, suspended
-    uint32_t pid;            ///< 0: no process
-    int launching;
-    int frozen;
-    const char *awaiting;    ///< the event awaited, "" when none
-    const char *band;        ///< low, normal, high
-    const char *display;
-    const char *delivery;
-    const char *tasks;       ///< background tasks, "id\tname" lines
-    const char *scenes;      ///< scene names, one per line
-    const char *end_reason;  ///< LastTermination: code ("" never ended), description, time (µs since the epoch), pid
-    const char *end_description;
-    uint64_t end_time;
-    uint32_t end_pid;
-    uint64_t footprint;      ///< bytes; sampled, never signalled
-} lc_front_app;
+/// The kinds of object the daemon pushes, each with its slots of values:
+///   app      strings: state, awaiting, band, display, delivery, background
+///            tasks ("id\tname" lines), scenes (lines), last termination's
+///            code and description; numbers: pid, launching, frozen, last
+///            termination's time (µs since the epoch) and pid, footprint
+///   display  strings: front (scene refs, lines); numbers: slots, locked, interruptions
+///   scene    (key "app/scene") strings: display, state, the app's object
+///            path, the app's name, the scene's name; numbers: in front,
+///            discarding, shed
+enum { LC_FRONT_APP, LC_FRONT_DISPLAY, LC_FRONT_SCENE };
 
 /// A method call, parsed, with who made it.
 typedef struct {
@@ -85,11 +76,14 @@ void lc_front_close(lc_front *front);
 /// Whether the connection is up and the name is ours.
 int lc_front_serving(const lc_front *front);
 
-/// The app's properties now: a new app's object appears (InterfacesAdded)
+/// An object's values now (copied): a new object appears (InterfacesAdded)
 /// at the next flush; changed values are signalled then.
-void lc_front_set_app(lc_front *front, const char *name, const lc_front_app *app);
-/// The app's object goes (InterfacesRemoved) at the next flush.
-void lc_front_remove_app(lc_front *front, const char *name);
+void lc_front_set(lc_front *front, int kind, const char *key, const char *const *strings, size_t n_strings,
+                  const uint64_t *numbers, size_t n_numbers);
+/// An object's path (the caller frees it); NULL for a bad key.
+char *lc_front_path(int kind, const char *key);
+/// The object goes (InterfacesRemoved) at the next flush.
+void lc_front_remove(lc_front *front, int kind, const char *key);
 
 /// A new operation for `verb` on `app` (NULL: none), asked by `requester`
 /// (a unique bus name): its id, for the answer and for finishing it.

@@ -19,8 +19,9 @@ final class BusService: RecordSink {
     let front: BusFront
     /// Operations not yet finished, oldest first.
     var pending: [Operation] = []
-    /// The apps whose object exists on the bus.
+    /// The apps whose object exists on the bus, with their scenes'.
     var published: Set<AppID> = []
+    var scenes: [AppID: Set<String>] = [:]
     /// Every app is pushed again at the next publish (a reload, a new connection).
     var resync = true
     /// Judges the operations at the end of a turn that saved nothing (a
@@ -41,7 +42,7 @@ final class BusService: RecordSink {
         let action: String? =
             switch verb {
             case "Launch", "Activate", "OpenURL", "Home": "launch"
-            case "Stop", "Kill", "Restart", "Signal": "stop"
+            case "Stop", "Kill", "Restart", "Signal", "Discard": "stop"
             case "Lock", "Unlock": "display"
             case "Fetch", "Push": "wake"
             default: nil
@@ -153,13 +154,14 @@ extension Daemon {
         let commands: [String: ControlRequest.Command] = [
             "Launch": .launch, "Activate": .activate, "Stop": .stop, "Kill": .kill, "Restart": .restart,
             "Fetch": .fetch, "Push": .push, "Signal": .signal, "Home": .home, "Lock": .lock, "Unlock": .unlock,
-            "OpenURL": .open,
+            "OpenURL": .open, "Discard": .discard,
         ]
         guard let command = commands[call.verb] else { return .failure(BadCall(message: "unknown method \(call.verb)")) }
         var r = ControlRequest(command, app: call.app)
         let takes: (scene: Bool, display: Bool, background: Bool) =
             switch command {
             case .activate: (true, true, false)
+            case .discard: (true, false, false)
             case .launch: (false, false, true)
             case .home, .lock, .unlock: (false, true, false)
             default: (false, false, false)
@@ -189,12 +191,22 @@ extension Daemon {
         var push = changed
         if bus.resync || bus.published.count != manifests.count {
             let now = Set(manifests.keys)
-            for gone in bus.published.subtracting(now) { bus.front.removeApp(gone) }
+            for gone in bus.published.subtracting(now) {
+                for scene in bus.scenes.removeValue(forKey: gone) ?? [] { bus.front.removeScene(app: gone, name: scene) }
+                bus.front.removeApp(gone)
+            }
             push = now
             bus.published = now
             bus.resync = false
         }
-        for id in push where manifests[id] != nil { bus.front.setApp(id, busProperties(id)) }
+        let at = now()
+        for id in push where manifests[id] != nil { publish(id, appStatus(id, now: at, outputProblems: [:])) }
+        // A handful: pushed every time, signalled only when changed.
+        for d in supervisor.displays.all {
+            bus.front.setDisplay(
+                d.name, slots: d.slots, front: d.scenes.map(\.description), locked: d.locked,
+                interruptions: d.interruptions)
+        }
         // The apps' changes first: a client told an operation finished has
         // already been told the state that finished it.
         bus.front.flush()
@@ -224,9 +236,23 @@ extension Daemon {
         if let next = bus.pending.map(\.expires).min() { bus.judgeTimer?.arm(at: next) }
     }
 
+    /// An app and its scenes, to the bus.
+    func publish(_ id: AppID, _ s: AppStatus) {
+        guard let bus else { return }
+        bus.front.setApp(id, busProperties(id, s))
+        let scenes = s.scenes ?? []
+        for scene in scenes {
+            bus.front.setScene(
+                app: id, name: scene.name, display: scene.display, state: scene.state.rawValue,
+                inFront: scene.inFront, discarding: scene.discarding == true, shed: scene.shed == true)
+        }
+        let now = Set(scenes.map(\.name))
+        for gone in (bus.scenes[id] ?? []).subtracting(now) { bus.front.removeScene(app: id, name: gone) }
+        bus.scenes[id] = now.isEmpty ? nil : now
+    }
+
     /// An app's properties as the bus shows them: the words of `status --json`.
-    func busProperties(_ id: AppID) -> BusFront.AppProperties {
-        let s = appStatus(id, now: now(), outputProblems: [:])
+    func busProperties(_ id: AppID, _ s: AppStatus) -> BusFront.AppProperties {
         var p = BusFront.AppProperties()
         p.state = s.state.rawValue
         p.pid = UInt32(s.pid ?? 0)
