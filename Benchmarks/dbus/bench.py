@@ -168,11 +168,14 @@ def main():
                  f"{statistics.median(over_bus) / statistics.median(over_socket):.2f}; "
                  f"{statistics.median(over_signal) / statistics.median(over_socket):.2f}"))
     app_signals = [n for p, n in signals if p.endswith("/app/rec")]
-    other = {p for p, _ in signals if "/app/" in p and not p.endswith("/app/rec")}
+    scene = [n for p, n in signals if p.endswith("/app/rec/scene/main")]
+    displays = [n for p, n in signals if "/display/" in p]
+    other = {p for p, _ in signals if "/app/" in p and "/app/rec" not in p}
     # Every cycle, over any transport, changes the recorder's object: 3 x CYCLES cycles.
     rows.append(("PropertiesChanged per activate + home cycle (the recorder's object)",
                  f"{len(app_signals) / (3 * CYCLES):.1f}, naming {statistics.mean(app_signals):.1f} properties each; "
-                 f"other apps' objects: {len(other)}"))
+                 f"its scene's {len(scene) / (3 * CYCLES):.1f}; the display's {len(displays) / (3 * CYCLES):.1f}; "
+                 f"the other 1,000 apps' objects: {len(other)}"))
 
     # 4. The daemon's CPU: per cycle over each transport; with a client
     # that subscribes to everything and never reads.
@@ -212,6 +215,27 @@ time.sleep(100000)
     rows.append(("daemon CPU per activate + home cycle over D-Bus", f"{quiet * 1000:.2f} ms"))
     rows.append(("... with a subscriber that never reads", f"{stalled * 1000:.2f} ms"))
     stuck.kill()
+
+    # 5. The bus daemon stopped (SIGSTOP): the lifecycle over the socket,
+    # the daemon's memory, and the bus catching up once it goes on.
+    def rss_kib(pid):
+        with open(f"/proc/{pid}/status") as f:
+            return int(next(line for line in f if line.startswith("VmRSS:")).split()[1])
+
+    monitor = manager.CreateMonitor(dbus.Dictionary({}, signature="sv"), dbus_interface=NAME + ".Manager")
+    rss0 = rss_kib(d.proc.pid)
+    busd.send_signal(19)  # SIGSTOP
+    during = [socket_cycle() for _ in range(CYCLES * 4)]
+    rss1 = rss_kib(d.proc.pid)
+    busd.send_signal(18)  # SIGCONT
+    t = time.perf_counter()
+    state = rec.Get(NAME + ".App", "State", dbus_interface="org.freedesktop.DBus.Properties")
+    caught_up = time.perf_counter() - t
+    rows.append((f"activate to its outcome over the socket, the bus daemon stopped ({CYCLES * 4} cycles, a monitor open)",
+                 ms(during)))
+    rows.append(("daemon RSS growth while the bus daemon was stopped", f"{(rss1 - rss0) / 1024:.1f} MiB"))
+    rows.append(("first answer over the bus once it goes on", f"{caught_up * 1000:.1f} ms (State {state})"))
+    del monitor
 
     d.stop()
     busd.kill()

@@ -193,6 +193,7 @@ void lc_front_close(lc_front *f) {
     if (!f) return;
     drop_connection(f);
     sd_event_source_disable_unref(f->retry);
+    sd_event_source_disable_unref(f->flush_later);
     lc_operations_free(f);
     lc_objects_free(f);
     free(f->version);

@@ -145,6 +145,8 @@ struct lc_front {
     struct monitor *monitors;
     uint64_t next_monitor;
     uint64_t records_lost;
+    sd_event_source *flush_later;  // while the bus daemon takes no messages
+    uint64_t flushes_deferred;
 };
 
 // front.c

@@ -134,8 +134,31 @@ static void drop_object(lc_front *f, struct object *o) {
     free_object(o);
 }
 
+static int on_flush_later(sd_event_source *s, uint64_t usec, void *userdata) {
+    (void)usec;
+    lc_front *f = userdata;
+    sd_event_source_disable_unref(s);
+    f->flush_later = NULL;
+    lc_front_flush(f);
+    return 0;
+}
+
+/// While the bus daemon takes no messages (more than QUEUE_HIGH waiting to
+/// be written), signals wait, each object's changes gathered into one, and
+/// go once it does: the daemon's memory does not grow with a stalled bus.
+static int bus_stalled(lc_front *f) {
+    uint64_t queued = 0;
+    if (!f->serving || sd_bus_get_n_queued_write(f->bus, &queued) < 0 || queued <= QUEUE_HIGH) return 0;
+    if (!f->flush_later) {
+        f->flushes_deferred++;
+        sd_event_add_time_relative(f->event, &f->flush_later, CLOCK_MONOTONIC, 100000, 0, on_flush_later, f);
+    }
+    return 1;
+}
+
 void lc_front_flush(lc_front *f) {
     lc_collect_monitors(f);
+    if (bus_stalled(f)) return;
     for (size_t i = 0; i < f->n_dirty; i++) {
         struct object *o = f->dirty[i];
         o->queued = 0;

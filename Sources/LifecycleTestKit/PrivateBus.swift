@@ -104,6 +104,9 @@ public final class PrivateBus {
         pid = -1
     }
 
+    /// The bus daemon stops (SIGSTOP) or goes on (SIGCONT): a stalled bus.
+    public func pause(_ stopped: Bool) { kill(pid, stopped ? SIGSTOP : SIGCONT) }
+
     /// For DaemonUnderTest's `environment`.
     public var environment: [String: String] { ["DBUS_SYSTEM_BUS_ADDRESS": address] }
 

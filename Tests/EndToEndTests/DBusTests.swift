@@ -467,4 +467,28 @@ import Testing
         #expect(try d.status("s").scenes?.contains { $0.name == "map" } != true)
         #expect(try d.stop() == 0)
     }
+
+    /// The bus daemon stopped (SIGSTOP): the lifecycle goes on as if there
+    /// were no bus (an app brought to the front, sent home, frozen; the
+    /// socket answers); once the bus daemon goes on, what the bus shows
+    /// catches up with the daemon's state.
+    @Test func aStalledBusStallsNothingAndCatchesUp() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a")])
+        let f = try d.follow(["a"])
+        bus.pause(true)
+        defer { bus.pause(false) }
+        for _ in 0..<20 {
+            #expect(try d.ctl(["activate", "a"]).0 == 0)
+            #expect(try d.ctl(["home"]).0 == 0)
+        }
+        _ = try f.state("a", "suspended")
+        #expect(try d.status("a").frozen == true)
+        bus.pause(false)
+        let state = try bus.busctl(["--timeout=10", "get-property", Self.name, Self.root + "/app/a", Self.name + ".App", "State"])
+        #expect(state.1.contains("\"suspended\""), "\(state)")
+        let frozen = try bus.busctl(["--timeout=10", "get-property", Self.name, Self.root + "/app/a", Self.name + ".App", "Frozen"])
+        #expect(frozen.1.contains("true"), "\(frozen)")
+        #expect(try d.stop() == 0)
+    }
 }
