@@ -48,14 +48,17 @@ static void dispatch(struct pending *p, const struct credentials *c);
 static void hand_on(struct pending *p, const struct credentials *c, int authorized) {
     lc_front *f = p->front;
     lc_front_request rq = request_of(p, c, authorized);
-    lc_front_answer answer = {0};
+    lc_front_answer answer = {.descriptor = -1};
     f->cb.call(f->cb.context, &rq, &answer);
     if (answer.error_name)
         sd_bus_reply_method_errorf(p->call, answer.error_name, "%s", answer.error_message ? answer.error_message : "");
     else if (answer.operation)
         lc_reply_operation(f, p->call, answer.operation);
+    else if (answer.descriptor >= 0)
+        sd_bus_reply_method_return(p->call, "h", answer.descriptor);  // sd-bus sends a copy
     else
         sd_bus_reply_method_return(p->call, "");
+    if (answer.descriptor >= 0) close(answer.descriptor);
     free_pending(p);
 }
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <unistd.h>
 #include <systemd/sd-bus.h>
 
 #define NAME "io.lifecycled.Lifecycle1"

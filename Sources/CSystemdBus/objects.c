@@ -379,6 +379,8 @@ static const sd_bus_vtable display_vtable[] = {
     RETURNS_OPERATION("Home", display_command),
     RETURNS_OPERATION("Lock", display_command),
     RETURNS_OPERATION("Unlock", display_command),
+    SD_BUS_METHOD_WITH_NAMES("BeginInterruption", OPTIONS, SD_BUS_PARAM(options), "h", SD_BUS_PARAM(lease),
+                             display_command, OPEN),
     SD_BUS_VTABLE_END};
 
 static const sd_bus_vtable scene_vtable[] = {

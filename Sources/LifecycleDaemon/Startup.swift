@@ -165,6 +165,7 @@ extension Daemon {
         makeNotifyDirectory()
         output = AppOutput(config: config, logger: logger)
         restoreState(loaded, handoff: handoff)
+        endLeasedInterruptions(loaded?.leases ?? [:])
         restoreHistory()
         output?.reattach()
         sweep.timer?.arm(at: 0)  // on the loop's first turn: the start does not wait for 1,000 files

@@ -44,6 +44,8 @@ public final class BusFront {
     public enum Answer: Sendable, Equatable {
         case done
         case operation(UInt64)
+        /// A descriptor the caller gets (a copy): the front closes this one.
+        case descriptor(Int32)
         case error(name: String, message: String)
     }
 
@@ -147,6 +149,7 @@ public final class BusFront {
         switch handle(BusFront.request(r)) {
         case .done: break
         case .operation(let id): out.pointee.operation = id
+        case .descriptor(let fd): out.pointee.descriptor = fd
         case .error(let name, let message):
             // Kept until the next answer: the C copies them into its reply at once.
             lastError = (strdup(name), strdup(message))

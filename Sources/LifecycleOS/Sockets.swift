@@ -67,6 +67,17 @@ public enum UnixSocket {
         return (fds[0], fds[1])
     }
 
+    /// Reads and drops what the peer sent, without blocking; true once the
+    /// peer has closed its end (or the socket failed): a lease's end.
+    public static func peerClosed(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        while true {
+            let n = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
+            if n > 0 { continue }
+            return !(n < 0 && (errno == EAGAIN || errno == EINTR))
+        }
+    }
+
     /// Sends one datagram without blocking. False when the peer's queue is
     /// full (EAGAIN) or gone.
     public static func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {

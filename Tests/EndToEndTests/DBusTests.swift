@@ -491,4 +491,64 @@ import Testing
         #expect(frozen.1.contains("true"), "\(frozen)")
         #expect(try d.stop() == 0)
     }
+
+    /// A lease: Display.BeginInterruption gives a descriptor; the
+    /// interruption lasts while its holder keeps it, ends when the holder
+    /// closes it or dies, and does not outlive the daemon (a kill -9: the
+    /// next daemon ends it).
+    @Test func anInterruptionLastsAsLongAsItsLease() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a")])
+        #expect(try d.ctl(["activate", "a"]).0 == 0)
+        let display = Self.root + "/display/main"
+        func interruptions() throws -> String {
+            try bus.busctl(["get-property", Self.name, display, Self.name + ".Display", "Interruptions"]).1
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        // A holder that takes the lease, says so, and keeps it until stdin closes.
+        func holder() throws -> (Process, Pipe) {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            p.arguments = [
+                "-c",
+                """
+                import dbus, sys
+                b = dbus.bus.BusConnection(sys.argv[1])
+                lease = b.get_object("\(Self.name)", "\(display)").BeginInterruption(
+                    dbus.Dictionary({}, signature="sv"), dbus_interface="\(Self.name).Display")
+                fd = lease.take()
+                print("held", fd, flush=True)
+                sys.stdin.read()
+                """, bus.address,
+            ]
+            let out = Pipe(), input = Pipe()
+            p.standardOutput = out
+            p.standardInput = input
+            try p.run()
+            let line = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
+            #expect(line.hasPrefix("held"), "\(line)")
+            return (p, input)
+        }
+        let f = try d.follow(["a"])
+        let (first, stdin) = try holder()
+        _ = try f.acknowledged("a", "willResignActive")
+        #expect(try interruptions() == "u 1")
+        try stdin.fileHandleForWriting.close()  // the holder ends, and its descriptor with it
+        first.waitUntilExit()
+        _ = try f.acknowledged("a", "didBecomeActive")
+        #expect(try interruptions() == "u 0")
+
+        let (second, _) = try holder()
+        _ = try f.acknowledged("a", "willResignActive")
+        _ = try d.crash(with: SIGKILL)
+        let next = try DaemonUnderTest(after: d)
+        try bus.waitForName()
+        #expect(try interruptions() == "u 0", "the earlier daemon's lease ended with it")
+        try waitUntil("a active again") { try next.status("a").state == .active }
+        kill(second.processIdentifier, SIGKILL)
+        second.waitUntilExit()
+        let log = try String(contentsOfFile: d.dir + "/daemon.log", encoding: .utf8)
+        #expect(log.contains("held by the earlier daemon's D-Bus leases"))
+        #expect(try next.stop() == 0)
+    }
 }

@@ -46,6 +46,7 @@ typedef struct {
     const char *error_name;     ///< non-NULL: the call fails with it
     const char *error_message;
     uint64_t operation;         ///< non-zero: the reply is this operation's path
+    int descriptor;             ///< >= 0: the reply is this descriptor (the front closes it once sent)
 } lc_front_answer;
 
 typedef struct {

@@ -43,7 +43,7 @@ final class BusService: RecordSink {
             switch verb {
             case "Launch", "Activate", "OpenURL", "Home": "launch"
             case "Stop", "Kill", "Restart", "Signal", "Discard": "stop"
-            case "Lock", "Unlock": "display"
+            case "Lock", "Unlock", "BeginInterruption": "display"
             case "Fetch", "Push": "wake"
             default: nil
             }
@@ -53,6 +53,12 @@ final class BusService: RecordSink {
     /// How long an operation may wait for its outcome.
     static let operationLimit: Int64 = 300_000_000_000
 
+    /// Interruptions held by a descriptor (Display.BeginInterruption): the
+    /// daemon's end of each lease, and its display.
+    var leases: [Int32: (display: DisplayID, source: EventLoop.Source)] = [:]
+    var leaseCounts: [DisplayID: Int] {
+        leases.values.reduce(into: [:]) { $0[$1.display, default: 0] += 1 }
+    }
     /// Records for the monitors, held until the save that made them.
     var records: [(app: AppID, json: String)] = []
     private let encoder: JSONEncoder = {
@@ -132,6 +138,9 @@ extension Daemon {
         case .failure(let f): return BusErrors.answer(f)
         case .success:
             if request.command == .signal { return .done }
+            if request.command == .interruptionBegin, let display = request.display {
+                return lease(display)
+            }
             let id = bus.front.newOperation(verb: call.verb, app: call.app, requester: call.sender)
             if let goal = before {
                 bus.pending.append(
@@ -148,13 +157,50 @@ extension Daemon {
         Caller(pid: call.pid, uid: call.uid, gid: nil, groups: call.groups, polkitAuthorized: call.authorized)
     }
 
+    /// An interruption begun for a caller, held while it keeps the
+    /// descriptor it gets: when every copy is closed (it ended it, or it
+    /// died), the interruption ends.
+    func lease(_ display: DisplayID) -> BusFront.Answer {
+        guard let bus else { return .done }
+        do {
+            let (mine, theirs) = try UnixSocket.channelPair()
+            // What a holder writes means nothing; only its end counts.
+            let source = try loop.watch(fd: mine) { [unowned self] _ in
+                if UnixSocket.peerClosed(mine) { self.leaseEnded(mine) }
+            }
+            bus.leases[mine] = (display, source)
+            logger.info("interruption on \(display) held by a D-Bus lease (descriptor \(mine))")
+            return .descriptor(theirs)
+        } catch {
+            // The interruption began: without a lease to hold it, it ends at once.
+            _ = submit(.display(display, .interruptionEnded))
+            return .error(name: BusErrors.failed, message: "cannot make the lease: \(error)")
+        }
+    }
+
+    /// The earlier daemon's leases went with it: their interruptions end.
+    func endLeasedInterruptions(_ leases: [DisplayID: Int]) {
+        for (display, count) in leases.sorted(by: { $0.key < $1.key }) where count > 0 {
+            logger.notice("ending \(count) interruption(s) on \(display) held by the earlier daemon's D-Bus leases")
+            for _ in 0..<count { _ = submit(.display(display, .interruptionEnded)) }
+        }
+    }
+
+    func leaseEnded(_ fd: Int32) {
+        guard let bus, let lease = bus.leases.removeValue(forKey: fd) else { return }
+        lease.source.cancel()
+        Posix.close(fd)
+        logger.info("interruption on \(lease.display): its D-Bus lease was closed")
+        _ = submit(.display(lease.display, .interruptionEnded))
+    }
+
     /// The JSON request a call stands for; options that do not apply to
     /// the verb are named.
     static func controlRequest(_ call: BusFront.Request) -> Result<ControlRequest, BadCall> {
         let commands: [String: ControlRequest.Command] = [
             "Launch": .launch, "Activate": .activate, "Stop": .stop, "Kill": .kill, "Restart": .restart,
             "Fetch": .fetch, "Push": .push, "Signal": .signal, "Home": .home, "Lock": .lock, "Unlock": .unlock,
-            "OpenURL": .open, "Discard": .discard,
+            "OpenURL": .open, "Discard": .discard, "BeginInterruption": .interruptionBegin,
         ]
         guard let command = commands[call.verb] else { return .failure(BadCall(message: "unknown method \(call.verb)")) }
         var r = ControlRequest(command, app: call.app)
@@ -163,7 +209,7 @@ extension Daemon {
             case .activate: (true, true, false)
             case .discard: (true, false, false)
             case .launch: (false, false, true)
-            case .home, .lock, .unlock: (false, true, false)
+            case .home, .lock, .unlock, .interruptionBegin: (false, true, false)
             default: (false, false, false)
             }
         for (given, taken, name) in [

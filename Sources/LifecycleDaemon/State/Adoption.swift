@@ -35,7 +35,7 @@ extension Daemon {
         }
         let state = SavedDaemon(
             bootID: store.bootID, core: supervisor.saved, runs: saved, terminations: terminations,
-            handoff: handoff)
+            handoff: handoff, leases: bus?.leaseCounts ?? [:])
         if let problem = store.save(state, changed: changed) { logger.error("\(problem)") }
         if store.failing { retryUnsavedRecords() }  // nothing else may change to save it again
         // Saved, or as saved as the disk allows: what waited for it goes out.

@@ -50,6 +50,9 @@ struct SavedDaemon: Codable {
     /// Written just before a daemon-reexec: the descriptors kept open across
     /// execve. Valid only in the process that wrote it (the same pid).
     var handoff: Handoff? = nil
+    /// Interruptions held by D-Bus leases, by display: a lease's descriptor
+    /// does not outlive its daemon, so the next one ends them.
+    var leases: [String: Int] = [:]
 }
 
 /// One app's row: its part of the core, its running process, its last
@@ -213,6 +216,9 @@ final class StateStore {
             let handoff = try values["handoff"].flatMap { $0.isEmpty ? nil : $0 }.map {
                 try JSONDecoder().decode(Handoff.self, from: $0)
             }
+            let leases = try values["leases"].flatMap { $0.isEmpty ? nil : $0 }.map {
+                try JSONDecoder().decode([String: Int].self, from: $0)
+            }
             written = entries
             holdingMore = Set(entries.filter { $0.value.run != nil || $0.value.termination != nil }.keys)
             rewrite = false
@@ -220,7 +226,7 @@ final class StateStore {
                 SavedDaemon(
                     bootID: bootID, core: CoreState(shared: shared, apps: entries.compactMapValues(\.core)),
                     runs: entries.compactMapValues(\.run), terminations: entries.compactMapValues(\.termination),
-                    handoff: handoff),
+                    handoff: handoff, leases: leases ?? [:]),
                 nil
             )
         } catch let error as DatabaseError where error.busy {
@@ -312,6 +318,9 @@ final class StateStore {
                     try statements.meta.run([Data("shared".utf8), try encoder.encode(state.core.shared)])
                     try statements.meta.run([
                         Data("handoff".utf8), try state.handoff.map { try encoder.encode($0) } ?? Data(),
+                    ])
+                    try statements.meta.run([
+                        Data("leases".utf8), state.leases.isEmpty ? Data() : try encoder.encode(state.leases),
                     ])
                 } catch let error as DatabaseError {
                     throw error
