@@ -221,6 +221,7 @@ public final class Daemon {
         }
         try loop.run()
         saveState()  // and what the last step held goes out (the state is removed below if nothing runs)
+        abandonOperations(leavingApps ? "restart" : "shutdown")
         if leavingApps {
             closeResumeSocket()
             control?.close()

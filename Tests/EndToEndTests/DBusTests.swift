@@ -551,4 +551,33 @@ import Testing
         #expect(log.contains("held by the earlier daemon's D-Bus leases"))
         #expect(try next.stop() == 0)
     }
+
+    /// An operation still under way when the daemon re-executes ends
+    /// `lost`, with the reason, rather than with a broken connection.
+    @Test func anOperationUnderWayWhenTheDaemonReexecutesIsLost() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["h": recorder(s + "/h", arguments: ["--hang", "didFinishLaunching"])])
+        let (code, out, err) = try run([
+            "/usr/bin/python3", "-c",
+            """
+            import dbus, dbus.mainloop.glib, subprocess, sys
+            from gi.repository import GLib
+            dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+            n, b = "\(Self.name)", dbus.bus.BusConnection(sys.argv[1])
+            op = b.get_object(n, "\(Self.root)/app/h").Launch(dbus.Dictionary({}, signature="sv"), dbus_interface=n + ".App")
+            got = []
+            # Sent now (a proxy's call would wait for a name lookup until the loop turns).
+            b.call_async(n, op, n + ".Operation", "Wait", "", (), lambda r, why: got.append(f"{r} {why}"),
+                         lambda e: got.append(e.get_dbus_name()), timeout=60)
+            b.get_object(n, op).Get(n + ".Operation", "State", dbus_interface="org.freedesktop.DBus.Properties")  # Wait is in
+            subprocess.run(sys.argv[2:], check=True, stdout=subprocess.DEVNULL)
+            while not got:
+                GLib.MainContext.default().iteration(True)
+            print(got[0])
+            """, bus.address, binary("supervisorctl"), "daemon-reexec", "--socket", d.socket,
+        ])
+        #expect(code == 0, "\(err)")
+        #expect(out.trimmingCharacters(in: .whitespacesAndNewlines) == "lost daemon-reexec", "\(out)")
+        #expect(try d.stop() == 0)
+    }
 }

@@ -178,6 +178,16 @@ extension Daemon {
         }
     }
 
+    /// This daemon is going (`reason`: daemon-reexec, restart, shutdown):
+    /// every operation not yet finished ends `lost`, so that a client
+    /// waiting for it hears why rather than a disconnection. (A crash
+    /// leaves them unanswered: their Wait fails with the connection.)
+    func abandonOperations(_ reason: String) {
+        guard let bus else { return }
+        for op in bus.pending { bus.front.finish(op.id, result: "lost", reason: reason) }
+        bus.pending = []
+    }
+
     /// The earlier daemon's leases went with it: their interruptions end.
     func endLeasedInterruptions(_ leases: [DisplayID: Int]) {
         for (display, count) in leases.sorted(by: { $0.key < $1.key }) where count > 0 {

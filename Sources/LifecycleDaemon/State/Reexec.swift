@@ -44,6 +44,7 @@ extension Daemon {
             return
         }
         for fd in kept { try? Posix.setCloseOnExec(fd, false) }
+        abandonOperations("daemon-reexec")  // the new image knows none of them
         logger.notice(
             "re-executing \(executablePath), keeping every app",
             metadata: [
