@@ -136,6 +136,19 @@ import Testing
                 #expect("\(state[path]?[key] ?? "nil")" == "\(value)", "\(path) \(key): signals and snapshot disagree")
             }
         }
+        // GetManagedObjects says what each object's GetAll says.
+        let each = out["each"] as? [String: [String: [String: Any]]] ?? [:]
+        let whole = out["after"] as? [String: [String: [String: Any]]] ?? [:]
+        #expect(each.count == whole.count && each.count >= 4)
+        for (path, ifaces) in each {
+            for (iface, properties) in ifaces {
+                let listed = whole[path]?[iface] ?? [:]
+                #expect(listed.keys.sorted() == properties.keys.sorted(), "\(path) \(iface)")
+                for (key, value) in properties where key != "Footprint" {
+                    #expect("\(listed[key] ?? "nil")" == "\(value)", "\(path) \(iface).\(key)")
+                }
+            }
+        }
         #expect(after[Self.root + "/app/a"]?["State"] as? String == "not-running")
         #expect(after[Self.root + "/app/b"]?["State"] as? String == "active")
         #expect(try d.status("b").state == .active)
@@ -578,6 +591,39 @@ import Testing
         ])
         #expect(code == 0, "\(err)")
         #expect(out.trimmingCharacters(in: .whitespacesAndNewlines) == "lost daemon-reexec", "\(out)")
+        #expect(try d.stop() == 0)
+    }
+
+    /// The lifecycle orders hold when a shell drives it over D-Bus: a
+    /// Swift and a Python app through launch, activation, home, lock,
+    /// restart, stop and kill; every operation done; each app's log a legal
+    /// order (the end-to-end tests' own judge); the bus's final state the
+    /// socket's.
+    @Test func theLifecycleOrdersHoldOverDBus() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon([
+            "a": recorder(s + "/a"), "p": recorder(s + "/p", client: .python),
+        ])
+        let steps = [
+            "Launch:a", "Activate:p", "Home", "Activate:a", "Lock", "Unlock", "Restart:a", "Activate:p", "Stop:a",
+            "Kill:p", "Launch:a", "Activate:a",
+        ]
+        let out = try Self.shell(bus, steps)
+        #expect(out["results"] as? [[String]] == Array(repeating: ["done", ""], count: steps.count), "\(out["results"] ?? "")")
+        for app in ["a", "p"] {
+            let log = lines(s + "/" + app)
+            #expect(legalOrder(log) == nil, "\(app): \(legalOrder(log) ?? "")")
+        }
+        let a = lines(s + "/a").filter { !$0.hasPrefix("#") }.map { String($0.split(separator: " ")[0]) }
+        #expect(a.prefix(3) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive"])
+        #expect(a.filter { $0 == "willFinishLaunching" }.count == 3, "launched, restarted, launched again: \(a)")
+        #expect(a.contains("willTerminate"))
+        let after = out["after"] as? [String: [String: [String: Any]]] ?? [:]
+        for app in ["a", "p"] {
+            let state = after[Self.root + "/app/" + app]?[Self.name + ".App"]?["State"] as? String
+            #expect(state == (try d.status(app).state.rawValue), "\(app)")
+        }
+        #expect(try d.status("a").state == .active && d.status("p").state == .notRunning)
         #expect(try d.stop() == 0)
     }
 }

@@ -80,10 +80,14 @@ def main():
         except dbus.DBusException as e:
             results.append(["error", e.get_dbus_name(), e.get_dbus_message()])
     after = plain(manager.GetManagedObjects(dbus_interface="org.freedesktop.DBus.ObjectManager"))
+    # Each object's interfaces read one by one: what GetManagedObjects says must be what they say.
+    each = {path: {iface: plain(bus.get_object(NAME, path).GetAll(iface, dbus_interface="org.freedesktop.DBus.Properties"))
+                   for iface in ifaces if iface.startswith(NAME)}
+            for path, ifaces in after.items()}
     context = GLib.MainContext.default()
     while context.pending():
         context.iteration(False)
-    print(json.dumps({"results": results, "signals": signals, "before": before, "after": after}))
+    print(json.dumps({"results": results, "signals": signals, "before": before, "after": after, "each": each}))
 
 
 if __name__ == "__main__":
