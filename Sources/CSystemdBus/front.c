@@ -149,6 +149,17 @@ static int on_name(sd_bus_message *m, void *userdata, sd_bus_error *e) {
     return 0;
 }
 
+/// Before sd-bus dispatches a call: the manager's GetManagedObjects is ours.
+static int on_message(sd_bus_message *m, void *userdata, sd_bus_error *e) {
+    (void)e;
+    if (!sd_bus_message_is_method_call(m, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects")) return 0;
+    const char *path = sd_bus_message_get_path(m);
+    if (!path || strcmp(path, ROOT) != 0) return 0;
+    int r = lc_managed_objects(m, userdata);
+    if (r < 0) sd_bus_reply_method_errno(m, r, NULL);
+    return 1;  // handled
+}
+
 static int connect_bus(lc_front *f) {
     sd_bus *bus = NULL;
     int r = sd_bus_open_system_with_description(&bus, "lifecycled-front");
@@ -160,7 +171,7 @@ static int connect_bus(lc_front *f) {
     }
     f->bus = bus;
     if ((r = sd_bus_add_object_vtable(bus, NULL, ROOT, MANAGER_IFACE, manager_vtable, f)) < 0 ||
-        (r = sd_bus_add_object_manager(bus, NULL, ROOT)) < 0 ||
+        (r = sd_bus_add_object_manager(bus, NULL, ROOT)) < 0 || (r = sd_bus_add_filter(bus, NULL, on_message, f)) < 0 ||
         (r = lc_objects_register(f, bus)) < 0 || (r = lc_operations_register(f, bus)) < 0 ||
         (r = sd_bus_match_signal(bus, NULL, "org.freedesktop.DBus.Local", NULL, "org.freedesktop.DBus.Local",
                                  "Disconnected", on_disconnected, f)) < 0 ||

@@ -161,6 +161,13 @@ int lc_get_u64(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus
 
 // objects.c
 int lc_objects_register(lc_front *f, sd_bus *bus);
+/// One object's entry of GetManagedObjects (`{oa{sa{sv}}}`): its interface
+/// with every property the vtable lists, read by the vtable's own getters.
+int lc_append_object(sd_bus_message *m, const sd_bus_vtable *vtable, const char *path, const char *iface,
+                     void *object);
+/// GetManagedObjects, written in one pass over the kept values (sd-bus's
+/// own walks every registered vtable for every object).
+int lc_managed_objects(sd_bus_message *call, lc_front *f);
 /// The connection is up (every object announced: clients ask
 /// GetManagedObjects) or gone (none is).
 void lc_objects_announced(lc_front *f, int announced);
@@ -181,6 +188,8 @@ void lc_calls_drop(lc_front *f);
 // operations.c
 int lc_operations_register(lc_front *f, sd_bus *bus);
 int lc_reply_operation(lc_front *f, sd_bus_message *call, uint64_t id);
+/// Every operation's entry of GetManagedObjects.
+int lc_append_operations(sd_bus_message *m, lc_front *f);
 int lc_create_monitor(sd_bus_message *msg, void *userdata, sd_bus_error *e);
 void lc_collect_monitors(lc_front *f);
 /// The connection is gone: waiters dropped, every monitor closed.

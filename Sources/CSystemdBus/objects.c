@@ -396,6 +396,56 @@ static const sd_bus_vtable scene_vtable[] = {
     RETURNS_OPERATION("Discard", scene_command),
     SD_BUS_VTABLE_END};
 
+int lc_append_object(sd_bus_message *m, const sd_bus_vtable *vtable, const char *path, const char *iface,
+                     void *object) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    int r = sd_bus_message_open_container(m, 'e', "oa{sa{sv}}");
+    if (r >= 0) r = sd_bus_message_append(m, "o", path);
+    if (r >= 0) r = sd_bus_message_open_container(m, 'a', "{sa{sv}}");
+    // The standard interfaces every object has, as sd-bus lists them.
+    static const char *const standard[] = {"org.freedesktop.DBus.Peer", "org.freedesktop.DBus.Introspectable",
+                                           "org.freedesktop.DBus.Properties"};
+    for (size_t i = 0; r >= 0 && i < 3; i++) r = sd_bus_message_append(m, "{sa{sv}}", standard[i], 0);
+    if (r >= 0) r = sd_bus_message_open_container(m, 'e', "sa{sv}");
+    if (r >= 0) r = sd_bus_message_append(m, "s", iface);
+    if (r >= 0) r = sd_bus_message_open_container(m, 'a', "{sv}");
+    for (const sd_bus_vtable *v = vtable; r >= 0 && v->type != _SD_BUS_VTABLE_END; v++) {
+        if (v->type != _SD_BUS_VTABLE_PROPERTY) continue;
+        const char *name = v->x.property.member, *signature = v->x.property.signature;
+        r = sd_bus_message_open_container(m, 'e', "sv");
+        if (r >= 0) r = sd_bus_message_append(m, "s", name);
+        if (r >= 0) r = sd_bus_message_open_container(m, 'v', signature);
+        if (r >= 0) r = v->x.property.get(NULL, path, iface, name, m, (uint8_t *)object + v->x.property.offset, &e);
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        if (r >= 0) r = sd_bus_message_close_container(m);
+    }
+    sd_bus_error_free(&e);
+    if (r >= 0) r = sd_bus_message_close_container(m);
+    if (r >= 0) r = sd_bus_message_close_container(m);
+    if (r >= 0) r = sd_bus_message_close_container(m);
+    if (r >= 0) r = sd_bus_message_close_container(m);
+    return r;
+}
+
+static const sd_bus_vtable app_vtable[], display_vtable[], scene_vtable[];
+
+int lc_managed_objects(sd_bus_message *call, lc_front *f) {
+    static const sd_bus_vtable *const vtables[] = {
+        [LC_FRONT_APP] = app_vtable, [LC_FRONT_DISPLAY] = display_vtable, [LC_FRONT_SCENE] = scene_vtable};
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_message_new_method_return(call, &reply);
+    if (r >= 0) r = sd_bus_message_open_container(reply, 'a', "{oa{sa{sv}}}");
+    for (size_t i = 0; r >= 0 && i < f->n_objects; i++) {
+        struct object *o = f->objects[i];
+        if (!o->removing) r = lc_append_object(reply, vtables[o->kind], o->path, kinds[o->kind].iface, o);
+    }
+    if (r >= 0) r = lc_append_operations(reply, f);
+    if (r >= 0) r = sd_bus_message_close_container(reply);
+    if (r >= 0) r = sd_bus_send(NULL, reply, NULL);
+    sd_bus_message_unref(reply);
+    return r;
+}
+
 int lc_objects_register(lc_front *f, sd_bus *bus) {
     int r;
     if ((r = sd_bus_add_fallback_vtable(bus, NULL, APPS, APP_IFACE, app_vtable, app_find, f)) < 0 ||

@@ -286,6 +286,13 @@ static const sd_bus_vtable operation_vtable[] = {
     SD_BUS_METHOD_WITH_NAMES("Wait", "", "", "ss", SD_BUS_PARAM(result) SD_BUS_PARAM(reason), operation_wait, OPEN),
     SD_BUS_VTABLE_END};
 
+int lc_append_operations(sd_bus_message *m, lc_front *f) {
+    int r = 0;
+    for (struct operation *o = f->operations; r >= 0 && o; o = o->next)
+        r = lc_append_object(m, operation_vtable, o->path, OPERATION_IFACE, o);
+    return r;
+}
+
 int lc_operations_register(lc_front *f, sd_bus *bus) {
     int r;
     if ((r = sd_bus_add_fallback_vtable(bus, NULL, OPERATIONS, OPERATION_IFACE, operation_vtable, operation_find, f)) < 0 ||
