@@ -626,4 +626,69 @@ import Testing
         #expect(try d.status("a").state == .active && d.status("p").state == .notRunning)
         #expect(try d.stop() == 0)
     }
+
+    /// The C shell of docs/dbus.md, as the page has it: compiled with sd-bus
+    /// and run, it brings nav to the front of the cluster and prints the
+    /// outcome. And dbus-send, the reference implementation's client, reads.
+    @Test func theCShellOfTheDocsWorksAndDbusSendReads() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["nav": recorder(s + "/nav")], daemon: twoDisplays)
+        let page = try String(contentsOfFile: repositoryRoot + "/docs/dbus.md", encoding: .utf8)
+        let start = try #require(page.range(of: "## A shell in C (sd-bus)\n\n```c\n"))
+        let end = try #require(page[start.upperBound...].range(of: "```"))
+        try String(page[start.upperBound..<end.lowerBound]).write(toFile: s + "/shell.c", atomically: true, encoding: .utf8)
+        let flags = try run(["/usr/bin/pkg-config", "--cflags", "--libs", "libsystemd"]).1
+            .split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
+        let cc = try run(["/usr/bin/gcc", "-Wall", "-Werror", "-o", s + "/shell", s + "/shell.c"] + flags)
+        #expect(cc.0 == 0, "\(cc.2)")
+        var env = ProcessInfo.processInfo.environment
+        env["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
+        let shell = try run([s + "/shell"], environment: env)
+        #expect(shell.0 == 0 && shell.1.contains("activate: done"), "\(shell)")
+        #expect(try d.status("nav").scenes?.first?.display == "cluster")
+        #expect(try d.status("nav").state == .active)
+        let sent = try run([
+            "/usr/bin/dbus-send", "--bus=\(bus.address)", "--print-reply", "--dest=\(Self.name)", Self.root,
+            Self.name + ".Manager.GetApp", "string:nav",
+        ])
+        #expect(sent.0 == 0 && sent.1.contains("object path \"\(Self.root)/app/nav\""), "\(sent)")
+        #expect(try d.stop() == 0)
+    }
+
+    /// A client that subscribes to every signal of the daemon and never
+    /// reads: the lifecycle goes on, and every other client is answered.
+    @Test func aClientThatNeverReadsHarmsNoOne() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a"), "b": recorder(s + "/b")])
+        let stuck = Process()
+        stuck.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        stuck.arguments = [
+            "-c",
+            """
+            import dbus, sys
+            b = dbus.bus.BusConnection(sys.argv[1])
+            b.add_match_string("type='signal',sender='\(Self.name)'")
+            b.get_object("\(Self.name)", "\(Self.root)").CreateMonitor(
+                dbus.Dictionary({}, signature="sv"), dbus_interface="\(Self.name).Manager")
+            print("subscribed", flush=True)
+            sys.stdin.read()
+            """, bus.address,
+        ]
+        let out = Pipe(), input = Pipe()
+        stuck.standardOutput = out
+        stuck.standardInput = input
+        try stuck.run()
+        #expect(String(decoding: out.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("subscribed"))
+        let f = try d.follow(["b"])
+        for _ in 0..<50 {
+            #expect(try d.ctl(["activate", "a"]).0 == 0)
+            #expect(try d.ctl(["activate", "b"]).0 == 0)
+        }
+        _ = try f.acknowledged("b", "didBecomeActive")
+        let state = try bus.busctl(["--timeout=10", "get-property", Self.name, Self.root + "/app/b", Self.name + ".App", "State"])
+        #expect(state.1.contains("\"active\""), "\(state)")
+        kill(stuck.processIdentifier, SIGKILL)
+        stuck.waitUntilExit()
+        #expect(try d.stop() == 0)
+    }
 }
