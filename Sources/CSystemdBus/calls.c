@@ -44,21 +44,52 @@ static lc_front_request request_of(const struct pending *p, const struct credent
 
 static void dispatch(struct pending *p, const struct credentials *c);
 
-/// Hands the call to the daemon, with who made it, and replies.
+/// Keeps a reply until lc_front_flush, which comes after the save of
+/// what the call changed: like the socket's answers, nothing a caller is
+/// told leaves before it is durable.
+static void hold(lc_front *f, sd_bus_message *call, sd_bus_message *reply, int r) {
+    if (r >= 0 && f->n_held == f->cap_held) {
+        size_t cap = f->cap_held ? f->cap_held * 2 : 16;
+        sd_bus_message **held = realloc(f->held, cap * sizeof *held);
+        if (!held) r = -ENOMEM;
+        else f->held = held, f->cap_held = cap;
+    }
+    if (r < 0) {
+        sd_bus_message_unref(reply);
+        sd_bus_reply_method_errno(call, r, NULL);  // the caller is told at once rather than never
+        return;
+    }
+    f->held[f->n_held++] = reply;
+}
+
+void lc_send_held(lc_front *f) {
+    for (size_t i = 0; i < f->n_held; i++) {
+        if (f->bus) sd_bus_send(f->bus, f->held[i], NULL);
+        sd_bus_message_unref(f->held[i]);
+    }
+    f->n_held = 0;
+}
+
+/// Hands the call to the daemon, with who made it; its reply is held.
 static void hand_on(struct pending *p, const struct credentials *c, int authorized) {
     lc_front *f = p->front;
     lc_front_request rq = request_of(p, c, authorized);
     lc_front_answer answer = {.descriptor = -1};
     f->cb.call(f->cb.context, &rq, &answer);
+    sd_bus_message *reply = NULL;
+    int r;
+    const char *path = answer.operation ? lc_operation_path(f, answer.operation) : NULL;
     if (answer.error_name)
-        sd_bus_reply_method_errorf(p->call, answer.error_name, "%s", answer.error_message ? answer.error_message : "");
-    else if (answer.operation)
-        lc_reply_operation(f, p->call, answer.operation);
-    else if (answer.descriptor >= 0)
-        sd_bus_reply_method_return(p->call, "h", answer.descriptor);  // sd-bus sends a copy
-    else
-        sd_bus_reply_method_return(p->call, "");
+        r = sd_bus_message_new_method_errorf(p->call, &reply, answer.error_name, "%s",
+                                             answer.error_message ? answer.error_message : "");
+    else if (answer.operation && !path)
+        r = sd_bus_message_new_method_errorf(p->call, &reply, SD_BUS_ERROR_FAILED, "the operation could not be made");
+    else if ((r = sd_bus_message_new_method_return(p->call, &reply)) >= 0) {
+        if (path) r = sd_bus_message_append(reply, "o", path);
+        else if (answer.descriptor >= 0) r = sd_bus_message_append(reply, "h", answer.descriptor);  // a copy
+    }
     if (answer.descriptor >= 0) close(answer.descriptor);
+    hold(f, p->call, reply, r);
     free_pending(p);
 }
 
@@ -246,7 +277,7 @@ int lc_command(sd_bus_message *m, lc_front *f, const char *app, const char *disp
     p->sender = strdup(sender);
     p->next = f->pending;
     f->pending = p;
-    int r = 0;
+    int r = p->verb && p->sender && (!app || p->app) ? 0 : -ENOMEM;
     if (argument) {
         const char *s = NULL;
         r = sd_bus_message_read(m, "s", &s);
@@ -286,5 +317,7 @@ int lc_manager_command(sd_bus_message *m, void *userdata, sd_bus_error *e) {
 
 void lc_calls_drop(lc_front *f) {
     while (f->pending) free_pending(f->pending);
+    for (size_t i = 0; i < f->n_held; i++) sd_bus_message_unref(f->held[i]);  // their callers went with the bus
+    f->n_held = 0;
     forget_credentials(f);  // a new bus daemon numbers its connections from :1.0 again
 }

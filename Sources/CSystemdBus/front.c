@@ -5,6 +5,8 @@
 // the manager's vtable; the rest in the files front.h lists.
 #include "front.h"
 
+#include <time.h>
+
 void lc_say(lc_front *f, int priority, const char *fmt, ...) {
     char text[512];
     va_list ap;
@@ -78,13 +80,33 @@ static void arm_retry(lc_front *f) {
     sd_event_add_time_relative(f->event, &f->retry, CLOCK_MONOTONIC, f->retry_usec, 0, on_retry, f);
 }
 
+/// What is queued, written, for at most `usec` (sd_bus_flush would wait
+/// for ever on a stalled bus daemon).
+static void flush_for(sd_bus *bus, uint64_t usec) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t now = (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000, end = now + usec;
+    uint64_t queued = 0;
+    while (now < end && sd_bus_get_n_queued_write(bus, &queued) >= 0 && queued > 0) {
+        if (sd_bus_process(bus, NULL) < 0 || sd_bus_wait(bus, end - now) < 0) break;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        now = (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
+    }
+}
+
+void lc_front_flush_out(lc_front *f) {
+    lc_send_held(f);
+    if (f->bus) flush_for(f->bus, 1000000);
+}
+
 static void drop_connection(lc_front *f) {
     lc_calls_drop(f);
     lc_operations_drop(f);
     lc_objects_announced(f, 0);
     if (f->bus) {
         sd_bus_detach_event(f->bus);
-        sd_bus_flush_close_unref(f->bus);
+        flush_for(f->bus, 1000000);
+        sd_bus_close_unref(f->bus);
     }
     f->bus = NULL;
     f->serving = 0;
@@ -118,8 +140,10 @@ static int on_name_lost(sd_bus_message *m, void *userdata, sd_bus_error *e) {
     lc_front *f = userdata;
     const char *name = NULL;
     if (sd_bus_message_read(m, "s", &name) >= 0 && strcmp(name, NAME) == 0) {
-        lc_say(f, LOG_WARNING, "another process took the bus name " NAME);
+        lc_say(f, LOG_WARNING, "another process took the bus name " NAME "; asking for it again now and then");
         f->serving = 0;
+        f->retry_usec = 1000000;
+        arm_retry(f);  // a new connection asks for it again
     }
     return 0;
 }
@@ -134,6 +158,15 @@ static int on_name(sd_bus_message *m, void *userdata, sd_bus_error *e) {
         if (!f->said_refused)
             lc_say(f, LOG_ERR, "cannot own the bus name " NAME ": %s (is dbus/" NAME ".conf installed?); asking again now and then",
                 error->message ? error->message : error->name);
+        f->said_refused = 1;
+        f->retry_usec = f->retry_usec * 2 > 30000000 ? 30000000 : f->retry_usec * 2;
+        arm_retry(f);
+        return 0;
+    }
+    uint32_t result = 0;
+    if (sd_bus_message_read(m, "u", &result) < 0 || (result != 1 && result != 4)) {
+        // 3: another owner that does not allow replacement holds it.
+        if (!f->said_refused) lc_say(f, LOG_ERR, "the bus name " NAME " is held by another process; asking again now and then");
         f->said_refused = 1;
         f->retry_usec = f->retry_usec * 2 > 30000000 ? 30000000 : f->retry_usec * 2;
         arm_retry(f);
@@ -195,6 +228,11 @@ int lc_front_open(sd_event *event, int64_t priority, const char *version, const 
     f->version = lc_dup0(version);
     f->cb = *callbacks;
     f->retry_usec = 1000000;
+    // Numbered from the time (µs): an operation's path is never one an
+    // earlier daemon gave out, so a client's old path is UnknownObject.
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    f->next_operation = (uint64_t)now.tv_sec * 1000000 + (uint64_t)now.tv_nsec / 1000;
     if (connect_bus(f) < 0) arm_retry(f);
     *out = f;
     return 0;
@@ -205,7 +243,9 @@ void lc_front_close(lc_front *f) {
     drop_connection(f);
     sd_event_source_disable_unref(f->retry);
     sd_event_source_disable_unref(f->flush_later);
+    sd_event_source_disable_unref(f->collect_later);
     lc_operations_free(f);
+    free(f->held);
     lc_objects_free(f);
     free(f->version);
     sd_event_unref(f->event);

@@ -52,6 +52,8 @@
 /// for once (the cache is emptied with a new connection to a bus).
 #define CREDENTIALS_KEPT 64
 #define GROUPS_KEPT 64
+/// Calls waiting for one operation at once.
+#define WAITERS_MAX 64
 /// How long a finished operation stays, for a late Wait.
 #define OPERATION_KEPT_USEC (60ULL * 1000000ULL)
 
@@ -98,7 +100,8 @@ struct monitor {
     size_t n_apps;
     uint64_t sequence;
     uint64_t lost_first, lost_last;  // records dropped, not yet told (0: none)
-    sd_bus_track *track;
+    sd_bus_slot *gone;   // NameOwnerChanged of the owner (asked asynchronously)
+    sd_bus_slot *check;  // GetNameOwner of the owner, once the match is in
     int closed;
     struct monitor *next;
 };
@@ -148,6 +151,10 @@ struct lc_front {
     uint64_t records_lost;
     sd_event_source *flush_later;  // while the bus daemon takes no messages
     uint64_t flushes_deferred;
+    sd_event_source *collect_later;  // monitors closed from inside a bus callback
+    /// Replies held until the state the call changed is saved (lc_front_flush).
+    sd_bus_message **held;
+    size_t n_held, cap_held;
 };
 
 // front.c
@@ -184,10 +191,13 @@ int lc_command(sd_bus_message *m, lc_front *f, const char *app, const char *disp
 int lc_manager_command(sd_bus_message *m, void *userdata, sd_bus_error *e);
 /// The connection is gone: calls waiting for it dropped, credentials forgotten.
 void lc_calls_drop(lc_front *f);
+/// The replies held until the save, sent.
+void lc_send_held(lc_front *f);
 
 // operations.c
 int lc_operations_register(lc_front *f, sd_bus *bus);
-int lc_reply_operation(lc_front *f, sd_bus_message *call, uint64_t id);
+/// An operation's path, NULL when there is none with that id.
+const char *lc_operation_path(lc_front *f, uint64_t id);
 /// Every operation's entry of GetManagedObjects.
 int lc_append_operations(sd_bus_message *m, lc_front *f);
 int lc_create_monitor(sd_bus_message *msg, void *userdata, sd_bus_error *e);

@@ -156,8 +156,11 @@ static int bus_stalled(lc_front *f) {
     return 1;
 }
 
+int lc_front_stalled(lc_front *f) { return bus_stalled(f); }
+
 void lc_front_flush(lc_front *f) {
     lc_collect_monitors(f);
+    lc_send_held(f);  // answers go even to a slow bus: one per call, and calls are bounded
     if (bus_stalled(f)) return;
     for (size_t i = 0; i < f->n_dirty; i++) {
         struct object *o = f->dirty[i];

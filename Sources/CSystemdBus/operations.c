@@ -2,10 +2,10 @@
 // monitors (the event history, per client). See front.h.
 #include "front.h"
 
-int lc_reply_operation(lc_front *f, sd_bus_message *call, uint64_t id) {
+const char *lc_operation_path(lc_front *f, uint64_t id) {
     for (struct operation *o = f->operations; o; o = o->next)
-        if (o->id == id) return sd_bus_reply_method_return(call, "o", o->path);
-    return sd_bus_reply_method_errorf(call, SD_BUS_ERROR_FAILED, "operation %" PRIu64 " is gone", id);
+        if (o->id == id) return o->path;
+    return NULL;
 }
 
 static struct operation *find_operation(lc_front *f, uint64_t id) {
@@ -107,9 +107,12 @@ static int operation_nodes(sd_bus *bus, const char *prefix, void *userdata, char
 }
 
 static int operation_wait(sd_bus_message *m, void *userdata, sd_bus_error *e) {
-    (void)e;
     struct operation *o = userdata;
     if (o->done) return sd_bus_reply_method_return(m, "ss", o->result, o->reason);
+    if (!sd_bus_message_get_expect_reply(m)) return 1;  // nobody to answer: nothing to keep
+    if (o->n_waiters >= WAITERS_MAX)
+        return sd_bus_error_setf(e, SD_BUS_ERROR_LIMITS_EXCEEDED, "%d calls already wait for this operation",
+                                 WAITERS_MAX);
     sd_bus_message **w = realloc(o->waiters, (o->n_waiters + 1) * sizeof *w);
     if (!w) return -ENOMEM;
     o->waiters = w;
@@ -139,14 +142,14 @@ static void free_monitor(lc_front *f, struct monitor *m) {
             *at = m->next;
             break;
         }
-    sd_bus_track_unref(m->track);
+    sd_bus_slot_unref(m->gone);
+    sd_bus_slot_unref(m->check);
     for (size_t i = 0; i < m->n_apps; i++) free(m->apps[i]);
     free(m->apps), free(m->path), free(m->owner);
     free(m);
 }
 
-/// The monitors closed, or whose owner went, freed (never from inside
-/// their own tracker's callback).
+/// The monitors closed, or whose owner went, freed.
 void lc_collect_monitors(lc_front *f) {
     for (struct monitor *m = f->monitors, *next; m; m = next) {
         next = m->next;
@@ -154,14 +157,52 @@ void lc_collect_monitors(lc_front *f) {
     }
 }
 
-static int on_owner_gone(sd_bus_track *t, void *userdata) {
-    (void)t;
-    ((struct monitor *)userdata)->closed = 1;
-    return 1;  // handled: 0 would put the (still empty) tracker back in sd-bus's queue, for ever
+static int on_collect(sd_event_source *s, void *userdata) {
+    lc_front *f = userdata;
+    sd_event_source_disable_unref(s);
+    f->collect_later = NULL;
+    lc_collect_monitors(f);
+    return 0;
+}
+
+/// Closed from inside one of its own callbacks: freed right after, from the loop.
+static void close_monitor(struct monitor *m) {
+    lc_front *f = m->front;
+    m->closed = 1;
+    if (!f->collect_later) sd_event_add_defer(f->event, &f->collect_later, on_collect, f);
+}
+
+/// NameOwnerChanged(name, old, new) of the owner: gone when new is "".
+static int on_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_error *e) {
+    (void)e;
+    const char *name = NULL, *old = NULL, *new = NULL;
+    if (sd_bus_message_read(msg, "sss", &name, &old, &new) >= 0 && new && !*new) close_monitor(userdata);
+    return 0;
+}
+
+/// GetNameOwner(owner): an error means it left before the match was in.
+static int on_owner_checked(sd_bus_message *msg, void *userdata, sd_bus_error *e) {
+    (void)e;
+    if (sd_bus_message_is_method_error(msg, NULL)) close_monitor(userdata);
+    return 0;
+}
+
+/// The match is in: from now on the owner's end is seen; ask whether it
+/// already came.
+static int on_match_installed(sd_bus_message *msg, void *userdata, sd_bus_error *e) {
+    (void)e;
+    struct monitor *m = userdata;
+    if (sd_bus_message_is_method_error(msg, NULL) ||
+        sd_bus_call_method_async(sd_bus_message_get_bus(msg), &m->check, "org.freedesktop.DBus",
+                                 "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner", on_owner_checked, m,
+                                 "s", m->owner) < 0)
+        close_monitor(m);
+    return 0;
 }
 
 int lc_create_monitor(sd_bus_message *msg, void *userdata, sd_bus_error *e) {
     lc_front *f = userdata;
+    lc_collect_monitors(f);
     const char *sender = sd_bus_message_get_sender(msg);
     if (!sender) return sd_bus_error_setf(e, SD_BUS_ERROR_ACCESS_DENIED, "a call without a sender");
     if (live_monitors(f, sender) >= MONITORS_PER_SENDER || live_monitors(f, NULL) >= MONITORS_MAX)
@@ -191,9 +232,19 @@ int lc_create_monitor(sd_bus_message *msg, void *userdata, sd_bus_error *e) {
     if (r >= 0) r = sd_bus_message_exit_container(msg);
     m->owner = strdup(sender);
     m->id = ++f->next_monitor;
+    if (r >= 0 && !m->owner) r = -ENOMEM;
     if (r >= 0 && asprintf(&m->path, MONITORS "/%" PRIu64, m->id) < 0) r = -ENOMEM;
-    if (r >= 0) r = sd_bus_track_new(sd_bus_message_get_bus(msg), &m->track, on_owner_gone, m);
-    if (r >= 0) r = sd_bus_track_add_name(m->track, sender);
+    // Its owner's end, learnt without waiting (sd_bus_track would ask the bus, and wait).
+    char *match = NULL;
+    if (r >= 0 && asprintf(&match,
+                           "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                           "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='%s'",
+                           sender) < 0)
+        r = -ENOMEM;
+    if (r >= 0)
+        r = sd_bus_add_match_async(sd_bus_message_get_bus(msg), &m->gone, match, on_owner_changed, on_match_installed,
+                                   m);
+    free(match);
     m->next = f->monitors;
     f->monitors = m;
     if (r < 0) {
@@ -220,7 +271,7 @@ static int monitor_close(sd_bus_message *msg, void *userdata, sd_bus_error *e) {
     const char *sender = sd_bus_message_get_sender(msg);
     if (!sender || strcmp(sender, m->owner) != 0)
         return sd_bus_error_setf(e, SD_BUS_ERROR_ACCESS_DENIED, "only the connection that created a monitor closes it");
-    m->closed = 1;
+    close_monitor(m);
     return sd_bus_reply_method_return(msg, "");
 }
 

@@ -138,7 +138,10 @@ extension Goal {
             let was = before.apps.first { $0.name == app }
             let inFront = was.map { $0.state == .active || $0.state == .inactive } ?? false
             return .relaunched(app, after: was?.pid, inFront: inFront || was?.state == .notRunning)
-        case .discard: return request.scene.map { .sceneGone(app, scene: $0) }
+        case .discard:
+            // A suspended app is told when it next runs: nothing to wait for now.
+            if before.apps.first(where: { $0.name == app })?.state == .suspended { return nil }
+            return request.scene.map { .sceneGone(app, scene: $0) }
         case .home, .lock: return .scenesLeft(front())
         case .unlock: return .scenesBack(front())
         default: return nil

@@ -242,7 +242,13 @@ public final class BusFront {
     /// Records dropped for monitors while the bus daemon took no messages.
     public var recordsLost: UInt64 { lc_front_records_lost(front) }
 
-    /// Emits what changed since the last flush.
+    /// The bus daemon takes no messages now: signals wait, gathered.
+    public var stalled: Bool { lc_front_stalled(front) != 0 }
+    /// Before the process goes (execve): what is held and queued, written
+    /// (for at most a second).
+    public func flushOut() { lc_front_flush_out(front) }
+
+    /// Emits what changed since the last flush (and the replies held for it).
     public func flush() { lc_front_flush(front) }
 }
 

@@ -67,6 +67,17 @@ public enum UnixSocket {
         return (fds[0], fds[1])
     }
 
+    /// A connected stream pair, close-on-exec, the first end non-blocking: a
+    /// lease (read 0 only when the other end is closed, never for an empty send).
+    public static func streamPair() throws(SystemError) -> (daemon: Int32, app: Int32) {
+        var fds: [Int32] = [-1, -1]
+        try Posix.call("socketpair") {
+            socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
+        }
+        try Posix.setNonBlocking(fds[0])
+        return (fds[0], fds[1])
+    }
+
     /// Reads and drops what the peer sent, without blocking; true once the
     /// peer has closed its end (or the socket failed): a lease's end.
     public static func peerClosed(_ fd: Int32) -> Bool {

@@ -22,13 +22,7 @@ struct Discard: ParsableCommand {
     func run() throws {
         var request = ControlRequest(.discard, app: app)
         request.scene = scene
-        let before = try connection.status()
-        let suspended = before.apps.first { $0.name == app }?.state == .suspended
-        if suspended {
-            _ = try connection.request(request)  // told when it next runs: nothing to wait for
-        } else {
-            try connection.requestAndWait(request, waiting)
-        }
+        try connection.requestAndWait(request, waiting)  // a suspended app: nothing to wait for (Goal.of)
     }
 }
 

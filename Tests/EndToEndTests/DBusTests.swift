@@ -292,7 +292,26 @@ import Testing
              "import dbus, sys; b = dbus.bus.BusConnection(sys.argv[1]); b.request_name('io.lifecycled.Lifecycle1')",
              bus.address])
         #expect(own.0 != 0 && own.2.contains("AccessDenied"), "nobody may not own the name: \(own)")
-        #expect(try Self.call(bus, app, "App", "Launch", ["a{sv}", "0"]).0 == 0, "root may")
+        // Every interface reaches the daemon: a display's, a scene's, a monitor's.
+        #expect(try d.ctl(["activate", "a"]).0 == 0)
+        for (path, method) in [
+            (Self.root + "/display/main", Self.name + ".Display.Lock"),
+            (app + "/scene/main", Self.name + ".Scene.Discard"),
+        ] {
+            let refused = try Self.asNobody(bus, path, method)
+            #expect(refused.2.contains("permission denied"), "\(method): the daemon decides, not the bus: \(refused.2)")
+        }
+        let monitor = try run([
+            "/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",
+            """
+            import dbus, sys
+            n, b = "\(Self.name)", dbus.bus.BusConnection(sys.argv[1])
+            m = b.get_object(n, "\(Self.root)").CreateMonitor(dbus.Dictionary({}, signature="sv"), dbus_interface=n + ".Manager")
+            b.get_object(n, m).Close(dbus_interface=n + ".Monitor")
+            """, bus.address,
+        ])
+        #expect(monitor.0 == 0, "nobody may watch and close its monitor: \(monitor.2)")
+        #expect(try Self.call(bus, app, "App", "Stop", ["a{sv}", "0"]).0 == 0, "root may")
         #expect(try d.stop() == 0)
     }
 

@@ -107,6 +107,12 @@ void lc_front_record(lc_front *front, const char *app, const char *record);
 size_t lc_front_monitors(const lc_front *front);
 uint64_t lc_front_records_lost(const lc_front *front);
 
+/// The bus daemon takes no messages now (signals wait, gathered).
+int lc_front_stalled(lc_front *front);
+/// Before the process goes (an execve): held replies sent and what is
+/// queued written, for at most a second.
+void lc_front_flush_out(lc_front *front);
+
 /// Signals emitted since the front opened (for tests and figures).
 uint64_t lc_front_signals_sent(const lc_front *front);
 

@@ -30,7 +30,8 @@ final class BusService: RecordSink {
 
     struct Operation {
         let id: UInt64
-        let goal: Goal
+        /// Nil: done once accepted (fetch, push, open), told after the save.
+        let goal: Goal?
         /// Wall-clock seconds: an app that ended before it did not fail it.
         let since: Double
         /// Loop time after which it ends failed, timed-out.
@@ -95,7 +96,7 @@ extension Daemon {
                 handle: { [unowned self] in self.busCall($0) },
                 connected: { [unowned self] in
                     self.bus?.resync = true
-                    self.publishToBus()
+                    self.bus?.judgeTimer?.arm(at: self.loop.now)  // published after any save due
                 },
                 log: { [unowned self] priority, message in
                     switch priority {
@@ -121,6 +122,8 @@ extension Daemon {
     /// as the socket's are.
     func busCall(_ call: BusFront.Request) -> BusFront.Answer {
         guard let bus, let front else { return .error(name: BusErrors.failed, message: "the daemon is starting") }
+        // The reply is held until the save of what the call changed: this turn.
+        defer { bus.judgeTimer?.arm(at: loop.now) }
         let request: ControlRequest
         switch Self.controlRequest(call) {
         case .failure(let problem): return .error(name: BusErrors.invalidArgs, message: problem.message)
@@ -142,13 +145,9 @@ extension Daemon {
                 return lease(display)
             }
             let id = bus.front.newOperation(verb: call.verb, app: call.app, requester: call.sender)
-            if let goal = before {
-                bus.pending.append(
-                    BusService.Operation(id: id, goal: goal, since: since, expires: loop.now + BusService.operationLimit))
-                bus.judgeTimer?.arm(at: loop.now)
-            } else {
-                bus.front.finish(id, result: "done", reason: "")  // accepted is done: fetch, push, open
-            }
+            guard id != 0 else { return .error(name: BusErrors.failed, message: "no memory for the operation") }
+            bus.pending.append(
+                BusService.Operation(id: id, goal: before, since: since, expires: loop.now + BusService.operationLimit))
             return .operation(id)
         }
     }
@@ -163,7 +162,7 @@ extension Daemon {
     func lease(_ display: DisplayID) -> BusFront.Answer {
         guard let bus else { return .done }
         do {
-            let (mine, theirs) = try UnixSocket.channelPair()
+            let (mine, theirs) = try UnixSocket.streamPair()
             // What a holder writes means nothing; only its end counts.
             let source = try loop.watch(fd: mine) { [unowned self] _ in
                 if UnixSocket.peerClosed(mine) { self.leaseEnded(mine) }
@@ -274,11 +273,20 @@ extension Daemon {
 
     func judgeOperations() {
         guard let bus, !bus.pending.isEmpty else { return }
-        let apps = Array(Set(bus.pending.flatMap(\.goal.apps)).filter { manifests[$0] != nil })
+        // A stalled bus holds the apps' signals: their operations wait with them.
+        if bus.front.stalled {
+            bus.judgeTimer?.arm(at: loop.now + 100_000_000)
+            return
+        }
+        let apps = Array(Set(bus.pending.flatMap { $0.goal?.apps ?? [] }).filter { manifests[$0] != nil })
         let report = statusReport(apps, shown: false)
         let now = loop.now
         bus.pending.removeAll { op in
-            switch op.goal.outcome(report, since: op.since) {
+            guard let goal = op.goal else {
+                bus.front.finish(op.id, result: "done", reason: "")  // accepted is done: fetch, push, open
+                return true
+            }
+            switch goal.outcome(report, since: op.since) {
             case .done?: bus.front.finish(op.id, result: "done", reason: "")
             case .failed(let f)?: bus.front.finish(op.id, result: "failed", reason: f.reason)
             case .superseded(let f)?: bus.front.finish(op.id, result: "superseded", reason: f.reason)

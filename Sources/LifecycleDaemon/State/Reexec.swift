@@ -45,6 +45,7 @@ extension Daemon {
         }
         for fd in kept { try? Posix.setCloseOnExec(fd, false) }
         abandonOperations("daemon-reexec")  // the new image knows none of them
+        bus?.front.flushOut()  // told before the connection closes with the exec
         logger.notice(
             "re-executing \(executablePath), keeping every app",
             metadata: [
