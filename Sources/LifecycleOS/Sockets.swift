@@ -59,21 +59,18 @@ public enum UnixSocket {
     /// blocking). Both close-on-exec: the spawner maps the app end into the
     /// child explicitly.
     public static func channelPair() throws(SystemError) -> (daemon: Int32, app: Int32) {
-        var fds: [Int32] = [-1, -1]
-        try Posix.call("socketpair") {
-            socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
-        }
-        try Posix.setNonBlocking(fds[0])
-        return (fds[0], fds[1])
+        try pair(Int32(SOCK_SEQPACKET.rawValue))
     }
 
     /// A connected stream pair, close-on-exec, the first end non-blocking: a
     /// lease (read 0 only when the other end is closed, never for an empty send).
     public static func streamPair() throws(SystemError) -> (daemon: Int32, app: Int32) {
+        try pair(Int32(SOCK_STREAM.rawValue))
+    }
+
+    private static func pair(_ type: Int32) throws(SystemError) -> (daemon: Int32, app: Int32) {
         var fds: [Int32] = [-1, -1]
-        try Posix.call("socketpair") {
-            socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
-        }
+        try Posix.call("socketpair") { socketpair(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) }
         try Posix.setNonBlocking(fds[0])
         return (fds[0], fds[1])
     }
