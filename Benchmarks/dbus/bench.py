@@ -23,18 +23,11 @@ import dbus.mainloop.glib
 from gi.repository import GLib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from benchdaemon import BenchDaemon, C_RECORDER, pct  # noqa: E402
+from benchdaemon import BenchDaemon, C_RECORDER, cpu_seconds, pct  # noqa: E402
 
 NAME, ROOT = "io.lifecycled.Lifecycle1", "/io/lifecycled/Lifecycle1"
 APPS = int(os.environ.get("APPS", "1000"))
 CYCLES = int(os.environ.get("CYCLES", "100"))
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def private_bus():

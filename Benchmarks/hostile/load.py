@@ -17,15 +17,8 @@ Prints a Markdown table. Run as root: make bench-hostile.
 import json, os, pwd, signal, socket, statistics, subprocess, sys, tempfile, time, uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from benchdaemon import BenchDaemon, C_RECORDER, pct  # noqa: E402
+from benchdaemon import BenchDaemon, C_RECORDER, cpu_seconds, pct  # noqa: E402
 NOBODY = pwd.getpwnam("nobody")
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def Daemon():

@@ -73,6 +73,13 @@ class BenchDaemon:
         subprocess.run(["rmdir", f"/sys/fs/cgroup/unified{self.cgroup}"], stderr=subprocess.DEVNULL)
 
 
+def cpu_seconds(pid):
+    """User and system CPU of a process so far, at /proc's tick resolution."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(xs, p):
     """The p-th percentile, nearest rank."""
     xs = sorted(xs)

@@ -40,8 +40,6 @@ int lc_get_u64(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus
     return sd_bus_message_append(reply, "t", *(uint64_t *)userdata);
 }
 
-uint64_t lc_front_signals_sent(const lc_front *f) { return f->signals; }
-int lc_front_serving(const lc_front *f) { return f->serving; }
 
 static int get_version(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *reply, void *userdata,
                        sd_bus_error *e) {

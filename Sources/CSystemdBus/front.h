@@ -143,14 +143,11 @@ struct lc_front {
     struct operation *operations;
     uint64_t next_operation;
     struct pending *pending;
-    uint64_t signals;
     struct credentials kept[CREDENTIALS_KEPT];
     size_t next_kept;
     struct monitor *monitors;
     uint64_t next_monitor;
-    uint64_t records_lost;
     sd_event_source *flush_later;  // while the bus daemon takes no messages
-    uint64_t flushes_deferred;
     sd_event_source *collect_later;  // monitors closed from inside a bus callback
     /// Replies held until the state the call changed is saved (lc_front_flush).
     sd_bus_message **held;

@@ -150,7 +150,6 @@ static int bus_stalled(lc_front *f) {
     uint64_t queued = 0;
     if (!f->serving || sd_bus_get_n_queued_write(f->bus, &queued) < 0 || queued <= QUEUE_HIGH) return 0;
     if (!f->flush_later) {
-        f->flushes_deferred++;
         sd_event_add_time_relative(f->event, &f->flush_later, CLOCK_MONOTONIC, 100000, 0, on_flush_later, f);
     }
     return 1;
@@ -166,12 +165,12 @@ void lc_front_flush(lc_front *f) {
         struct object *o = f->dirty[i];
         o->queued = 0;
         if (o->removing) {
-            if (f->serving && o->announced && sd_bus_emit_object_removed(f->bus, o->path) >= 0) f->signals++;
+            if (f->serving && o->announced) sd_bus_emit_object_removed(f->bus, o->path);
             drop_object(f, o);
             continue;
         }
         if (f->serving && !o->announced) {
-            if (sd_bus_emit_object_added(f->bus, o->path) >= 0) f->signals++;
+            sd_bus_emit_object_added(f->bus, o->path);
             o->announced = 1;
         } else if (f->serving && o->changed) {
             const char *names[32];
@@ -179,8 +178,7 @@ void lc_front_flush(lc_front *f) {
             for (int p = 0; kinds[o->kind].names[p]; p++)
                 if (o->changed & (1u << p)) names[n++] = kinds[o->kind].names[p];
             names[n] = NULL;
-            if (sd_bus_emit_properties_changed_strv(f->bus, o->path, kinds[o->kind].iface, (char **)names) >= 0)
-                f->signals++;
+            sd_bus_emit_properties_changed_strv(f->bus, o->path, kinds[o->kind].iface, (char **)names);
         }
         o->changed = 0;
     }

@@ -27,7 +27,7 @@ uint64_t lc_front_operation_new(lc_front *f, const char *verb, const char *app, 
     o->result = lc_dup0(""), o->reason = lc_dup0("");
     o->next = f->operations;
     f->operations = o;
-    if (f->serving && sd_bus_emit_object_added(f->bus, o->path) >= 0) f->signals++;
+    if (f->serving) sd_bus_emit_object_added(f->bus, o->path);
     return o->id;
 }
 
@@ -48,7 +48,7 @@ static int collect_operation(sd_event_source *s, uint64_t usec, void *userdata) 
     (void)s, (void)usec;
     struct operation *o = userdata;
     lc_front *f = o->front;
-    if (f->serving && sd_bus_emit_object_removed(f->bus, o->path) >= 0) f->signals++;
+    if (f->serving) sd_bus_emit_object_removed(f->bus, o->path);
     free_operation(f, o);
     return 0;
 }
@@ -65,14 +65,12 @@ void lc_front_operation_finish(lc_front *f, uint64_t id, const char *result, con
     }
     o->n_waiters = 0;
     if (f->serving) {
-        if (sd_bus_emit_properties_changed(f->bus, o->path, OPERATION_IFACE, "State", "Result", "Reason", NULL) >= 0)
-            f->signals++;
+        sd_bus_emit_properties_changed(f->bus, o->path, OPERATION_IFACE, "State", "Result", "Reason", NULL);
         sd_bus_message *signal = NULL;
         // To the requester only: nobody else asked.
         if (sd_bus_message_new_signal(f->bus, &signal, ROOT, MANAGER_IFACE, "OperationFinished") >= 0 &&
-            sd_bus_message_append(signal, "ossss", o->path, o->verb, o->app, o->result, o->reason) >= 0 &&
-            sd_bus_send_to(f->bus, signal, o->requester, NULL) >= 0)
-            f->signals++;
+            sd_bus_message_append(signal, "ossss", o->path, o->verb, o->app, o->result, o->reason) >= 0)
+            sd_bus_send_to(f->bus, signal, o->requester, NULL);
         sd_bus_message_unref(signal);
     }
     sd_event_add_time_relative(f->event, &o->collect, CLOCK_MONOTONIC, OPERATION_KEPT_USEC, 0, collect_operation, o);
@@ -134,7 +132,6 @@ static size_t live_monitors(const lc_front *f, const char *owner) {
 }
 
 size_t lc_front_monitors(const lc_front *f) { return live_monitors(f, NULL); }
-uint64_t lc_front_records_lost(const lc_front *f) { return f->records_lost; }
 
 static void free_monitor(lc_front *f, struct monitor *m) {
     for (struct monitor **at = &f->monitors; *at; at = &(*at)->next)
@@ -293,7 +290,6 @@ static int monitor_signal(lc_front *f, struct monitor *m, const char *member, co
     }
     if (r >= 0) r = sd_bus_send_to(f->bus, s, m->owner, NULL);
     sd_bus_message_unref(s);
-    if (r >= 0) f->signals++;
     return r;
 }
 
@@ -311,7 +307,6 @@ void lc_front_record(lc_front *f, const char *app, const char *record) {
         if (deep || m->lost_first || monitor_signal(f, m, "Record", "ts", sequence, record) < 0) {
             if (!m->lost_first) m->lost_first = sequence;
             m->lost_last = sequence;
-            f->records_lost++;
         }
     }
 }

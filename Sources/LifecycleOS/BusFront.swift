@@ -50,7 +50,7 @@ public final class BusFront {
     }
 
     /// One app's properties, as the bus shows them.
-    public struct AppProperties: Sendable, Equatable {
+    public struct AppProperties: Sendable {
         public var state = "not-running"
         public var pid: UInt32 = 0
         public var launching = false
@@ -69,14 +69,6 @@ public final class BusFront {
         public var footprint: UInt64 = 0
 
         public init() {}
-
-        public static func == (a: Self, b: Self) -> Bool {
-            a.state == b.state && a.pid == b.pid && a.launching == b.launching && a.frozen == b.frozen
-                && a.awaiting == b.awaiting && a.band == b.band && a.display == b.display && a.delivery == b.delivery
-                && a.tasks.map(\.id) == b.tasks.map(\.id) && a.tasks.map(\.name) == b.tasks.map(\.name)
-                && a.scenes == b.scenes && a.endReason == b.endReason && a.endDescription == b.endDescription
-                && a.endTime == b.endTime && a.endPid == b.endPid && a.footprint == b.footprint
-        }
     }
 
     private var front: OpaquePointer?
@@ -127,13 +119,10 @@ public final class BusFront {
 
     deinit {
         lc_front_close(front)
+        lastError = (nil, nil)  // frees the last pair
         for a in actions.values { free(a) }
     }
 
-    /// Whether the connection is up and the name is ours.
-    public var serving: Bool { lc_front_serving(front) != 0 }
-    /// Signals emitted since the front opened.
-    public var signalsSent: UInt64 { lc_front_signals_sent(front) }
 
     private static func request(_ r: lc_front_request) -> Request {
         func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }
@@ -239,8 +228,6 @@ public final class BusFront {
     public func record(app: String, json: String) { lc_front_record(front, app, json) }
     /// Monitors open now.
     public var monitors: Int { lc_front_monitors(front) }
-    /// Records dropped for monitors while the bus daemon took no messages.
-    public var recordsLost: UInt64 { lc_front_records_lost(front) }
 
     /// The bus daemon takes no messages now: signals wait, gathered.
     public var stalled: Bool { lc_front_stalled(front) != 0 }

@@ -196,13 +196,7 @@ public final class DaemonUnderTest {
     /// Runs supervisorctl against this daemon; returns (exit code, stdout, stderr).
     public func ctl(_ args: [String], user: String? = nil) throws -> (Int32, String, String) {
         var argv = [binary("supervisorctl")] + args + ["--socket", socket]
-        if let user {
-            argv =
-                [
-                    "/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)",
-                    "--clear-groups",
-                ] + argv
-        }
+        if let user { argv = asUser(user, argv) }
         return try run(argv)
     }
 
@@ -270,6 +264,13 @@ public final class DaemonUnderTest {
 }
 
 /// Runs a command to completion; returns (exit code, stdout, stderr).
+/// `argv` run as `user` (nobody with nogroup), with only `groups` (a
+/// comma-separated list of group names; nil: none) as supplementary groups.
+public func asUser(_ user: String, groups: String? = nil, _ argv: [String]) -> [String] {
+    ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)"]
+        + [groups.map { "--groups=\($0)" } ?? "--clear-groups"] + argv
+}
+
 public func run(_ argv: [String], environment: [String: String]? = nil) throws -> (Int32, String, String) {
     let dir = FileManager.default.temporaryDirectory.path + "/run-\(UUID().uuidString.prefix(8))"
     let out = open(dir + ".out", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)

@@ -113,9 +113,7 @@ public final class PrivateBus {
     /// busctl on this bus (as `user`, when given).
     public func busctl(_ args: [String], user: String? = nil) throws -> (Int32, String, String) {
         var argv = ["/usr/bin/busctl", "--address=\(address)"] + args
-        if let user {
-            argv = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups"] + argv
-        }
+        if let user { argv = asUser(user, argv) }
         return try run(argv)
     }
 

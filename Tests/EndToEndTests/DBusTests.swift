@@ -208,8 +208,8 @@ import Testing
         #expect(denied != 0 && why.contains("ccess denied"), "\(why)")
         #expect(try d.status("a").state == .notRunning)
         let member = try run(
-            ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=daemon", "/usr/bin/busctl",
-             "--address=\(bus.address)", "call", Self.name, app, Self.name + ".App", "Launch", "a{sv}", "0"])
+            asUser("nobody", groups: "daemon", ["/usr/bin/busctl",
+             "--address=\(bus.address)", "call", Self.name, app, Self.name + ".App", "Launch", "a{sv}", "0"]))
         #expect(member.0 == 0, "a member of the control group was refused: \(member.2)")
         try waitUntil("a runs") { try d.status("a").state != .notRunning }
         #expect(try d.stop() == 0)
@@ -283,14 +283,12 @@ import Testing
         let objects = try bus.busctl(
             ["call", Self.name, Self.root, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects"], user: "nobody")
         #expect(objects.0 == 0, "\(objects.2)")
-        let (_, _, denied) = try run(
-            ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/gdbus", "call",
-             "--address", bus.address, "-d", Self.name, "-o", app, "-m", Self.name + ".App.Launch", "{}"])
+        let (_, _, denied) = try Self.asNobody(bus, app, Self.name + ".App.Launch")
         #expect(denied.contains("permission denied: 'launch' needs root"), "the daemon refused it, not the bus: \(denied)")
         let own = try run(
-            ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",
+            asUser("nobody", ["/usr/bin/python3", "-c",
              "import dbus, sys; b = dbus.bus.BusConnection(sys.argv[1]); b.request_name('io.lifecycled.Lifecycle1')",
-             bus.address])
+             bus.address]))
         #expect(own.0 != 0 && own.2.contains("AccessDenied"), "nobody may not own the name: \(own)")
         // Every interface reaches the daemon: a display's, a scene's, a monitor's.
         #expect(try d.ctl(["activate", "a"]).0 == 0)
@@ -301,28 +299,23 @@ import Testing
             let refused = try Self.asNobody(bus, path, method)
             #expect(refused.2.contains("permission denied"), "\(method): the daemon decides, not the bus: \(refused.2)")
         }
-        let monitor = try run([
-            "/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",
+        let monitor = try run(asUser("nobody", [
+            "/usr/bin/python3", "-c",
             """
             import dbus, sys
             n, b = "\(Self.name)", dbus.bus.BusConnection(sys.argv[1])
             m = b.get_object(n, "\(Self.root)").CreateMonitor(dbus.Dictionary({}, signature="sv"), dbus_interface=n + ".Manager")
             b.get_object(n, m).Close(dbus_interface=n + ".Monitor")
             """, bus.address,
-        ])
+        ]))
         #expect(monitor.0 == 0, "nobody may watch and close its monitor: \(monitor.2)")
         #expect(try Self.call(bus, app, "App", "Stop", ["a{sv}", "0"]).0 == 0, "root may")
         #expect(try d.stop() == 0)
     }
 
-    /// nobody, as a busctl call (with interactive authorization allowed or not).
-    static func asNobody(_ bus: PrivateBus, _ path: String, _ method: String, interactive: Bool = false)
-        throws -> (Int32, String, String)
-    {
-        try run(
-            ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/gdbus", "call",
-             "--address", bus.address, "-d", name, "-o", path, "-m", method, "{}"]
-                + (interactive ? ["--interactive"] : []))
+    /// A call as nobody, with gdbus (which names the error it gets).
+    static func asNobody(_ bus: PrivateBus, _ path: String, _ method: String) throws -> (Int32, String, String) {
+        try run(asUser("nobody", ["/usr/bin/gdbus", "call", "--address", bus.address, "-d", name, "-o", path, "-m", method, "{}"]))
     }
 
     /// polkit decides for callers who are neither root nor in the control
@@ -356,8 +349,8 @@ import Testing
         #expect(try d.status("b").state == .notRunning && d.status("a").state == .active)
         // The control group needs no polkit.
         let member = try run(
-            ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=daemon", "/usr/bin/busctl",
-             "--address=\(bus.address)", "call", Self.name, Self.root + "/app/b", Self.name + ".App", "Launch", "a{sv}", "0"])
+            asUser("nobody", groups: "daemon", ["/usr/bin/busctl",
+             "--address=\(bus.address)", "call", Self.name, Self.root + "/app/b", Self.name + ".App", "Launch", "a{sv}", "0"]))
         #expect(member.0 == 0, "\(member.2)")
         #expect(try d.stop() == 0)
 
@@ -386,9 +379,9 @@ import Testing
             let nobody = try Self.asNobody(bus, Self.root + "/app/a", Self.name + ".App.Activate")
             #expect(nobody.2.contains("AccessDenied") && nobody.2.contains(expected), "\(mode): \(nobody.2)")
             let member = try run(
-                ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=daemon", "/usr/bin/busctl",
+                asUser("nobody", groups: "daemon", ["/usr/bin/busctl",
                  "--address=\(bus.address)", "call", Self.name, Self.root + "/app/a", Self.name + ".App", "Launch",
-                 "a{sv}", "0"])
+                 "a{sv}", "0"]))
             #expect(member.0 == 0, "\(mode): \(member.2)")
             #expect(try d.stop() == 0)
         }

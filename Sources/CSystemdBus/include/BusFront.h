@@ -74,8 +74,6 @@ typedef struct {
 int lc_front_open(sd_event *event, int64_t priority, const char *version, const lc_front_callbacks *callbacks,
                   lc_front **front);
 void lc_front_close(lc_front *front);
-/// Whether the connection is up and the name is ours.
-int lc_front_serving(const lc_front *front);
 
 /// An object's values now (copied): a new object appears (InterfacesAdded)
 /// at the next flush; changed values are signalled then.
@@ -103,9 +101,8 @@ void lc_front_flush(lc_front *front);
 /// numbered per monitor; when the bus daemon is not taking messages (its
 /// queue deep), dropped, and told with a Lost signal once it is again.
 void lc_front_record(lc_front *front, const char *app, const char *record);
-/// Monitors open now, and records dropped since the front opened.
+/// Monitors open now.
 size_t lc_front_monitors(const lc_front *front);
-uint64_t lc_front_records_lost(const lc_front *front);
 
 /// The bus daemon takes no messages now (signals wait, gathered).
 int lc_front_stalled(lc_front *front);
@@ -113,7 +110,5 @@ int lc_front_stalled(lc_front *front);
 /// queued written, for at most a second.
 void lc_front_flush_out(lc_front *front);
 
-/// Signals emitted since the front opened (for tests and figures).
-uint64_t lc_front_signals_sent(const lc_front *front);
 
 #endif
