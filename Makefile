@@ -129,6 +129,7 @@ bench-hostile: release clib
 	/usr/bin/python3 Benchmarks/hostile/load.py
 
 # The D-Bus interface against the JSON socket (issue 29): docs/performance.md.
+# BEFORE=DIR (a release lifecycled from before the interface): the socket side by side with it.
 bench-dbus: release clib
 	/usr/bin/python3 Benchmarks/dbus/bench.py
 

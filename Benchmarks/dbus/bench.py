@@ -14,6 +14,10 @@ running) and the C recorder, and measures side by side in one run:
      and how many properties each names;
   4. the daemon's CPU per cycle with and without a client that subscribed
      to every signal of the daemon and never reads its socket.
+  5. the bus daemon stopped (SIGSTOP): the lifecycle over the socket, the
+     daemon's memory, the bus catching up;
+  6. with BEFORE=DIR (a lifecycled built before the interface), the socket's
+     activation and status side by side with that build, alternating.
 Prints a Markdown table. Run as root: make bench-dbus (APPS=1000 CYCLES=100).
 """
 import json, os, socket, statistics, subprocess, sys, tempfile, time
@@ -103,13 +107,13 @@ def main():
     def acked(event):
         return lambda e: e.get("app") == "rec" and e.get("kind") == "acknowledged" and e.get("event") == event
 
-    def socket_cycle():
+    def socket_cycle(daemon=d):
         t = time.perf_counter()
-        d.request({"command": "activate", "app": "rec"}, private=True)
-        d.wait_event(acked("didBecomeActive"))
+        daemon.request({"command": "activate", "app": "rec"}, private=True)
+        daemon.wait_event(acked("didBecomeActive"))
         up = time.perf_counter() - t
-        d.request({"command": "home"}, private=True)
-        d.wait_event(acked("didEnterBackground"))
+        daemon.request({"command": "home"}, private=True)
+        daemon.wait_event(acked("didEnterBackground"))
         return up
 
     def bus_cycle():
@@ -229,6 +233,35 @@ time.sleep(100000)
     rows.append(("daemon RSS growth while the bus daemon was stopped", f"{(rss1 - rss0) / 1024:.1f} MiB"))
     rows.append(("first answer over the bus once it goes on", f"{caught_up * 1000:.1f} ms (State {state})"))
     del monitor
+
+    # 6. Side by side with the build before (BEFORE=dir with its lifecycled):
+    # what serving the bus costs the socket's clients. Alternating batches.
+    if os.environ.get("BEFORE"):
+        b = BenchDaemon("dbus-before", apps, settings='event_history = 0\n[memory]\nmonitor = false\n', follow=["rec"],
+                        bin_dir=os.environ["BEFORE"])
+        watch = bus.get_object(NAME, ROOT)  # a shell that watches every signal meanwhile
+        bus.add_signal_receiver(lambda *a, **k: None, bus_name=NAME)
+        runs = {"before": ([], [], 0.0), "after": ([], [], 0.0)}
+        for _ in range(5):
+            for label, daemon in (("before", b), ("after", d)):
+                cycles, statuses, cpu = runs[label]
+                c0 = cpu_seconds(daemon.proc.pid)
+                cycles += [socket_cycle(daemon) for _ in range(CYCLES // 5)]
+                for _ in range(3):
+                    t = time.perf_counter()
+                    daemon.request({"command": "status"}, private=True)
+                    statuses.append(time.perf_counter() - t)
+                runs[label] = (cycles, statuses, cpu + cpu_seconds(daemon.proc.pid) - c0)
+            drain()
+        for label in ("before", "after"):
+            cycles, statuses, cpu = runs[label]
+            rows.append((f"{label} this change: activate to its outcome over the socket"
+                         + (" (the bus served, a shell watching)" if label == "after" else " (no D-Bus)"), ms(cycles)))
+            rows.append((f"{label} this change: `status` of {APPS + 1} apps over the socket", ms(statuses)))
+            rows.append((f"{label} this change: daemon CPU per cycle (with its status calls)",
+                         f"{cpu / len(cycles) * 1000:.2f} ms"))
+        del watch
+        b.stop()
 
     d.stop()
     busd.kill()
