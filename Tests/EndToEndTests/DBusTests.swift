@@ -176,6 +176,38 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// A later command that changes the same front before an operation's
+    /// outcome is known supersedes it, naming itself; a reload that removes
+    /// the app an operation waits for cancels it. Neither waits 300 s.
+    @Test func aLaterCommandSupersedesAndARemovedAppCancels() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon([
+            "h": recorder(s + "/h", arguments: ["--hang", "didFinishLaunching"]),
+            "g": recorder(s + "/g", arguments: ["--hang", "didFinishLaunching"]),
+        ])
+        func start(_ app: String) throws -> String {
+            let (code, reply, err) = try Self.call(bus, Self.root + "/app/" + app, "App", "Launch", ["a{sv}", "0"])
+            #expect(code == 0, "\(err)")
+            return try #require(reply.split(separator: "\"").dropFirst().first.map(String.init))
+        }
+        func wait(_ operation: String) throws -> String {
+            try bus.busctl(["call", Self.name, operation, Self.name + ".Operation", "Wait"]).1
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let launch = try start("h")
+        try waitUntil("h is launching") { try d.status("h").awaiting?.rawValue == "didFinishLaunching" }
+        #expect(try Self.call(bus, Self.root, "Manager", "Home", ["a{sv}", "0"]).0 == 0)
+        #expect(try wait(launch) == "ss \"superseded\" \"home\"")
+
+        let other = try start("g")
+        try waitUntil("g is launching") { try d.status("g").awaiting?.rawValue == "didFinishLaunching" }
+        unlink(d.dir + "/apps/g.toml")
+        let (code, _, err) = try run([binary("supervisorctl"), "reload", "--socket", d.socket])
+        #expect(code == 0, "\(err)")
+        #expect(try wait(other) == "ss \"canceled\" \"app-removed\"")
+        #expect(try d.stop() == 0)
+    }
+
     @Test func badCallsAndRefusalsAreNamedErrors() throws {
         let s = scratch()
         let (bus, d) = try Self.daemon(["a": recorder(s + "/a")])
@@ -450,6 +482,38 @@ import Testing
     /// Displays and scenes are objects too: a scene brought to the front of
     /// a display through its app, then discarded through its own object;
     /// a display locked through its own; each object's properties follow.
+    /// A monitor whose signals cannot leave (the bus daemon stopped, the
+    /// daemon's queue to it past its bound) loses records, and is told so:
+    /// one `Lost(first, last)` before the next record, and every sequence
+    /// number is either a record or inside a Lost range, in order.
+    @Test func aMonitorThatFellBehindIsToldWhatItLost() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a")])
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        let (code, out, err) = try run(
+            ["/usr/bin/python3", repositoryRoot + "/Tests/dbus/lost.py", bus.address, "\(bus.pid)", d.socket, "a", "150"])
+        #expect(code == 0, "\(err)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: [[Any]]])
+        #expect(json.count == 8)
+        for (monitor, signals) in json {
+            var next = 1
+            var lost = 0
+            for signal in signals {
+                let kind = signal.first as? String
+                let numbers = signal.dropFirst().compactMap { $0 as? Int }
+                #expect(numbers.first == next, "\(monitor): \(signal) where \(next) was next")
+                if kind == "Lost" {
+                    lost += 1
+                    #expect(numbers.count == 2 && numbers[1] >= numbers[0])
+                }
+                next = (numbers.last ?? next) + 1
+            }
+            #expect(lost >= 1, "\(monitor) was never told it lost records")
+            #expect(signals.last?.first as? String == "Record")
+        }
+        #expect(try d.stop() == 0)
+    }
+
     @Test func displaysAndScenesAreObjects() throws {
         let s = scratch()
         let (bus, d) = try Self.daemon(["s": recorder(s + "/s", "scenes = true")], daemon: twoDisplays)

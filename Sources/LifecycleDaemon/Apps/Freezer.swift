@@ -59,6 +59,7 @@ extension Daemon {
         run.freezeTimer = nil
         run.freezeStarted = nil
         run.frozen = true
+        touchBus(id)
         if let problem = run.freezeProblem {
             logger.notice("\(id) frozen after all (it had failed: \(problem))", metadata: ["app": "\(id)"])
             run.freezeProblem = nil
@@ -95,6 +96,7 @@ extension Daemon {
         run.freezeTimer?.cancel()
         run.freezeTimer = nil
         run.frozen = false
+        touchBus(id)
         if let problem = run.freezeProblem {
             logger.notice("\(id) thawed after all (it had failed: \(problem))", metadata: ["app": "\(id)"])
             run.freezeProblem = nil

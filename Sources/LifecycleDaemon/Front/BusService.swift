@@ -24,6 +24,9 @@ final class BusService: RecordSink {
     var scenes: [AppID: Set<String>] = [:]
     /// Every app is pushed again at the next publish (a reload, a new connection).
     var resync = true
+    /// Apps whose shown state changed outside the core (frozen, thawed):
+    /// pushed at the next publish, which no save may bring.
+    var touched: Set<AppID> = []
     /// Judges the operations at the end of a turn that saved nothing (a
     /// command whose step saved before it returned: a failed spawn).
     var judgeTimer: EventLoop.Source?
@@ -36,6 +39,20 @@ final class BusService: RecordSink {
         let since: Double
         /// Loop time after which it ends failed, timed-out.
         let expires: Int64
+        /// The display whose front it changes (nil: every display), when it changes one.
+        var front: FrontChange? = nil
+        /// A later command that changed the same front before this one's
+        /// outcome was known (its JSON word): the outcome, unless the goal
+        /// is reached at the next judgement, is `superseded`.
+        var contested: String? = nil
+    }
+
+    /// Which display's front a command changes.
+    struct FrontChange: Equatable {
+        var display: DisplayID?
+        func meets(_ other: FrontChange) -> Bool {
+            display == nil || other.display == nil || display == other.display
+        }
     }
 
     /// The polkit action that decides a method (dbus/io.lifecycled.Lifecycle1.policy).
@@ -146,9 +163,32 @@ extension Daemon {
             }
             let id = bus.front.newOperation(verb: call.verb, app: call.app, requester: call.sender)
             guard id != 0 else { return .error(name: BusErrors.failed, message: "no memory for the operation") }
+            let change = frontChange(request)
+            if let change {
+                // An earlier operation on the same front that asked for something else
+                // is superseded by this one, unless its goal is reached in this turn.
+                for i in bus.pending.indices where bus.pending[i].front?.meets(change) == true && bus.pending[i].goal != before {
+                    bus.pending[i].contested = bus.pending[i].contested ?? request.command.rawValue
+                }
+            }
             bus.pending.append(
-                BusService.Operation(id: id, goal: before, since: since, expires: loop.now + BusService.operationLimit))
+                BusService.Operation(
+                    id: id, goal: before, since: since, expires: loop.now + BusService.operationLimit, front: change))
             return .operation(id)
+        }
+    }
+
+    /// The display whose front a command changes, if it changes one: an
+    /// activation or a launch into the front (the display named, or the
+    /// app's), home, lock and unlock (the display named, or every one).
+    func frontChange(_ r: ControlRequest) -> BusService.FrontChange? {
+        switch r.command {
+        case .launch where r.background == true: return nil
+        case .activate, .launch:
+            let app = r.app.flatMap { manifests[$0] }
+            return .init(display: r.display ?? app?.policy.display ?? supervisor.displays.all.first?.name)
+        case .home, .lock, .unlock: return .init(display: r.display)
+        default: return nil
         }
     }
 
@@ -243,7 +283,8 @@ extension Daemon {
     /// out (one per changed object); then operations judged and finished.
     func publishToBus(changed: Set<AppID> = []) {
         guard let bus else { return }
-        var push = changed
+        var push = changed.union(bus.touched)
+        bus.touched = []
         if bus.resync || bus.published.count != manifests.count {
             let now = Set(manifests.keys)
             for gone in bus.published.subtracting(now) {
@@ -291,6 +332,15 @@ extension Daemon {
             case .failed(let f)?: bus.front.finish(op.id, result: "failed", reason: f.reason)
             case .superseded(let f)?: bus.front.finish(op.id, result: "superseded", reason: f.reason)
             case nil:
+                if goal.apps.contains(where: { manifests[$0] == nil }) {
+                    // A reload removed an app it waits for: nothing is left to wait for.
+                    bus.front.finish(op.id, result: "canceled", reason: "app-removed")
+                    return true
+                }
+                if let later = op.contested {
+                    bus.front.finish(op.id, result: "superseded", reason: later)
+                    return true
+                }
                 guard now >= op.expires else { return false }
                 bus.front.finish(op.id, result: "failed", reason: "timed-out")
             }
@@ -298,6 +348,14 @@ extension Daemon {
         }
         // The next expiry, unless something happens first.
         if let next = bus.pending.map(\.expires).min() { bus.judgeTimer?.arm(at: next) }
+    }
+
+    /// The kernel changed what an app's object shows (frozen, thawed), not
+    /// the core: published at the end of this turn, saved or not.
+    func touchBus(_ id: AppID) {
+        guard let bus else { return }
+        bus.touched.insert(id)
+        bus.judgeTimer?.arm(at: loop.now)
     }
 
     /// An app and its scenes, to the bus.
