@@ -18,6 +18,10 @@ running) and the C recorder, and measures side by side in one run:
      daemon's memory, the bus catching up;
   6. with BEFORE=DIR (a lifecycled built before the interface), the socket's
      activation and status side by side with that build, alternating.
+  7. the whole state from a C client (Benchmarks/dbus/gmo.c, sd-bus reading
+     every value) against `status` read whole over the socket.
+With CALLGRIND="DIR ..." it only counts, for each build, the daemon's
+instructions per GetManagedObjects (callgrind, in lc_managed_objects).
 Prints a Markdown table. Run as root: make bench-dbus (APPS=1000 CYCLES=100).
 """
 import json, os, socket, statistics, subprocess, sys, tempfile, time
@@ -27,7 +31,7 @@ import dbus.mainloop.glib
 from gi.repository import GLib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from benchdaemon import BenchDaemon, C_RECORDER, cpu_seconds, pct  # noqa: E402
+from benchdaemon import BenchDaemon, C_RECORDER, RELEASE, cpu_seconds, pct  # noqa: E402
 
 NAME, ROOT = "io.lifecycled.Lifecycle1", "/io/lifecycled/Lifecycle1"
 APPS = int(os.environ.get("APPS", "1000"))
@@ -49,6 +53,46 @@ def private_bus():
     return proc, f"unix:path={d}/bus.sock"
 
 
+def build_gmo():
+    """Benchmarks/dbus/gmo.c, the C client, built beside the release build."""
+    out = os.path.join(os.path.dirname(RELEASE), "bench-gmo")
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", out,
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "gmo.c"), "-lsystemd"], check=True)
+    return out
+
+
+def c_times(argv):
+    """Seconds per call, as gmo prints them (µs first on each line)."""
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    return [float(line.split()[0]) / 1e6 for line in out.splitlines()]
+
+
+def instructions_per_call(bin_dir, address, apps, calls=10):
+    """The daemon's instructions in lc_managed_objects per GetManagedObjects,
+    counted by callgrind (debug info stripped: valgrind 3.19 cannot read
+    the static binary's)."""
+    d = tempfile.mkdtemp(prefix="lifecycled-bench-callgrind-")
+    binary, out = os.path.join(d, "lifecycled.stripped"), os.path.join(d, "callgrind.out")
+    subprocess.run(["objcopy", "--strip-debug", os.path.join(bin_dir, "lifecycled"), binary], check=True)
+    with open(os.path.join(d, "lifecycled"), "w") as f:
+        f.write(f"#!/bin/sh\nexec valgrind --tool=callgrind --toggle-collect=lc_managed_objects "
+                f"--callgrind-out-file={out} {binary} \"$@\"\n")
+    os.chmod(os.path.join(d, "lifecycled"), 0o755)
+    daemon = BenchDaemon("dbus-callgrind", apps, settings='event_history = 0\n[memory]\nmonitor = false\n',
+                         bin_dir=d, ready_tries=3000, bus=address)
+    bus = dbus.bus.BusConnection(address)
+    for _ in range(6000):
+        if bus.name_has_owner(NAME):
+            break
+        time.sleep(0.01)
+    subprocess.run([build_gmo(), address, str(calls)], check=True, stdout=subprocess.DEVNULL)
+    bus.close()
+    daemon.stop(timeout=300)
+    with open(out) as f:
+        total = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
+    return total / calls
+
+
 def ms(xs):
     return f"{statistics.median(xs) * 1000:.2f} / {pct(xs, 90) * 1000:.2f}"
 
@@ -57,6 +101,14 @@ def main():
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     busd, address = private_bus()
     apps = {f"app{i:04d}": 'command = ["/bin/sleep", "100000"]\ndelivery = "signals"\n' for i in range(APPS)}
+    if os.environ.get("CALLGRIND"):
+        # CALLGRIND="DIR DIR ...": the daemon's instructions per GetManagedObjects, each build.
+        print(f"| build ({APPS} apps) | instructions per GetManagedObjects in the daemon |")
+        print("|---|---|")
+        for bin_dir in os.environ["CALLGRIND"].split():
+            print(f"| {bin_dir} | {instructions_per_call(bin_dir, address, apps) / 1e6:.1f} M |", flush=True)
+        busd.kill()
+        return
     apps["rec"] = f'command = ["{C_RECORDER}", "--log", "/dev/null"]\n'
     d = BenchDaemon("dbus", apps, settings='event_history = 0\n[memory]\nmonitor = false\n', follow=["rec"],
                     bus=address)
@@ -88,6 +140,13 @@ def main():
             objects.append(time.perf_counter() - t)
     rows.append((f"whole state, {APPS + 1} apps: `status` (JSON, {status_bytes // 1024} KiB)", ms(status)))
     rows.append((f"whole state, {APPS + 1} apps: GetManagedObjects ({len(got)} objects)", ms(objects)))
+    # The same from C: sd-bus reading every value, against the socket's
+    # reply read whole (no JSON parse: a lower bound for the socket).
+    gmo = build_gmo()
+    c_status = c_times([gmo, "--status", d.socket + ".private", "30"])
+    c_objects = c_times([gmo, address, "30"])
+    rows.append(("whole state from C: `status` read whole (not parsed)", ms(c_status)))
+    rows.append(("whole state from C: GetManagedObjects, sd-bus reading every value", ms(c_objects)))
 
     # 2 and 3. Activation to its outcome, and back home.
     signals = []
@@ -107,6 +166,12 @@ def main():
     def acked(event):
         return lambda e: e.get("app") == "rec" and e.get("kind") == "acknowledged" and e.get("event") == event
 
+    def wait(op):
+        # No proxy: dbus-python's asks the bus for the name's owner when it
+        # is made (and, unless told not to, introspects): a round trip or two
+        # a C client or a kept proxy does not make.
+        return bus.call_blocking(NAME, op, NAME + ".Operation", "Wait", "", ())
+
     def socket_cycle(daemon=d):
         t = time.perf_counter()
         daemon.request({"command": "activate", "app": "rec"}, private=True)
@@ -119,11 +184,11 @@ def main():
     def bus_cycle():
         t = time.perf_counter()
         op = rec.Activate(dbus.Dictionary({}, signature="sv"), dbus_interface=NAME + ".App")
-        result = bus.get_object(NAME, op).Wait(dbus_interface=NAME + ".Operation")
+        result = wait(op)
         up = time.perf_counter() - t
         assert str(result[0]) == "done", result
         op = manager.Home(dbus.Dictionary({}, signature="sv"), dbus_interface=NAME + ".Manager")
-        bus.get_object(NAME, op).Wait(dbus_interface=NAME + ".Operation")
+        wait(op)
         d.wait_event(acked("didEnterBackground"))  # both transports leave the follower at the same point
         return up
 
@@ -143,9 +208,23 @@ def main():
         up = time.perf_counter() - t
         assert finished.pop(op) == "done"
         op = manager.Home(dbus.Dictionary({}, signature="sv"), dbus_interface=NAME + ".Manager")
-        bus.get_object(NAME, op).Wait(dbus_interface=NAME + ".Operation")
+        wait(op)
         d.wait_event(acked("didEnterBackground"))
         return up
+
+    # The floor under both: one round trip that changes nothing, each way.
+    socket_rtt, bus_rtt = [], []
+    for _ in range(10):
+        for _ in range(10):
+            t = time.perf_counter()
+            d.request({"command": "status", "apps": ["rec"]}, private=True)
+            socket_rtt.append(time.perf_counter() - t)
+        for _ in range(10):
+            t = time.perf_counter()
+            rec.Get(NAME + ".App", "State", dbus_interface="org.freedesktop.DBus.Properties")
+            bus_rtt.append(time.perf_counter() - t)
+    rows.append(("one round trip that changes nothing: socket `status` of one app (a new connection)", ms(socket_rtt)))
+    rows.append(("one round trip that changes nothing: D-Bus Properties.Get of one app's State", ms(bus_rtt)))
 
     over_socket, over_bus, over_signal = [], [], []
     drain()

@@ -31,13 +31,13 @@ int lc_get_string(sd_bus *b, const char *p, const char *i, const char *prop, sd_
                   sd_bus_error *e) {
     (void)b, (void)p, (void)i, (void)prop, (void)e;
     const char *s = *(char **)userdata;
-    return sd_bus_message_append(reply, "s", s ? s : "");
+    return sd_bus_message_append_basic(reply, 's', s ? s : "");
 }
 
 int lc_get_u64(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *reply, void *userdata,
                sd_bus_error *e) {
     (void)b, (void)p, (void)i, (void)prop, (void)e;
-    return sd_bus_message_append(reply, "t", *(uint64_t *)userdata);
+    return sd_bus_message_append_basic(reply, 't', userdata);
 }
 
 

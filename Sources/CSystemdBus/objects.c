@@ -165,12 +165,12 @@ void lc_front_flush(lc_front *f) {
         struct object *o = f->dirty[i];
         o->queued = 0;
         if (o->removing) {
-            if (f->serving && o->announced) sd_bus_emit_object_removed(f->bus, o->path);
+            if (f->serving && o->announced) sd_bus_emit_interfaces_removed(f->bus, o->path, kinds[o->kind].iface, NULL);
             drop_object(f, o);
             continue;
         }
         if (f->serving && !o->announced) {
-            sd_bus_emit_object_added(f->bus, o->path);
+            sd_bus_emit_interfaces_added(f->bus, o->path, kinds[o->kind].iface, NULL);
             o->announced = 1;
         } else if (f->serving && o->changed) {
             const char *names[32];
@@ -199,20 +199,22 @@ void lc_objects_free(lc_front *f) {
 static int get_u32(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *reply, void *userdata,
                    sd_bus_error *e) {
     (void)b, (void)p, (void)i, (void)prop, (void)e;
-    return sd_bus_message_append(reply, "u", (uint32_t) * (uint64_t *)userdata);
+    uint32_t u = (uint32_t) * (uint64_t *)userdata;
+    return sd_bus_message_append_basic(reply, 'u', &u);
 }
 
 static int get_bool(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *reply, void *userdata,
                     sd_bus_error *e) {
     (void)b, (void)p, (void)i, (void)prop, (void)e;
-    return sd_bus_message_append(reply, "b", *(uint64_t *)userdata != 0);
+    int yes = *(uint64_t *)userdata != 0;
+    return sd_bus_message_append_basic(reply, 'b', &yes);
 }
 
 static int get_path(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *reply, void *userdata,
                     sd_bus_error *e) {
     (void)b, (void)p, (void)i, (void)prop, (void)e;
     const char *s = *(char **)userdata;
-    return sd_bus_message_append(reply, "o", s && *s ? s : "/");
+    return sd_bus_message_append_basic(reply, 'o', s && *s ? s : "/");
 }
 
 /// Lines of `text` as an array: "as", or "a(us)" of "id\tname" lines.
@@ -229,7 +231,7 @@ static int append_lines(sd_bus_message *reply, const char *text, int tasks) {
             char *tab = strchr(line, '\t');
             r = sd_bus_message_append(reply, "(us)", (uint32_t)strtoul(line, NULL, 10), tab ? tab + 1 : "");
         } else {
-            r = sd_bus_message_append(reply, "s", line);
+            r = sd_bus_message_append_basic(reply, 's', line);
         }
         s = end ? end + 1 : s + len;
     }
@@ -397,32 +399,43 @@ static const sd_bus_vtable scene_vtable[] = {
     RETURNS_OPERATION("Discard", scene_command),
     SD_BUS_VTABLE_END};
 
+/// An interface and its properties' dictionary, opened: append_basic and
+/// open_container rather than sd_bus_message_append, which parses its
+/// format string for every value (a third of GetManagedObjects' time).
+static int open_interface(sd_bus_message *m, const char *iface) {
+    int r = sd_bus_message_open_container(m, 'e', "sa{sv}");
+    if (r >= 0) r = sd_bus_message_append_basic(m, 's', iface);
+    if (r >= 0) r = sd_bus_message_open_container(m, 'a', "{sv}");
+    return r;
+}
+
+static int close_interface(sd_bus_message *m) {
+    int r = sd_bus_message_close_container(m);
+    return r >= 0 ? sd_bus_message_close_container(m) : r;
+}
+
 int lc_append_object(sd_bus_message *m, const sd_bus_vtable *vtable, const char *path, const char *iface,
                      void *object) {
     sd_bus_error e = SD_BUS_ERROR_NULL;
     int r = sd_bus_message_open_container(m, 'e', "oa{sa{sv}}");
-    if (r >= 0) r = sd_bus_message_append(m, "o", path);
+    if (r >= 0) r = sd_bus_message_append_basic(m, 'o', path);
     if (r >= 0) r = sd_bus_message_open_container(m, 'a', "{sa{sv}}");
-    // The standard interfaces every object has, as sd-bus lists them.
-    static const char *const standard[] = {"org.freedesktop.DBus.Peer", "org.freedesktop.DBus.Introspectable",
-                                           "org.freedesktop.DBus.Properties"};
-    for (size_t i = 0; r >= 0 && i < 3; i++) r = sd_bus_message_append(m, "{sa{sv}}", standard[i], 0);
-    if (r >= 0) r = sd_bus_message_open_container(m, 'e', "sa{sv}");
-    if (r >= 0) r = sd_bus_message_append(m, "s", iface);
-    if (r >= 0) r = sd_bus_message_open_container(m, 'a', "{sv}");
+    // Ours only: not the standard Peer, Introspectable and Properties every
+    // object has (as GDBus's object manager, unlike sd-bus's; InterfacesAdded
+    // and InterfacesRemoved name ours only too). A third fewer containers.
+    if (r >= 0) r = open_interface(m, iface);
     for (const sd_bus_vtable *v = vtable; r >= 0 && v->type != _SD_BUS_VTABLE_END; v++) {
         if (v->type != _SD_BUS_VTABLE_PROPERTY) continue;
         const char *name = v->x.property.member, *signature = v->x.property.signature;
         r = sd_bus_message_open_container(m, 'e', "sv");
-        if (r >= 0) r = sd_bus_message_append(m, "s", name);
+        if (r >= 0) r = sd_bus_message_append_basic(m, 's', name);
         if (r >= 0) r = sd_bus_message_open_container(m, 'v', signature);
         if (r >= 0) r = v->x.property.get(NULL, path, iface, name, m, (uint8_t *)object + v->x.property.offset, &e);
         if (r >= 0) r = sd_bus_message_close_container(m);
         if (r >= 0) r = sd_bus_message_close_container(m);
     }
     sd_bus_error_free(&e);
-    if (r >= 0) r = sd_bus_message_close_container(m);
-    if (r >= 0) r = sd_bus_message_close_container(m);
+    if (r >= 0) r = close_interface(m);
     if (r >= 0) r = sd_bus_message_close_container(m);
     if (r >= 0) r = sd_bus_message_close_container(m);
     return r;

@@ -27,7 +27,7 @@ uint64_t lc_front_operation_new(lc_front *f, const char *verb, const char *app, 
     o->result = lc_dup0(""), o->reason = lc_dup0("");
     o->next = f->operations;
     f->operations = o;
-    if (f->serving) sd_bus_emit_object_added(f->bus, o->path);
+    if (f->serving) sd_bus_emit_interfaces_added(f->bus, o->path, OPERATION_IFACE, NULL);
     return o->id;
 }
 
@@ -48,7 +48,7 @@ static int collect_operation(sd_event_source *s, uint64_t usec, void *userdata) 
     (void)s, (void)usec;
     struct operation *o = userdata;
     lc_front *f = o->front;
-    if (f->serving) sd_bus_emit_object_removed(f->bus, o->path);
+    if (f->serving) sd_bus_emit_interfaces_removed(f->bus, o->path, OPERATION_IFACE, NULL);
     free_operation(f, o);
     return 0;
 }

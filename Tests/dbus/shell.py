@@ -75,7 +75,7 @@ def main():
             else:
                 target, iface = manager, NAME + ".Manager"
             op = getattr(target, verb)(dbus.Dictionary({}, signature="sv"), dbus_interface=iface)
-            result = bus.get_object(NAME, op).Wait(dbus_interface=NAME + ".Operation", timeout=60)
+            result = bus.get_object(NAME, op, introspect=False).Wait(dbus_interface=NAME + ".Operation", timeout=60)
             results.append([str(result[0]), str(result[1])])
         except dbus.DBusException as e:
             results.append(["error", e.get_dbus_name(), e.get_dbus_message()])
