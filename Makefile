@@ -194,7 +194,11 @@ generated: release
 install: release install-clib generated
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR) \
 	    $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)/etc/lifecycled/apps
-	install -s -m 755 .build/release/lifecycled .build/release/supervisorctl $(DESTDIR)$(PREFIX)/bin/
+	install -s -m 755 .build/release/lifecycled .build/release/supervisorctl .build/release/lifecycled-follow \
+	    $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/user
+	sed -e 's|/usr/local/bin/|$(PREFIX)/bin/|g' -e 's|/usr/local/share/|$(PREFIX)/share/|g' systemd/lifecycled-follow.service \
+	    > $(DESTDIR)$(PREFIX)/lib/systemd/user/lifecycled-follow.service
 	install -s -m 755 .build/release/example-recorder .build/release/example-saver .build/release/example-news \
 	    .build/release/example-worker .build/release/example-plain $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(CLIB)/c-recorder $(DESTDIR)$(PREFIX)/bin/example-c-recorder

@@ -17,8 +17,9 @@
 //   LifecycleOS        thin typed adapters over the kernel and systemd
 //   LifecycleDaemon    the daemon shell: config, event loop, app channels, control server
 //   LifecycleClient    the Swift client library apps link
+//   LifecycleFollow    the compositor's follower: sway's IPC read, snapshots reported (docs/focus.md)
 //   LifecycleTestKit   a real daemon under test, for end-to-end tests and benchmarks
-//   lifecycled, supervisorctl, example-*, lifecycled-bench   executables
+//   lifecycled, supervisorctl, lifecycled-follow, example-*, lifecycled-bench   executables
 import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
@@ -29,6 +30,7 @@ let package = Package(
     products: [
         .executable(name: "lifecycled", targets: ["lifecycled"]),
         .executable(name: "supervisorctl", targets: ["supervisorctl"]),
+        .executable(name: "lifecycled-follow", targets: ["lifecycled-follow"]),
         .library(name: "LifecycleClient", targets: ["LifecycleClient"]),
     ],
     dependencies: [
@@ -71,6 +73,13 @@ let package = Package(
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ], swiftSettings: strict),
         .target(name: "LifecycleClient", dependencies: ["LifecycleWire"], swiftSettings: strict),
+        .target(name: "LifecycleFollow", dependencies: ["LifecycleControl"], swiftSettings: strict),
+        .executableTarget(
+            name: "lifecycled-follow",
+            dependencies: [
+                "LifecycleFollow", "LifecycleControl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ], swiftSettings: strict),
         .executableTarget(
             name: "lifecycled",
             dependencies: [

@@ -25,7 +25,7 @@ build_c() {   # name, sources...: undefined behaviour aborts, as a crash does
 }
 build app-channel Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/app_channel.swift
 control=(Sources/LifecycleControl/ControlProtocol.swift Sources/LifecycleControl/ControlStatus.swift
-    Sources/LifecycleControl/ControlRecords.swift)
+    Sources/LifecycleControl/ControlRecords.swift Sources/LifecycleControl/ShownReport.swift)
 build control-request Sources/LifecycleModel/*.swift "${control[@]}" Fuzz/control_request.swift
 build status-reader Sources/LifecycleModel/*.swift "${control[@]}" Sources/LifecycleControl/StatusJSON.swift \
     Sources/LifecycleControl/StatusFields.swift Fuzz/status_reader.swift

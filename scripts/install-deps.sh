@@ -6,7 +6,8 @@
 # C shim's tests), systemd's tools (systemd-analyze, systemd-socket-activate,
 # systemd-notify), systemd-nspawn (the tests under a real systemd), setpriv
 # (util-linux), python3 (the Python example app and test programs), and for
-# the D-Bus tests dbus-daemon, gdbus, dbus-python with GLib, and polkitd.
+# the D-Bus tests dbus-daemon, gdbus, dbus-python with GLib, and polkitd;
+# for the compositor tests sway and weston (weston-flower).
 # Debian and Ubuntu.
 #
 # With --vm, only what the virtual machine of scripts/vm.sh needs: QEMU,
@@ -38,6 +39,10 @@ else
     command -v gdbus >/dev/null || need+=(libglib2.0-bin)
     /usr/bin/python3 -c 'import dbus, gi' 2>/dev/null || need+=(python3-dbus python3-gi)
     [[ -x /usr/lib/polkit-1/polkitd ]] || need+=(polkitd)
+    # The compositor tests (docs/focus.md): a headless sway, and Wayland
+    # clients that draw there (weston-flower).
+    command -v sway >/dev/null || need+=(sway)
+    command -v weston-flower >/dev/null || need+=(weston)
 fi
 
 if ((${#need[@]})); then

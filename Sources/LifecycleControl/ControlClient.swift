@@ -22,13 +22,27 @@ public final class ControlClient {
     private var buffer: [UInt8] = []
 
     public init(path: String) throws(Failure) {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        switch Self.connectStream(path) {
+        case .success(let fd): self.fd = fd
+        case .failure(let reason): throw .noDaemon(path: path, reason: reason.description)
+        }
+    }
+
+    public struct ConnectFailure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// A connected AF_UNIX stream socket (close-on-exec), or why not:
+    /// for this client and for lifecycled-follow's compositor connection.
+    public static func connectStream(_ path: String) -> Result<Int32, ConnectFailure> {
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
-        guard fd >= 0, bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
-            throw .noDaemon(path: path, reason: "bad socket path")
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+            return .failure(ConnectFailure(description: "bad socket path"))
         }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return .failure(ConnectFailure(description: String(cString: strerror(errno)))) }
         withUnsafeMutableBytes(of: &addr.sun_path) { raw in for (i, b) in bytes.enumerated() { raw[i] = b } }
         let r = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -38,9 +52,9 @@ public final class ControlClient {
         if r != 0 {
             let reason = String(cString: strerror(errno))
             close(fd)
-            throw .noDaemon(path: path, reason: reason)
+            return .failure(ConnectFailure(description: reason))
         }
-        self.fd = fd
+        return .success(fd)
     }
 
     /// Connects to the daemon at `path`, through its private socket

@@ -39,6 +39,8 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     public var display: String?
     /// `activate`, `discard`: the scene.
     public var scene: String?
+    /// `shown`: what the compositor shows (lifecycled-follow).
+    public var shown: ShownReport?
 
     public init(
         _ command: Command, app: String? = nil, apps: [String]? = nil,
@@ -58,7 +60,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case interruptionBegin = "interruption-begin"
         case interruptionEnd = "interruption-end"
         case daemonReexec = "daemon-reexec"
-        case reload, restart, signal, avail, tail, fetch, push, open, discard
+        case reload, restart, signal, avail, tail, fetch, push, open, discard, shown
     }
 }
 

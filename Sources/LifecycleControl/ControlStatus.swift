@@ -41,6 +41,8 @@ public struct DaemonStatus: Codable, Sendable {
     /// Every display, in the configuration's order (the first is the one
     /// `foregroundSlots`, `foreground`, `locked` and `interruptions` describe).
     public var displays: [DisplayStatus]?
+    /// A compositor's follower reports what is shown (docs/focus.md); nil: none ever did.
+    public var follower: FollowerStatus?
 
     public init(
         pid: Int32, foregroundSlots: Int, foreground: [String], locked: Bool,

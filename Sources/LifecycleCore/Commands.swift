@@ -78,7 +78,10 @@ extension Supervisor {
     /// background when the slots are full.
     mutating func takeForegroundSlot(_ id: AppID) {
         guard let ref = defaultScene(id), let d = apps[id]!.scenes[ref.scene]?.display else { return }
-        let evicted = displays.with(d) { $0.take(ref) }
+        let focus = displays[d]!.focus
+        var evicted = displays.with(d) { $0.take(ref) }
+        // Followed (Follow.swift), the scene that had the focus loses it: it resigns.
+        if let focus, focus != ref, displays[d]!.holds(focus) { evicted.append(focus) }
         sync(id)
         for other in evicted {
             sync(other.app)

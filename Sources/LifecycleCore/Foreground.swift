@@ -29,6 +29,11 @@ public struct Foreground: Sendable, Equatable, Codable {
     /// Interruptions in progress (alerts, banners); the front scenes are inactive.
     public private(set) var interruptions = 0
     public private(set) var locked = false
+    /// A compositor's follower says what this display shows (Follow.swift):
+    /// from then on only `focus` is active, the other front scenes inactive.
+    public private(set) var followed = false
+    /// The scene the follower says has the focus (nil: none of the front's).
+    public private(set) var focus: SceneRef?
 
     public init(name: DisplayID = SceneNames.defaultDisplay, slots: Int) {
         precondition(slots >= 1, "at least one foreground slot")
@@ -36,7 +41,7 @@ public struct Foreground: Sendable, Equatable, Codable {
         self.slots = slots
     }
 
-    private enum CodingKeys: String, CodingKey { case name, slots, scenes, apps, interruptions, locked }
+    private enum CodingKeys: String, CodingKey { case name, slots, scenes, apps, interruptions, locked, followed, focus }
 
     /// A front saved before displays (0.14 and earlier) had no name and
     /// held apps: each is its app's main scene on the default display.
@@ -51,6 +56,8 @@ public struct Foreground: Sendable, Equatable, Codable {
         }
         interruptions = try c.decodeIfPresent(Int.self, forKey: .interruptions) ?? 0
         locked = try c.decodeIfPresent(Bool.self, forKey: .locked) ?? false
+        followed = try c.decodeIfPresent(Bool.self, forKey: .followed) ?? false
+        focus = try c.decodeIfPresent(SceneRef.self, forKey: .focus)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -60,6 +67,8 @@ public struct Foreground: Sendable, Equatable, Codable {
         try c.encode(scenes, forKey: .scenes)
         try c.encode(interruptions, forKey: .interruptions)
         try c.encode(locked, forKey: .locked)
+        if followed { try c.encode(followed, forKey: .followed) }
+        try c.encodeIfPresent(focus, forKey: .focus)
     }
 
     /// The apps with a scene in a slot, least recently activated first.
@@ -75,6 +84,7 @@ public struct Foreground: Sendable, Equatable, Codable {
     /// interruption, or nil when it is not shown (not in a slot, or locked).
     func placement(_ ref: SceneRef) -> Placement? {
         guard !locked, holds(ref) else { return nil }
+        if followed && focus != ref { return .interrupted }  // shown, without the focus: inactive
         return interruptions > 0 ? .interrupted : .front
     }
 
@@ -85,27 +95,52 @@ public struct Foreground: Sendable, Equatable, Codable {
     mutating func take(_ ref: SceneRef) -> [SceneRef] {
         scenes.removeAll { $0 == ref }
         scenes.append(ref)
-        let evicted = Array(scenes.prefix(max(0, scenes.count - slots)))
+        if followed { focus = ref }  // until the compositor says otherwise
+        // Followed, the compositor decides what leaves: nothing shown is evicted.
+        let evicted = followed ? [] : Array(scenes.prefix(max(0, scenes.count - slots)))
         scenes.removeFirst(evicted.count)
         return evicted
     }
 
-    mutating func remove(_ ref: SceneRef) { scenes.removeAll { $0 == ref } }
-    mutating func remove(app id: AppID) { scenes.removeAll { $0.app == id } }
+    mutating func remove(_ ref: SceneRef) {
+        scenes.removeAll { $0 == ref }
+        if focus == ref { focus = nil }
+    }
+    mutating func remove(app id: AppID) {
+        scenes.removeAll { $0.app == id }
+        if focus?.app == id { focus = nil }
+    }
+
+    /// What the compositor shows (Follow.swift): `shown` enter the front
+    /// (least recently focused first; past the slots if need be: what the
+    /// user sees is never sent to the background), `hidden` leave it, the
+    /// rest keep their place; `focus` is the one active scene.
+    mutating func show(_ shown: [SceneRef], hidden: Set<SceneRef>, focus: SceneRef?) {
+        scenes.removeAll { hidden.contains($0) || shown.contains($0) }
+        scenes.append(contentsOf: shown)
+        if let focus, let i = scenes.firstIndex(of: focus) { scenes.append(scenes.remove(at: i)) }
+        followed = true
+        self.focus = focus.flatMap { scenes.contains($0) ? $0 : nil }
+    }
 
     /// The same front with `slots` slots (a restart on a changed config):
     /// with fewer, the least recently activated scenes lose theirs.
     func resized(to slots: Int) -> Foreground {
         var f = Foreground(name: name, slots: slots)
-        f.scenes = Array(scenes.suffix(slots))
+        f.scenes = followed ? scenes : Array(scenes.suffix(slots))
         f.interruptions = interruptions
         f.locked = locked
+        f.followed = followed
+        f.focus = focus.flatMap { f.scenes.contains($0) ? $0 : nil }
         return f
     }
 
     /// Empties every slot ("home"); returns who held them.
     mutating func clear() -> [SceneRef] {
-        defer { scenes = [] }
+        defer {
+            scenes = []
+            focus = nil
+        }
         return scenes
     }
 

@@ -28,6 +28,8 @@ public enum Input: Sendable, Equatable {
     /// home, interruptions or the lock on one display; nil: on every
     /// display (Commands.swift says what each does then).
     case display(DisplayID?, DisplayCommand)
+    /// What a display shows, from the compositor's follower (Follow.swift).
+    case shown(DisplayID, ShownFront)
     /// The app switcher's swipe: the scene goes, and its session with it.
     case discard(AppID, SceneID)
     case stop(AppID)

@@ -141,6 +141,7 @@ public struct Supervisor: Sendable {
             command(id) { $0.activateScene(id, scene: scene, display: display) }
         case .display(let d?, let c): unlessShuttingDown { $0.displayCommand(d, c) }
         case .display(nil, let c): unlessShuttingDown { $0.everyDisplay(c) }
+        case .shown(let d, let front): unlessShuttingDown { $0.shown(d, front) }
         case .discard(let id, let scene): command(id) { $0.discard(id, scene) }
         case .stop(let id): command(id) { $0.userStop(id) }
         case .kill(let id): command(id) { $0.userKill(id) }
@@ -248,7 +249,9 @@ public struct Supervisor: Sendable {
         assert(
             displays.all.allSatisfy { activeScenes(on: $0.name) <= $0.slots },
             "never more active scenes on a display than its slots")
-        assert(displays.all.allSatisfy { $0.scenes.count <= $0.slots }, "never more scenes in front than slots")
+        assert(
+            displays.all.allSatisfy { $0.followed || $0.scenes.count <= $0.slots },
+            "never more scenes in front than slots, unless a compositor shows them (Follow.swift)")
         assert(
             displays.all.allSatisfy { d in
                 d.scenes.allSatisfy { ref in

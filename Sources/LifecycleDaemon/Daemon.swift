@@ -128,6 +128,11 @@ public final class Daemon {
     var front: CommandFront?
     /// The D-Bus interface, when served (Front/BusService.swift).
     var bus: BusService?
+    /// A compositor's follower, once one reported (Front/Follower.swift).
+    var follower: FollowerState?
+    /// Where cgroup v2 is mounted, when apps are in cgroups (a window's
+    /// process is matched to its app's group by it).
+    var cgroupMount: String? { (confinement as? Cgroups)?.mount }
     /// The control socket file this daemon bound, and its identity
     /// (removed at exit only if still it).
     var controlPath: String?

@@ -137,6 +137,17 @@ public final class Cgroups: Confinement {
         return nil
     }
 
+    /// The cgroup v2 directory a process is in (`mount` joined with the
+    /// "0::" line of /proc/PID/cgroup), or nil when it is gone.
+    public static func directory(of pid: Int32, mount: String) -> String? {
+        guard pid > 0, let text = try? Posix.readFile("/proc/\(pid)/cgroup") else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("0::") {
+            let relative = line.dropFirst(3)
+            return relative == "/" ? mount : mount + relative
+        }
+        return nil
+    }
+
     /// Our own cgroup v2 path, from the "0::" line of /proc/self/cgroup.
     static func ownCgroup() -> String? {
         guard let text = try? Posix.readFile("/proc/self/cgroup") else { return nil }

@@ -176,7 +176,7 @@ public final class PrivatePolkit {
 }
 
 /// SIGKILL, then the end awaited on the pidfd (at most 10 s) and reaped.
-private func killAndReap(_ pid: Int32, _ pidfd: Int32) {
+func killAndReap(_ pid: Int32, _ pidfd: Int32) {
     kill(pid, SIGKILL)
     var pfd = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
     _ = poll(&pfd, 1, 10_000)

@@ -18,6 +18,15 @@ public struct ConfigError: Error, CustomStringConvertible, Equatable, Sendable {
     }
 }
 
+/// The displays' outputs and focus policies, for a compositor's follower.
+public struct FollowConfig: Sendable, Equatable {
+    /// Output (connector name) to display. An output no display lists
+    /// belongs to the first display.
+    public var outputs: [String: DisplayID] = [:]
+    /// Per display; a display not named (or none declared) follows the seat.
+    public var policies: [DisplayID: FocusPolicy] = [:]
+}
+
 /// The daemon's settings (lifecycled.toml).
 public struct DaemonConfig: Sendable {
     public var file: String = ""
@@ -34,6 +43,8 @@ public struct DaemonConfig: Sendable {
     public var displays: [DisplaySpec] {
         declaredDisplays.isEmpty ? DisplaySpec.single(slots: foregroundSlots) : declaredDisplays
     }
+    /// Which outputs each display follows, and its focus policy (docs/focus.md).
+    public var follow = FollowConfig()
     /// "auto", an absolute cgroup path for the daemon's subtree, or "none"
     /// for the process-group fallback.
     public var cgroupRoot: String = "auto"
@@ -210,7 +221,7 @@ public enum ConfigLoader {
             case "foreground_slots":
                 c.foregroundSlots = try doc.int(value, key, 1...64)
                 sawSlots = true
-            case "display": c.declaredDisplays = try loadDisplays(doc, value)
+            case "display": c.declaredDisplays = try loadDisplays(doc, value, follow: &c.follow)
             case "cgroup_root":
                 let r = try doc.string(value, key)
                 guard r == "auto" || r == "none" || r.hasPrefix("/") else {
@@ -263,7 +274,9 @@ public enum ConfigLoader {
     }
 
     /// `[[display]]`: name (unique) and slots (default 1), in order.
-    static func loadDisplays(_ doc: Document, _ value: any TOMLValueConvertible) throws(ConfigError) -> [DisplaySpec] {
+    static func loadDisplays(_ doc: Document, _ value: any TOMLValueConvertible, follow: inout FollowConfig)
+        throws(ConfigError) -> [DisplaySpec]
+    {
         guard let list = value.array else {
             throw doc.error("display", "expected [[display]] tables (name, slots), got \(value.type)")
         }
@@ -274,11 +287,31 @@ public enum ConfigLoader {
             }
             var name: String?
             var slots = 1
+            var outputs: [String] = []
+            var policy = FocusPolicy.seat
             try doc.each(t, table: "display") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
                 switch k {
                 case "name": name = try doc.string(v, k, table: "display")
                 case "slots": slots = try doc.int(v, k, 1...64, table: "display")
-                default: throw doc.error(k, "unknown key (a display has name and slots)", table: "display")
+                case "outputs":
+                    guard let list = v.array else {
+                        throw doc.error(k, "expected a list of output names, got \(v.type)", table: "display")
+                    }
+                    for item in list {
+                        guard let o = item.string, !o.isEmpty else {
+                            throw doc.error(k, "expected output names (strings), found \(item.type)", table: "display")
+                        }
+                        outputs.append(o)
+                    }
+                case "focus_policy":
+                    let p = try doc.string(v, k, table: "display")
+                    guard let parsed = FocusPolicy(rawValue: p) else {
+                        throw doc.error(k, "expected \"seat\" or \"display\", got \"\(p)\"", table: "display")
+                    }
+                    policy = parsed
+                default:
+                    throw doc.error(
+                        k, "unknown key (a display has name, slots, outputs and focus_policy)", table: "display")
                 }
             }
             guard let name else { throw doc.error("display", "a [[display]] needs a name") }
@@ -289,6 +322,11 @@ public enum ConfigLoader {
             guard !specs.contains(where: { $0.name == name }) else {
                 throw doc.error("name", "display \"\(name)\" is declared twice", table: "display")
             }
+            for o in outputs where follow.outputs[o] != nil {
+                throw doc.error("outputs", "output \"\(o)\" is in two displays", table: "display")
+            }
+            for o in outputs { follow.outputs[o] = name }
+            follow.policies[name] = policy
             specs.append(DisplaySpec(name: name, slots: slots))
         }
         guard specs.count <= 16 else { throw doc.error("display", "at most 16 displays") }

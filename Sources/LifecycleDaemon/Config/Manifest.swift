@@ -17,6 +17,9 @@ public struct AppManifest: Sendable {
     /// Signals for plain programs, by event; absent = none.
     public var signals: [LifecycleEvent: Int32] = [.willTerminate: SIGTERM]
     public var autostart: LaunchMode? = nil
+    /// Its windows' Wayland app_id, for a follower that cannot tell a
+    /// window's process (docs/focus.md); nil: the app's name.
+    public var appID: String? = nil
     /// Who it runs as, and with what power (`user`, `group`, ...).
     public var credentials = SpawnCredentials()
     /// With `user`: its name and home, for USER, LOGNAME and HOME.

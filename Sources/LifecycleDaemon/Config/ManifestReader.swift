@@ -29,7 +29,7 @@ struct ManifestReader {
             case "user", "group", "supplementary_groups", "no_new_privileges", "capabilities", "umask":
                 try credentials(key, value)
             case "delivery", "background_modes", "url_schemes", "scenes", "max_scenes", "display",
-                "exits_on_suspend", "readiness", "restart":
+                "exits_on_suspend", "readiness", "restart", "app_id":
                 try behaviour(key, value)
             case "fetch": try fetch(try table(key, value))
             case "push": try push(try table(key, value))
@@ -150,6 +150,12 @@ struct ManifestReader {
                 throw doc.error(key, "\"\(d)\" is not a display name (\(SceneNames.rule))")
             }
             m.policy.display = d
+        case "app_id":
+            let id = try doc.string(value, key)
+            guard !id.isEmpty, id.utf8.count <= 255, !id.contains(where: { $0.isWhitespace }) else {
+                throw doc.error(key, "\"\(id)\" is not an app_id (1 to 255 bytes, no spaces)")
+            }
+            m.appID = id
         case "exits_on_suspend": m.policy.exitsOnSuspend = try doc.bool(value, key)
         case "readiness":
             let r = try doc.string(value, key)

@@ -152,7 +152,7 @@ extension Daemon {
         check("control_socket", \.controlSocket)
         check("control_socket_mode", \.controlSocketMode)
         check("foreground_slots", \.foregroundSlots)
-        if old.declaredDisplays != new.declaredDisplays { keys.append("display") }
+        if old.declaredDisplays != new.declaredDisplays || old.follow != new.follow { keys.append("display") }
         check("cgroup_root", \.cgroupRoot)
         check("event_history", \.eventHistory)
         check("log_level", \.logLevel)

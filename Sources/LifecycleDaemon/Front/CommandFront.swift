@@ -60,6 +60,8 @@ enum Command: Sendable, Equatable {
     case daemonReexec
     /// Read the configuration again and apply it app by app.
     case reload(dryRun: Bool, restartChanged: Bool)
+    /// What the compositor shows, from its follower (Follower.swift).
+    case shown(ShownReport)
 
     /// Commands that change something need permission, and so does an
     /// app's output (it may hold what only its operators should read); the rest only read.
@@ -67,7 +69,7 @@ enum Command: Sendable, Equatable {
         switch self {
         case .status, .events, .jetsam, .avail: false
         case .launch, .activate, .stop, .kill, .restart, .signal, .tail, .pressure, .fetch, .push, .open, .display,
-            .discard, .daemonReexec, .reload:
+            .discard, .daemonReexec, .reload, .shown:
             true
         }
     }
@@ -125,6 +127,8 @@ protocol CommandTarget: AnyObject {
     func available() -> Result<[AvailableApp], ConfigError>
     /// An app's recent output, or why there is none to show.
     func tail(_ id: AppID, lines: Int, offset: UInt64?) -> Result<TailReport, CommandFailure>
+    /// A follower's report of what the compositor shows; the core's effects.
+    func shown(_ report: ShownReport) -> [Effect]
 }
 
 /// Root may change things, and so may members of the control group (as
@@ -195,6 +199,7 @@ final class CommandFront {
         case .fetch(let id): return outcome(target.submit(.fetch(id)))
         case .push(let id, let payload): return outcome(target.submit(.push(id, payload: payload)))
         case .open(let url): return outcome(target.submit(.openURL(url)))
+        case .shown(let report): return outcome(target.shown(report))
         case .signal(let id, let number):
             if let why = target.sendSignal(id, number) { return outcome([.refused(why)]) }
             return .success(.done)
@@ -255,6 +260,7 @@ extension Command {
         case .push: "push"
         case .open: "open"
         case .discard: "discard"
+        case .shown: "shown"
         case .display(_, let c): c.name
         }
     }

@@ -48,6 +48,22 @@ extension ControlServer {
             }
             return .success(.open(url: url))
         case .avail: return .success(.avail)
+        case .shown:
+            guard let report = r.shown else {
+                return .failure(CommandFailure(code: .badRequest, message: "'shown' needs a report"))
+            }
+            guard report.outputs.count <= 64, report.windows.count <= 1024 else {
+                return .failure(
+                    CommandFailure(
+                        code: .badRequest,
+                        message: "a report names at most 64 outputs and 1024 windows "
+                            + "(got \(report.outputs.count) and \(report.windows.count))"))
+            }
+            if let w = report.windows.first(where: { $0.rank < 0 || ($0.pid ?? 1) <= 0 }) {
+                return .failure(
+                    CommandFailure(code: .badRequest, message: "window \(w.id): a rank below 0 or a pid not above 0"))
+            }
+            return .success(.shown(report))
         case .tail:
             if let n = r.limit, n < 0 || n > 100_000 {
                 return .failure(CommandFailure(code: .badRequest, message: "'tail' shows 0 to 100000 lines, not \(n)"))

@@ -103,6 +103,7 @@ extension Daemon: CommandTarget {
         report.daemon.logLinesDropped = LogOutput.standardError.droppedTotal
         report.daemon.killRecordsUnsaved = killLog.unsaved.count
         report.daemon.stateUnsaved = store?.failing ?? false
+        report.daemon.follower = follower?.status
         report.daemon.displays = supervisor.displays.all.map {
             DisplayStatus(
                 name: $0.name, slots: $0.slots, front: $0.scenes.map(\.description), locked: $0.locked,

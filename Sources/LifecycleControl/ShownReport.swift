@@ -1,0 +1,76 @@
+// What a compositor shows, as its follower (lifecycled-follow) reports it
+// over the control socket: the `shown` command (docs/focus.md,
+// docs/protocol.md). Always a whole snapshot, never a change: the daemon
+// compares it with what it has, so a follower that reconnects, or a daemon
+// that restarted, needs nothing but the next one.
+
+public struct ShownReport: Codable, Sendable, Equatable {
+    /// Which source saw it: "sway", "wlr-foreign-toplevel".
+    public var source: String
+    /// Every output the compositor has, by connector name (HDMI-A-1, HEADLESS-1).
+    public var outputs: [String]
+    public var windows: [ShownWindow]
+    /// The follower's promise: the next report comes within this many
+    /// seconds (a heartbeat when nothing changes); past it, and a grace,
+    /// the daemon calls the follower lost.
+    public var interval: Double?
+
+    public init(source: String, outputs: [String], windows: [ShownWindow], interval: Double? = nil) {
+        self.source = source
+        self.outputs = outputs
+        self.windows = windows
+        self.interval = interval
+    }
+}
+
+public struct ShownWindow: Codable, Sendable, Equatable {
+    /// The source's key for it (sway's con id), for raising it.
+    public var id: String
+    /// Its client's process, when the source knows it (sway does; the
+    /// wlr-foreign-toplevel protocol does not).
+    public var pid: Int32?
+    /// The Wayland app_id (or X11 class).
+    public var appID: String?
+    /// Its output; nil when it is on none (sway's scratchpad).
+    public var output: String?
+    /// It has the seat's keyboard focus.
+    public var focused: Bool
+    /// The compositor shows it (sway computes this: its workspace shown, not
+    /// under a fullscreen window, not in the scratchpad).
+    public var visible: Bool
+    /// How recently it had the focus on its output: 0 the most recent.
+    public var rank: Int
+
+    public init(
+        id: String, pid: Int32? = nil, appID: String? = nil, output: String?, focused: Bool, visible: Bool,
+        rank: Int
+    ) {
+        self.id = id
+        self.pid = pid
+        self.appID = appID
+        self.output = output
+        self.focused = focused
+        self.visible = visible
+        self.rank = rank
+    }
+}
+
+/// The follower as `status` shows it.
+public struct FollowerStatus: Codable, Sendable, Equatable {
+    /// "following", or "lost" when no report came in time.
+    public var state: String
+    public var source: String
+    /// Windows in the last report, and how many of them belong to no app.
+    public var windows: Int
+    public var unmanaged: Int
+    /// When the last report came (seconds since the epoch).
+    public var lastReport: Double
+
+    public init(state: String, source: String, windows: Int, unmanaged: Int, lastReport: Double) {
+        self.state = state
+        self.source = source
+        self.windows = windows
+        self.unmanaged = unmanaged
+        self.lastReport = lastReport
+    }
+}

@@ -1,0 +1,134 @@
+// A compositor drives the front (docs/focus.md). A follower in the user's
+// session reports every window it sees; the shell says which app owns
+// each (by its process's cgroup, or its app_id) and which display its
+// output belongs to; the rules here turn those facts into each display's
+// front: the focused app active, an app with a visible window inactive, an
+// app whose windows are all hidden out of the front (background, then
+// suspended after its grace), an app with no window where it was.
+
+/// Which app a followed display makes active.
+public enum FocusPolicy: String, Sendable, Equatable, Codable, CaseIterable {
+    /// Only the app with the seat's keyboard focus, wherever it is (a desktop).
+    case seat
+    /// Each display its own most recently focused visible app (a car's
+    /// cluster and centre screen, a multi-screen kiosk): touching one
+    /// screen leaves the other's app active.
+    case display
+}
+
+/// One window as the shell knows it.
+public struct WindowFact: Sendable, Equatable {
+    /// The app it belongs to; nil: unmanaged (never touched).
+    public var app: AppID?
+    /// The display its output belongs to; nil: none (a hidden scratchpad,
+    /// an output no display lists).
+    public var display: DisplayID?
+    /// It has the seat's focus.
+    public var focused: Bool
+    /// The compositor shows it (its workspace is shown, it is not
+    /// minimised, under a fullscreen window or in the scratchpad).
+    public var visible: Bool
+    /// How recently it had the focus on its output: 0 the most recent.
+    public var rank: Int
+
+    public init(app: AppID?, display: DisplayID?, focused: Bool, visible: Bool, rank: Int) {
+        self.app = app
+        self.display = display
+        self.focused = focused
+        self.visible = visible
+        self.rank = rank
+    }
+}
+
+/// What one display shows, app by app.
+public struct ShownFront: Sendable, Equatable, Codable {
+    /// Apps with a visible window here, the least recently focused first.
+    public var visible: [AppID]
+    /// Apps with windows here, none of them visible.
+    public var hidden: [AppID]
+    /// The app to make active (nil: none).
+    public var focused: AppID?
+
+    public init(visible: [AppID] = [], hidden: [AppID] = [], focused: AppID? = nil) {
+        self.visible = visible
+        self.hidden = hidden
+        self.focused = focused
+    }
+}
+
+public enum Follow {
+    /// Each followed display's front, from every window the follower saw.
+    /// An app belongs to the display of its best window (the focused one,
+    /// else a visible one, else the most recently focused); unmanaged
+    /// windows and windows on no display count for nothing.
+    public static func fronts(_ windows: [WindowFact], policies: [DisplayID: FocusPolicy]) -> [DisplayID: ShownFront] {
+        struct Seen {
+            var visibleRank: Int?
+            var focused = false
+        }
+        let managed = windows.filter { $0.app != nil && $0.display.map { policies[$0] != nil } == true }
+        // First the display of each app's best window, then what it has there.
+        var best: [AppID: (key: (Int, Int, Int), display: DisplayID)] = [:]
+        for w in managed {
+            let key = (w.focused ? 0 : 1, w.visible ? 0 : 1, w.rank)
+            if let b = best[w.app!], b.key <= key { continue }
+            best[w.app!] = (key, w.display!)
+        }
+        var apps: [AppID: (display: DisplayID, seen: Seen)] = [:]
+        for w in managed where best[w.app!]?.display == w.display {
+            var seen = apps[w.app!]?.seen ?? Seen()
+            if w.visible { seen.visibleRank = min(seen.visibleRank ?? w.rank, w.rank) }
+            if w.focused && w.visible { seen.focused = true }
+            apps[w.app!] = (w.display!, seen)
+        }
+        var fronts: [DisplayID: ShownFront] = [:]
+        for (display, policy) in policies {
+            let here = apps.filter { $0.value.display == display }.mapValues(\.seen)
+            // The least recently focused first; ties by name, so the order is one.
+            let visible = here.compactMap { app, seen in seen.visibleRank.map { (app, $0) } }
+                .sorted { ($0.1, $0.0) > ($1.1, $1.0) }.map(\.0)
+            let hidden = here.filter { $0.value.visibleRank == nil }.map(\.key).sorted()
+            let seat = here.first { $0.value.focused }?.key
+            let focused: AppID? =
+                switch policy {
+                case .seat: seat
+                case .display: seat ?? visible.last
+                }
+            fronts[display] = ShownFront(visible: visible, hidden: hidden, focused: focused)
+        }
+        return fronts
+    }
+}
+
+extension Supervisor {
+    /// What display `d` shows, from its follower.
+    mutating func shown(_ d: DisplayID, _ front: ShownFront) {
+        guard let before = displays[d] else { return refuse(.unknownDisplay(d)) }
+        /// The app's scene on `d`, brought there when it is on another
+        /// display; nil for an app not running or on its way out.
+        func scene(_ id: AppID, bring: Bool) -> SceneRef? {
+            guard let app = apps[id], app.phase != .notRunning, app.stop == nil, app.killing == nil else { return nil }
+            if let name = mostRecentScene(id, on: d) { return SceneRef(id, name) }
+            guard bring, case .success(let (name, _)) = resolveScene(id, scene: nil, display: d) else { return nil }
+            prepareScene(id, name, on: d)
+            return SceneRef(id, name)
+        }
+        let shown = front.visible.compactMap { scene($0, bring: true) }
+        let hidden = Set(front.hidden.compactMap { scene($0, bring: false) })
+        let focus = front.focused.flatMap { f in shown.first { $0.app == f } }
+        if let focus, focus != before.focus { recordUse(focus.app) }
+        displays.with(d) { $0.show(shown, hidden: hidden, focus: focus) }
+        // Shown here: in no other display's front.
+        for other in displays.names where other != d {
+            displays.with(other) { f in for ref in shown { f.remove(ref) } }
+        }
+        let after = displays[d]!
+        guard after != before else { return }
+        var concerned = Set(before.scenes.map(\.app)).union(after.scenes.map(\.app)).union(hidden.map(\.app))
+        if let f = before.focus { concerned.insert(f.app) }
+        for id in concerned.sorted() {
+            sync(id)
+            advance(id)
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import LifecycleControl
+import LifecycleCore
+import LifecycleOS
+
+// A compositor's follower (lifecycled-follow, docs/focus.md) reports what
+// is shown, as whole snapshots over the control socket. Here each window
+// gets its app (the app whose cgroup holds its process; for a source that
+// cannot tell the process, the app whose app_id it carries) and each
+// output its display; the core's rules (LifecycleCore/Follow.swift) make
+// the fronts. A follower that falls silent is shown `lost` and changes
+// nothing more: the fronts stay as it last reported them.
+
+final class FollowerState {
+    var source: String
+    /// The last report: windows, unmanaged windows, when (wall clock).
+    var windows = 0
+    var unmanaged = 0
+    var lastReport = 0.0
+    /// What each display was last told (only a change goes to the core).
+    var fronts: [DisplayID: ShownFront] = [:]
+    var lost = false
+    /// Fires when the next report is overdue.
+    var timer: EventLoop.Source?
+
+    init(source: String) { self.source = source }
+
+    /// How long a follower may be silent: its promised interval (2 s by
+    /// default), and as long again.
+    static func silence(_ interval: Double?) -> Int64 {
+        Int64(min(max(interval ?? 2, 0.5), 30) * 2 * 1e9)
+    }
+
+    var status: FollowerStatus {
+        FollowerStatus(
+            state: lost ? "lost" : "following", source: source, windows: windows, unmanaged: unmanaged,
+            lastReport: lastReport)
+    }
+}
+
+extension Daemon {
+    /// A report from the follower: the fronts it shows, to the core.
+    func shown(_ report: ShownReport) -> [Effect] {
+        let state = follower ?? FollowerState(source: report.source)
+        if follower == nil {
+            logger.notice("a compositor follower reports what is shown (\(report.source))")
+            follower = state
+            state.timer = try? loop.timer { [unowned self] in self.followerSilent() }
+        }
+        if state.lost { logger.notice("the compositor follower is back (\(report.source))") }
+        state.source = report.source
+        state.lost = false
+        state.lastReport = wallTime(now())
+        state.timer?.arm(at: loop.now + FollowerState.silence(report.interval))
+
+        let facts = windowFacts(report)
+        state.windows = facts.count
+        state.unmanaged = facts.filter { $0.app == nil }.count
+        let followed = followedDisplays(report.outputs)
+        var effects: [Effect] = []
+        for (display, front) in Follow.fronts(facts, policies: followed).sorted(by: { $0.key < $1.key }) {
+            guard state.fronts[display] != front else { continue }
+            state.fronts[display] = front
+            effects += submit(.shown(display, front))
+        }
+        return effects
+    }
+
+    /// Every window with its app and display.
+    func windowFacts(_ report: ShownReport) -> [WindowFact] {
+        let mount = cgroupMount
+        // The apps by their group's directory, and by app_id.
+        var byGroup: [String: AppID] = [:]
+        for (id, group) in runs.groups { byGroup[group.name] = id }
+        var byAppID: [String: [AppID]] = [:]
+        for (id, m) in manifests where runs[id] != nil { byAppID[m.appID ?? id, default: []].append(id) }
+        let outputs = settings.config.follow.outputs
+        let first = supervisor.displays.first
+        return report.windows.map { w in
+            var app: AppID?
+            if let pid = w.pid {
+                if let mount, let dir = Cgroups.directory(of: pid, mount: mount) {
+                    app = byGroup[dir]
+                } else {
+                    app = runs.groups.first { $0.value.contains(pid) }?.key  // process groups
+                }
+            } else if let id = w.appID, let apps = byAppID[id], apps.count == 1 {
+                app = apps[0]  // an app_id two running apps claim names neither
+            }
+            let display = w.output.map { outputs[$0] ?? first }
+            return WindowFact(app: app, display: display, focused: w.focused, visible: w.visible, rank: w.rank)
+        }
+    }
+
+    /// The displays a report covers: each with an output in it (an output
+    /// no display lists is the first display's), with its focus policy.
+    func followedDisplays(_ outputs: [String]) -> [DisplayID: FocusPolicy] {
+        let config = settings.config.follow
+        var followed: [DisplayID: FocusPolicy] = [:]
+        for o in outputs {
+            let d = config.outputs[o] ?? supervisor.displays.first
+            followed[d] = config.policies[d] ?? .seat
+        }
+        return followed
+    }
+
+    /// No report in time: shown `lost` in status, and nothing changes on
+    /// window grounds until the follower is back (the fronts stay).
+    func followerSilent() {
+        guard let state = follower, !state.lost else { return }
+        state.lost = true
+        logger.warning(
+            "the compositor follower (\(state.source)) is silent: the fronts stay as it last reported them")
+    }
+}

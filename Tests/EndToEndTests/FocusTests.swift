@@ -1,0 +1,161 @@
+import Foundation
+@preconcurrency import Glibc
+import CLifecycleShim
+import LifecycleControl
+import LifecycleOS
+import LifecycleTestKit
+import Testing
+
+/// The compositor drives the lifecycle (docs/focus.md): a real headless
+/// sway with two outputs, real Wayland clients (weston-flower) as apps
+/// drawing there, the real follower reading sway's IPC, the real daemon.
+/// sway's own IPC is the oracle of what is shown; `status` of what the
+/// daemon made of it.
+@Suite(.serialized) struct FocusTests {
+    /// An app that draws a window on `sway`, as sway's user, with a grace
+    /// of 1 s in the background before it is frozen.
+    static func flower(_ sway: HeadlessSway) -> String {
+        """
+        command = ["/usr/bin/weston-flower"]
+        user = "\(sway.user)"
+        delivery = "signals"
+        [environment]
+        WAYLAND_DISPLAY = "\(sway.display)"
+        XDG_RUNTIME_DIR = "\(sway.dir)"
+        [timeouts]
+        background_grace = 1
+        """
+    }
+
+    /// A process of the test's own, killed when it goes.
+    final class Running {
+        let pid: Int32
+        let pidfd: Int32
+        var ended = false
+        init(_ argv: [String], environment: [String: String] = ProcessInfo.processInfo.environment, log: String)
+            throws
+        {
+            let fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+            defer { close(fd) }
+            let p = try Spawner.spawn(
+                SpawnRequest(
+                    executable: argv[0], arguments: Array(argv.dropFirst()), environment: environment,
+                    workingDirectory: "/", group: AppProcessGroup(), inherit: [(fd, 1), (fd, 2)]))
+            (pid, pidfd) = (p.pid, p.pidfd)
+        }
+        func end() {
+            guard !ended else { return }
+            ended = true
+            kill(pid, SIGKILL)
+            var pfd = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, 10_000)
+            var st = lc_child_status()
+            lc_reap(pid, &st)
+        }
+        deinit {
+            end()
+            close(pidfd)
+        }
+    }
+
+    static func follower(_ d: DaemonUnderTest, _ sway: HeadlessSway) throws -> Running {
+        try Running(
+            [binary("lifecycled-follow"), "--socket", d.socket, "--sway-socket", sway.socket, "--interval", "0.5"],
+            log: d.dir + "/follow.log")
+    }
+
+    /// The window of the app's process, once sway has it.
+    static func window(_ sway: HeadlessSway, _ d: DaemonUnderTest, _ app: String) throws -> HeadlessSway.Window {
+        var found: HeadlessSway.Window?
+        try waitUntil("\(app) has a window") {
+            let pid = try d.status(app).pid
+            found = try sway.windows().first { $0.pid == pid }
+            return found != nil
+        }
+        return found!
+    }
+
+    static func state(_ d: DaemonUnderTest, _ app: String) throws -> String { try d.status(app).state.rawValue }
+
+    @Test func theFocusedAppIsActiveAVisibleOneInactiveAHiddenOneFrozenAndShownAgainThawed() throws {
+        let sway = try HeadlessSway()
+        let d = try DaemonUnderTest(apps: ["a": Self.flower(sway), "b": Self.flower(sway)])
+        chmod(d.dir, 0o755)
+        let follower = try Self.follower(d, sway)
+        defer { follower.end() }
+
+        // Launched into the background; its window appears, focused: the compositor brings it in front.
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        let a = try Self.window(sway, d, "a")
+        try waitUntil("a active") { try Self.state(d, "a") == "active" }
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        let b = try Self.window(sway, d, "b")
+        try waitUntil("b active, a inactive (both shown, b focused)") {
+            try Self.state(d, "b") == "active" && Self.state(d, "a") == "inactive"
+        }
+
+        // The focus moves to a.
+        try sway.command("[con_id=\(a.id)] focus")
+        try waitUntil("a active, b inactive") { try Self.state(d, "a") == "active" && Self.state(d, "b") == "inactive" }
+
+        // b's window to another workspace: hidden, b in the background, then frozen after its grace.
+        try sway.command("[con_id=\(b.id)] move to workspace 3")
+        try waitUntil("b frozen") { try d.status("b").state == .suspended && d.status("b").frozen == true }
+        #expect(try Self.state(d, "a") == "active")
+
+        // Shown again: thawed and active; a, on the workspace that left, in the background.
+        try sway.command("workspace 3")
+        try waitUntil("b active") { try Self.state(d, "b") == "active" }
+        #expect(try d.status("b").frozen != true)
+        try waitUntil("a in the background") { try ["background", "suspended"].contains(Self.state(d, "a")) }
+        // Still connected: the same window, shown.
+        #expect(try sway.windows().contains { $0.id == b.id && $0.visible })
+
+        // A window of a process the daemon did not start: unmanaged, never touched.
+        let stranger = try Running(
+            asUser(sway.user, ["/usr/bin/weston-flower"]),
+            environment: sway.clientEnvironment.merging(["PATH": "/usr/bin:/bin"]) { $1 }, log: d.dir + "/stranger.log")
+        defer { stranger.end() }
+        try waitUntil("the stranger's window is reported unmanaged") {
+            try d.command(ControlRequest(.status)).status?.daemon.follower?.unmanaged == 1
+        }
+        let status = try #require(try d.command(ControlRequest(.status)).status?.daemon.follower)
+        #expect(status.state == "following" && status.source == "sway" && status.windows == 3)
+        #expect(try d.stop() == 0)
+    }
+
+    @Test func aLostFollowerChangesNothingAndTheNextDaemonFollowsAgain() throws {
+        let sway = try HeadlessSway()
+        let d = try DaemonUnderTest(apps: ["a": Self.flower(sway), "b": Self.flower(sway)])
+        chmod(d.dir, 0o755)
+        let first = try Self.follower(d, sway)
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        let b = try Self.window(sway, d, "b")
+        try sway.command("[con_id=\(b.id)] move to workspace 3")
+        try waitUntil("b frozen") { try d.status("b").frozen == true }
+        try waitUntil("a active") { try Self.state(d, "a") == "active" }
+
+        // The follower dies: lost, and what it last said stands.
+        first.end()
+        try waitUntil("the follower is lost") {
+            try d.command(ControlRequest(.status)).status?.daemon.follower?.state == "lost"
+        }
+        #expect(try Self.state(d, "a") == "active")
+        #expect(d.daemonLog.contains("is silent"))
+
+        // The daemon dies (kill -9) while b is hidden and frozen; the next one, with a new follower.
+        _ = try d.crash(with: SIGKILL)
+        let next = try DaemonUnderTest(after: d)
+        let second = try Self.follower(next, sway)
+        defer { second.end() }
+        try waitUntil("the next daemon follows") {
+            try next.command(ControlRequest(.status)).status?.daemon.follower?.state == "following"
+        }
+        #expect(try next.status("b").state == .suspended, "hidden, it stays frozen")
+        #expect(try next.status("a").state == .active)
+        try sway.command("workspace 3")
+        try waitUntil("b active") { try Self.state(next, "b") == "active" }
+        #expect(try next.stop() == 0)
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+
+@testable import LifecycleCore
+
+/// A compositor drives the front (Follow.swift, docs/focus.md): the rules
+/// from windows to fronts, and what the core does with a front, on a
+/// manual clock.
+@Suite struct FollowTests {
+    static func window(
+        _ app: AppID?, _ display: DisplayID? = "main", focused: Bool = false, visible: Bool = true, rank: Int
+    ) -> WindowFact {
+        WindowFact(app: app, display: display, focused: focused, visible: visible, rank: rank)
+    }
+
+    @Test func theFocusedAppIsActiveAVisibleOneInactiveAHiddenOneLeaves() {
+        let fronts = Follow.fronts(
+            [
+                Self.window("a", focused: true, rank: 0), Self.window("b", rank: 1),
+                Self.window("c", visible: false, rank: 2), Self.window(nil, rank: 3),
+            ], policies: ["main": .seat])
+        #expect(fronts == ["main": ShownFront(visible: ["b", "a"], hidden: ["c"], focused: "a")])
+    }
+
+    @Test func anAppWithAVisibleWindowIsVisibleWhateverItsOtherWindows() {
+        let fronts = Follow.fronts(
+            [Self.window("a", visible: false, rank: 0), Self.window("a", rank: 3), Self.window("b", rank: 1)],
+            policies: ["main": .seat])
+        #expect(fronts["main"] == ShownFront(visible: ["a", "b"], hidden: [], focused: nil))
+    }
+
+    @Test func theSeatPolicyLeavesADisplayWithoutTheFocusWithNoActiveApp() {
+        let windows = [
+            Self.window("nav", "centre", focused: true, rank: 0),
+            Self.window("gauge", "cluster", rank: 0), Self.window("media", "cluster", rank: 1),
+        ]
+        let seat = Follow.fronts(windows, policies: ["centre": .seat, "cluster": .seat])
+        #expect(seat["cluster"] == ShownFront(visible: ["media", "gauge"], hidden: [], focused: nil))
+        #expect(seat["centre"]?.focused == "nav")
+        // Each display its own: the cluster keeps its most recently focused app active.
+        let own = Follow.fronts(windows, policies: ["centre": .display, "cluster": .display])
+        #expect(own["cluster"]?.focused == "gauge")
+        #expect(own["centre"]?.focused == "nav")
+    }
+
+    @Test func anAppBelongsToTheDisplayOfItsBestWindowAndOthersCountForNothing() {
+        let fronts = Follow.fronts(
+            [
+                Self.window("a", "cluster", visible: false, rank: 0), Self.window("a", "centre", rank: 2),
+                Self.window("b", nil, visible: false, rank: 0),  // the scratchpad: on no display
+                Self.window("c", "rear", rank: 0),  // a display nobody follows
+            ], policies: ["centre": .seat, "cluster": .seat])
+        #expect(fronts["centre"] == ShownFront(visible: ["a"], hidden: [], focused: nil))
+        #expect(fronts["cluster"] == ShownFront())
+    }
+
+    @Test func theCoreShowsWhatTheCompositorShowsPastItsSlots() {
+        var h = Harness(slots: 1, apps: ["a", "b", "c"])
+        h.launchActive("a")
+        h.launchActive("b")  // one slot: a goes to the background, and is frozen
+        h.ackAll("a")
+        #expect(h.state("a") == .suspended)
+        h.launchActive("c")
+        h.ackAll("b")
+        // The compositor shows a and b side by side, b focused; c on another workspace.
+        let shown = h.send(.shown("main", ShownFront(visible: ["a", "b"], hidden: ["c"], focused: "b")))
+        let first = shown.first {
+            if case .thaw("a") = $0 { return true }
+            if case .deliver("a", _) = $0 { return true }
+            return false
+        }
+        #expect(first == .thaw("a"), "thawed before anything is said to it")
+        h.ackAll("a")
+        h.ackAll("b")
+        h.ackAll("c")
+        #expect(h.state("a") == .inactive)
+        #expect(h.state("b") == .active)
+        #expect(h.state("c") == .suspended)
+        // The focus moves to a: a active, b inactive; nothing else moves.
+        h.eventsUntilQuiet("a", after: h.send(.shown("main", ShownFront(visible: ["b", "a"], focused: "a"))))
+        h.ackAll("b")
+        #expect(h.state("a") == .active)
+        #expect(h.state("b") == .inactive)
+        #expect(h.state("c") == .suspended, "an app the report does not mention keeps its place")
+        // b's window hidden: b leaves the front, and is frozen.
+        h.eventsUntilQuiet("b", after: h.send(.shown("main", ShownFront(visible: ["a"], hidden: ["b"], focused: "a"))))
+        #expect(h.state("b") == .suspended)
+        #expect(h.state("a") == .active)
+    }
+
+    @Test func anActivationOnAFollowedDisplayEvictsNothingShown() {
+        var h = Harness(slots: 1, apps: ["a", "b", "c"])
+        h.launchActive("a")
+        h.launchActive("b")
+        h.ackAll("a")
+        h.send(.shown("main", ShownFront(visible: ["a", "b"], focused: "b")))
+        h.ackAll("a")
+        h.ackAll("b")
+        // An operator's activate of c: c gets the focus; a and b stay shown (inactive).
+        h.launchActive("c")
+        h.ackAll("b")
+        #expect(h.state("c") == .active)
+        #expect(h.state("a") == .inactive)
+        #expect(h.state("b") == .inactive)
+    }
+
+    @Test func aFollowedFrontSurvivesTheSaveAndAReconfiguredSlotCount() throws {
+        var h = Harness(slots: 1, apps: ["a", "b"])
+        h.launchActive("a")
+        h.launchActive("b")
+        h.send(.shown("main", ShownFront(visible: ["a", "b"], focused: "a")))
+        let front = h.supervisor.displays["main"]!
+        let data = try JSONEncoder().encode(front)
+        let back = try JSONDecoder().decode(Foreground.self, from: data)
+        #expect(back == front)
+        #expect(back.followed && back.focus == SceneRef("a", SceneNames.main))
+        #expect(front.resized(to: 1).scenes.count == 2, "what is shown is not cut to the slots")
+    }
+}
