@@ -74,6 +74,11 @@ public final class ControlClient {
 
     deinit { close(fd) }
 
+    /// The connection's descriptor, to poll it beside others (lifecycled-follow).
+    public var fileDescriptor: Int32 { fd }
+    /// A whole line is already read and waits for `readResponse`.
+    public var hasBufferedLine: Bool { buffer.contains(0x0A) }
+
     /// Makes every read give up after `seconds` (SO_RCVTIMEO); the read
     /// then fails with `.connectionLost`. Tests bound their waits with it.
     public func setReadTimeout(seconds: Double) {

@@ -78,6 +78,8 @@ public struct ControlResponse: Codable, Sendable {
     public var avail: [AvailableApp]?
     /// `tail`: an app's recent output.
     public var tail: TailReport?
+    /// To a compositor's follower: a window to show (docs/focus.md).
+    public var raise: RaiseRequest?
 
     public init(
         ok: Bool, error: ControlError? = nil, status: StatusReport? = nil,

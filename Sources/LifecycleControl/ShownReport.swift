@@ -74,3 +74,16 @@ public struct FollowerStatus: Codable, Sendable, Equatable {
         self.lastReport = lastReport
     }
 }
+
+/// What the daemon asks of the follower, on the follower's own connection
+/// (a line `{"ok":true,"raise":{...}}` at any time after its first
+/// report): show this window, focused, on `output` when given (moved
+/// there when it is on another).
+public struct RaiseRequest: Codable, Sendable, Equatable {
+    public var window: String
+    public var output: String?
+    public init(window: String, output: String? = nil) {
+        self.window = window
+        self.output = output
+    }
+}

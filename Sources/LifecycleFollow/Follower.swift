@@ -28,6 +28,8 @@ public final class Follower {
     let tree: SwayConnection
     var daemon: ControlClient?
     var daemonLost = false
+    /// The last refusal said (said once, not every report).
+    var refused: String?
     let say: (String) -> Void
 
     public init(_ options: FollowOptions, say: @escaping (String) -> Void) throws(FollowError) {
@@ -59,10 +61,20 @@ public final class Follower {
                 due = false
             }
             let left = options.interval - Date().timeIntervalSince(last)
-            guard events.readable(within: Int32(max(0, left) * 1000)) else {
+            if let daemon, daemon.hasBufferedLine {
+                try readDaemon()
+                continue
+            }
+            var fds = [pollfd(fd: events.fd, events: Int16(POLLIN), revents: 0)]
+            if let daemon { fds.append(pollfd(fd: daemon.fileDescriptor, events: Int16(POLLIN), revents: 0)) }
+            let r = poll(&fds, nfds_t(fds.count), Int32(max(0, left) * 1000))
+            if r < 0 && errno == EINTR { continue }
+            if r == 0 {
                 due = true  // the heartbeat
                 continue
             }
+            if fds.count > 1 && fds[1].revents != 0 { try readDaemon() }
+            guard fds[0].revents != 0 else { continue }
             // Everything waiting now, then one report.
             repeat {
                 let event = try events.receive()
@@ -75,21 +87,67 @@ public final class Follower {
         }
     }
 
-    /// Sends the report; a daemon that is not there is said once and
-    /// looked for again with the next report.
+    /// Sends the report and reads its answer (carrying out any raise that
+    /// comes first); a daemon that is not there is said once and looked for
+    /// again with the next report.
     func report(_ r: ShownReport) {
         var request = ControlRequest(.shown)
         request.shown = r
         do {
             if daemon == nil { daemon = try ControlClient.preferringPrivate(path: options.controlSocket) }
-            let answer = try daemon!.send(request)
-            if !answer.ok { say("the daemon refused the report: \(answer.error?.message ?? "no reason given")") }
+            try daemon!.write(request)
+            while true {
+                let answer = try daemon!.readResponse()
+                if let raise = answer.raise {
+                    self.raise(raise)
+                    continue
+                }
+                if !answer.ok, answer.error?.message != refused {
+                    refused = answer.error?.message
+                    say("the daemon refused the report: \(refused ?? "no reason given")")
+                }
+                if answer.ok { refused = nil }
+                break
+            }
             if daemonLost { say("the daemon is back") }
             daemonLost = false
         } catch {
             daemon = nil
             if !daemonLost { say("\(error); trying again every \(options.interval) s") }
             daemonLost = true
+        }
+    }
+
+    /// A line the daemon sent unasked: a raise.
+    func readDaemon() throws(FollowError) {
+        guard let daemon else { return }
+        do {
+            let line = try daemon.readResponse()
+            if let raise = line.raise { self.raise(raise) }
+        } catch {
+            self.daemon = nil
+            if !daemonLost { say("\(error); trying again every \(options.interval) s") }
+            daemonLost = true
+        }
+    }
+
+    /// Shows a window, focused: out of the scratchpad if it is there,
+    /// moved to `output` when given, then focused. sway's events that
+    /// follow make the next report.
+    func raise(_ r: RaiseRequest) {
+        guard let id = Int(r.window) else { return say("the daemon asked to raise window '\(r.window)', not one of sway's") }
+        var commands: [String] = []
+        if let output = r.output { commands.append("[con_id=\(id)] move container to output \(output)") }
+        commands.append("[con_id=\(id)] focus")
+        for command in commands {
+            do {
+                let reply = String(decoding: try tree.call(.runCommand, command), as: UTF8.self)
+                if reply.contains("\"success\": false") || reply.contains("\"success\":false") {
+                    say("sway: \(command): \(reply)")
+                }
+            } catch {
+                say("sway: \(command): \(error)")
+            }
         }
     }
 }

@@ -108,6 +108,11 @@ enum StatusTable {
                 out.append(line)
             }
         }
+        if let f = d.follower {
+            out.append(
+                "follower: \(f.state) (\(f.source): \(f.windows) window\(f.windows == 1 ? "" : "s"), "
+                    + "\(f.unmanaged) unmanaged)")
+        }
         if let m = d.memory {
             var line = "memory: \(m.level.rawValue)\(m.simulated ? " (simulated)" : "")"
             if let a = m.reading.available, let t = m.reading.total {

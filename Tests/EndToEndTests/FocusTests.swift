@@ -124,6 +124,48 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// With a follower, `activate` shows the app's window, focused (its
+    /// hidden workspace shown), and moves it to the display asked for.
+    @Test func activateRaisesTheWindowAndMovesItToTheDisplayAsked() throws {
+        let sway = try HeadlessSway()
+        let displays = """
+            [[display]]
+            name = "centre"
+            outputs = ["HEADLESS-1"]
+            [[display]]
+            name = "cluster"
+            outputs = ["HEADLESS-2"]
+            focus_policy = "display"
+            """
+        let d = try DaemonUnderTest(apps: ["a": Self.flower(sway), "b": Self.flower(sway)], daemon: displays)
+        chmod(d.dir, 0o755)
+        let follower = try Self.follower(d, sway)
+        defer { follower.end() }
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        let a = try Self.window(sway, d, "a")
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        let b = try Self.window(sway, d, "b")
+        try sway.command("[con_id=\(b.id)] move to workspace 3")
+        try waitUntil("b frozen") { try d.status("b").frozen == true }
+
+        // Activated: its workspace shown, its window focused; the compositor says so.
+        #expect(try d.ctl(["activate", "b"]).0 == 0)
+        try waitUntil("sway shows b focused") { try sway.windows().contains { $0.id == b.id && $0.focused && $0.visible } }
+        try waitUntil("b active") { try Self.state(d, "b") == "active" }
+
+        // To the cluster: moved to its output, focused there.
+        #expect(try d.ctl(["activate", "a", "--display", "cluster"]).0 == 0)
+        try waitUntil("a's window on HEADLESS-2, focused") {
+            try sway.windows().contains { $0.id == a.id && $0.output == "HEADLESS-2" && $0.focused }
+        }
+        try waitUntil("a active on the cluster, b inactive on the centre") {
+            let s = try d.status("a")
+            return try s.state == .active && s.scenes?.first?.display == "cluster" && Self.state(d, "b") == "inactive"
+        }
+        #expect(d.daemonLog.contains("asking the compositor to show a's window"))
+        #expect(try d.stop() == 0)
+    }
+
     @Test func aLostFollowerChangesNothingAndTheNextDaemonFollowsAgain() throws {
         let sway = try HeadlessSway()
         let d = try DaemonUnderTest(apps: ["a": Self.flower(sway), "b": Self.flower(sway)])

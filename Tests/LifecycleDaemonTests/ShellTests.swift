@@ -51,6 +51,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
             .success(TailReport(journal: true))
         }
         func shown(_ report: ShownReport) -> [Effect] { [] }
+        func raise(_ id: AppID, display: DisplayID?) {}
     }
 
     @Test func changesNeedPermissionReadingDoesNot() {

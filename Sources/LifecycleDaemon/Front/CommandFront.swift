@@ -129,6 +129,8 @@ protocol CommandTarget: AnyObject {
     func tail(_ id: AppID, lines: Int, offset: UInt64?) -> Result<TailReport, CommandFailure>
     /// A follower's report of what the compositor shows; the core's effects.
     func shown(_ report: ShownReport) -> [Effect]
+    /// An activation was accepted: the compositor is asked to show the app.
+    func raise(_ id: AppID, display: DisplayID?)
 }
 
 /// Root may change things, and so may members of the control group (as
@@ -188,9 +190,12 @@ final class CommandFront {
             return .success(.kills(target.kills(limit: limit)))
         case .pressure(let level): return outcome(target.simulateMemoryLevel(level))
         case .launch(let id, let mode): return outcome(target.submit(.launch(id, mode)))
-        case .activate(let id, nil, nil): return outcome(target.submit(.activate(id)))
         case .activate(let id, let scene, let display):
-            return outcome(target.submit(.activateScene(id, scene: scene, display: display)))
+            let input: Input =
+                scene == nil && display == nil ? .activate(id) : .activateScene(id, scene: scene, display: display)
+            let result = outcome(target.submit(input))
+            if case .success = result { target.raise(id, display: display) }
+            return result
         case .display(let d, let c): return outcome(target.submit(.display(d, c)))
         case .discard(let id, let scene): return outcome(target.submit(.discard(id, scene)))
         case .stop(let id): return outcome(target.submit(.stop(id)))

@@ -31,6 +31,8 @@ final class ControlServer: RecordSink {
         var source: EventLoop.Source?
         /// Set for `events --follow`: the apps it wants (empty: all).
         var following: Set<String>?
+        /// A compositor's follower reports on it (`shown`): raises go to it.
+        var compositor = false
         var dropped = false
         /// Bad or refused requests so far.
         var strikes = 0
@@ -283,6 +285,10 @@ final class ControlServer: RecordSink {
         case .success(let decoded): command = decoded
         case .failure(let failure): return .failure(failure.code, failure.message)
         }
+        if case .shown = command, front.permissions.mayChange(c.caller) {
+            for other in connections.values where other !== c { other.compositor = false }
+            c.compositor = true  // the most recent follower's connection
+        }
         switch front.execute(command, from: c.caller) {
         case .failure(let f):
             return ControlResponse(ok: false, error: ControlError(code: f.code, message: f.message, refusal: f.refusal))
@@ -341,6 +347,15 @@ final class ControlServer: RecordSink {
     }
 
     var wantsRecords: Bool { connections.values.contains { $0.following != nil } }
+
+    /// Asks the follower to show a window; false when no follower is connected.
+    func raise(_ request: RaiseRequest) -> Bool {
+        guard let c = connections.values.first(where: { $0.compositor && !$0.dropped }) else { return false }
+        var response = ControlResponse(ok: true)
+        response.raise = request
+        send(response, to: c)
+        return true
+    }
 
     /// What was held for the save, sent (unless a later change holds it again).
     func release() {

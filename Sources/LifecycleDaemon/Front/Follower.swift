@@ -18,6 +18,9 @@ final class FollowerState {
     var lastReport = 0.0
     /// What each display was last told (only a change goes to the core).
     var fronts: [DisplayID: ShownFront] = [:]
+    /// The last report's windows of each app, and its outputs.
+    var windowsOf: [AppID: [ShownWindow]] = [:]
+    var outputs: [String] = []
     var lost = false
     /// Fires when the next report is overdue.
     var timer: EventLoop.Source?
@@ -55,6 +58,11 @@ extension Daemon {
         let facts = windowFacts(report)
         state.windows = facts.count
         state.unmanaged = facts.filter { $0.app == nil }.count
+        state.outputs = report.outputs
+        state.windowsOf = [:]
+        for (w, fact) in zip(report.windows, facts) {
+            if let app = fact.app { state.windowsOf[app, default: []].append(w) }
+        }
         let followed = followedDisplays(report.outputs)
         var effects: [Effect] = []
         for (display, front) in Follow.fronts(facts, policies: followed).sorted(by: { $0.key < $1.key }) {
@@ -101,6 +109,29 @@ extension Daemon {
             followed[d] = config.policies[d] ?? .seat
         }
         return followed
+    }
+
+    /// The display an output belongs to.
+    func display(ofOutput output: String) -> DisplayID {
+        settings.config.follow.outputs[output] ?? supervisor.displays.first
+    }
+
+    /// After an activation: the follower shows the app's window, focused,
+    /// on the display the app is now in front of (its most recently
+    /// focused window there; else its most recently focused one, moved).
+    /// Nothing when no follower is there or the app has no window yet (sway
+    /// focuses a new window itself).
+    func raise(_ id: AppID, display: DisplayID?) {
+        guard let state = follower, !state.lost, let windows = state.windowsOf[id], !windows.isEmpty else { return }
+        let target = display ?? supervisor.displays.all.first { $0.apps.contains(id) }?.name ?? supervisor.displays.first
+        let byRank = windows.sorted { $0.rank < $1.rank }
+        let here = byRank.first { $0.output.map { self.display(ofOutput: $0) } == target }
+        let window = here ?? byRank[0]
+        if window.focused && here != nil { return }  // already so
+        let output = here == nil ? state.outputs.first { self.display(ofOutput: $0) == target } : nil
+        if control?.raise(RaiseRequest(window: window.id, output: output)) == true {
+            logger.info("asking the compositor to show \(id)'s window \(window.id)\(output.map { " on \($0)" } ?? "")")
+        }
     }
 
     /// No report in time: shown `lost` in status, and nothing changes on
