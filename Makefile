@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-vm chaos test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-durable bench-hostile bench-dbus format
+.PHONY: deps build release run test test-vm chaos test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-durable bench-hostile bench-dbus bench-focus format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -127,6 +127,11 @@ bench-systemd: release clib
 # 1,000 connections, a freeze, 10,000 stranger notifications.
 bench-hostile: release clib
 	/usr/bin/python3 Benchmarks/hostile/load.py
+
+# The compositor drives the lifecycle (issue 30): headless sway, the follower,
+# focus and workspace switches to active and thawed; docs/performance.md.
+bench-focus: release
+	/usr/bin/python3 Benchmarks/focus/bench.py
 
 # The D-Bus interface against the JSON socket (issue 29): docs/performance.md.
 # BEFORE=DIR (a release lifecycled from before the interface): the socket side by side with it.

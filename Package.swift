@@ -141,9 +141,9 @@ let package = Package(
             ], path: "Benchmarks",
             // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), memory-vm/ the same in a
             // virtual machine (make bench-memory-vm), Benchmarks/systemd a script run inside
-            // systemd-nspawn (make bench-systemd), hostile/, output/, status/, dbus/ and lib/ Python: not
+            // systemd-nspawn (make bench-systemd), hostile/, output/, status/, dbus/, focus/ and lib/ Python: not
             // this target.
-            exclude: ["memory", "memory-vm", "systemd", "hostile", "output", "status", "lib", "dbus"], swiftSettings: strict),
+            exclude: ["memory", "memory-vm", "systemd", "hostile", "output", "status", "lib", "dbus", "focus"], swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
