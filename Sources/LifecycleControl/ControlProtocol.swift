@@ -80,6 +80,8 @@ public struct ControlResponse: Codable, Sendable {
     public var tail: TailReport?
     /// To a compositor's follower: a window to show (docs/focus.md).
     public var raise: RaiseRequest?
+    /// To a compositor's follower: a display's home command to run.
+    public var run: CompositorCommand?
 
     public init(
         ok: Bool, error: ControlError? = nil, status: StatusReport? = nil,

@@ -165,6 +165,10 @@ public struct AppStatus: Codable, Sendable {
     public var restorationBytes: Int?
     /// Its scenes (an app without scenes: `main`, once shown; absent: none).
     public var scenes: [SceneStatus]?
+    /// What the compositor's follower last said of its windows: "focused"
+    /// (one has the seat's focus), "shown", "hidden"; absent: no follower,
+    /// or no window (docs/focus.md).
+    public var window: String?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,

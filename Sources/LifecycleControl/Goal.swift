@@ -42,7 +42,8 @@ public enum Goal: Sendable, Equatable {
             r.daemon.displays?.first { $0.name == display }.map { $0.interruptions > 0 } ?? (r.daemon.interruptions > 0)
         }
         func inFront(_ name: String) -> Bool {
-            guard let a = app(name), a.launching != true, a.awaiting == nil else { return false }
+            // With a compositor's follower, in front is also shown by it (docs/focus.md).
+            guard let a = app(name), a.launching != true, a.awaiting == nil, a.window != "hidden" else { return false }
             let interruptedScene =
                 a.scenes?.contains { $0.inFront && interrupted($0.display) } ?? (r.daemon.interruptions > 0)
             return a.state == .active || (a.state == .inactive && interruptedScene)
@@ -62,7 +63,7 @@ public enum Goal: Sendable, Equatable {
             return a.state == .background || a.state == .suspended
         case .ended(let name): return app(name)?.state == .notRunning
         case .sceneInFront(let name, let sceneName, let display):
-            guard let a = app(name), a.launching != true, a.awaiting == nil else { return false }
+            guard let a = app(name), a.launching != true, a.awaiting == nil, a.window != "hidden" else { return false }
             return a.scenes?.contains { s in
                 (sceneName == nil || s.name == sceneName) && (display == nil || s.display == display) && s.inFront
                     && shown(s)

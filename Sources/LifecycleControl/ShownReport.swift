@@ -87,3 +87,14 @@ public struct RaiseRequest: Codable, Sendable, Equatable {
         self.output = output
     }
 }
+
+/// What the daemon asks of the follower on `home`: run the display's
+/// configured compositor command (`home_command`).
+public struct CompositorCommand: Codable, Sendable, Equatable {
+    public var command: String
+    public var display: String
+    public init(command: String, display: String) {
+        self.command = command
+        self.display = display
+    }
+}

@@ -162,7 +162,7 @@ extension AppStatus: StatusJSONObject {
         case name, state, pid, secondsInState, delivery, backgroundTasks, backgroundTimeRemaining, awaiting
         case lastTermination, footprint, band, memoryLimit, statusLine, launching, frozen, freezeProblem
         case changePending, removing, relaunchIn, recentEnds, failed, outputProblem, nextFetchIn, quit, heldPush
-        case waking, restorationBytes, scenes
+        case waking, restorationBytes, scenes, window
 
         public static let all = allCases
 
@@ -205,6 +205,7 @@ extension AppStatus: StatusJSONObject {
         case .waking: j.put(f, waking, first)
         case .restorationBytes: j.put(f, restorationBytes, first)
         case .scenes: j.put(f, scenes, first)
+        case .window: j.put(f, window, first)
         }
     }
 
@@ -238,6 +239,7 @@ extension AppStatus: StatusJSONObject {
         case .waking: waking = try LifecycleEvent.readJSON(&r)
         case .restorationBytes: restorationBytes = try Int.readJSON(&r)
         case .scenes: scenes = try [SceneStatus].readJSON(&r)
+        case .window: window = try String.readJSON(&r)
         }
     }
 }

@@ -98,8 +98,8 @@ public final class Follower {
             try daemon!.write(request)
             while true {
                 let answer = try daemon!.readResponse()
-                if let raise = answer.raise {
-                    self.raise(raise)
+                if answer.raise != nil || answer.run != nil {
+                    carryOut(answer)
                     continue
                 }
                 if !answer.ok, answer.error?.message != refused {
@@ -122,13 +122,18 @@ public final class Follower {
     func readDaemon() throws(FollowError) {
         guard let daemon else { return }
         do {
-            let line = try daemon.readResponse()
-            if let raise = line.raise { self.raise(raise) }
+            carryOut(try daemon.readResponse())
         } catch {
             self.daemon = nil
             if !daemonLost { say("\(error); trying again every \(options.interval) s") }
             daemonLost = true
         }
+    }
+
+    /// What the daemon asked, unasked: a raise, or a home command.
+    func carryOut(_ line: ControlResponse) {
+        if let raise = line.raise { self.raise(raise) }
+        if let run = line.run { sway([run.command]) }
     }
 
     /// Shows a window, focused: out of the scratchpad if it is there,
@@ -139,6 +144,11 @@ public final class Follower {
         var commands: [String] = []
         if let output = r.output { commands.append("[con_id=\(id)] move container to output \(output)") }
         commands.append("[con_id=\(id)] focus")
+        sway(commands)
+    }
+
+    /// Runs sway commands, saying what sway refused.
+    func sway(_ commands: [String]) {
         for command in commands {
             do {
                 let reply = String(decoding: try tree.call(.runCommand, command), as: UTF8.self)

@@ -110,6 +110,9 @@ public final class HeadlessSway {
         return found
     }
 
+    /// sway stops (SIGSTOP) or goes on (SIGCONT): a hung compositor.
+    public func pause(_ stopped: Bool) { kill(pid, stopped ? SIGSTOP : SIGCONT) }
+
     /// The environment a Wayland client needs to draw here.
     public var clientEnvironment: [String: String] { ["WAYLAND_DISPLAY": display, "XDG_RUNTIME_DIR": dir] }
 

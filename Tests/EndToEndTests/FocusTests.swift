@@ -125,13 +125,15 @@ import Testing
     }
 
     /// With a follower, `activate` shows the app's window, focused (its
-    /// hidden workspace shown), and moves it to the display asked for.
+    /// hidden workspace shown), and moves it to the display asked for;
+    /// `home` runs the display's home command in the compositor.
     @Test func activateRaisesTheWindowAndMovesItToTheDisplayAsked() throws {
         let sway = try HeadlessSway()
         let displays = """
             [[display]]
             name = "centre"
             outputs = ["HEADLESS-1"]
+            home_command = "focus output HEADLESS-1; workspace number 5"
             [[display]]
             name = "cluster"
             outputs = ["HEADLESS-2"]
@@ -163,6 +165,41 @@ import Testing
             return try s.state == .active && s.scenes?.first?.display == "cluster" && Self.state(d, "b") == "inactive"
         }
         #expect(d.daemonLog.contains("asking the compositor to show a's window"))
+
+        // Home on the centre: its home command shows an empty workspace there;
+        // b leaves the front; the cluster keeps its own active app (focus_policy display).
+        #expect(try d.ctl(["home", "--display", "centre"]).0 == 0)
+        try waitUntil("b in the background") { try ["background", "suspended"].contains(Self.state(d, "b")) }
+        #expect(try sway.windows().contains { $0.id == b.id && !$0.visible })
+        try waitUntil("a still active on the cluster") { try Self.state(d, "a") == "active" }
+        #expect(try d.stop() == 0)
+    }
+
+    /// sway hangs (SIGSTOP): the follower waits on it, the daemon calls
+    /// it lost and goes on (commands answered, apps driven); sway goes on,
+    /// and so does the following.
+    @Test func aHungCompositorStallsNothing() throws {
+        let sway = try HeadlessSway()
+        let d = try DaemonUnderTest(apps: ["a": Self.flower(sway), "b": Self.flower(sway)])
+        chmod(d.dir, 0o755)
+        let follower = try Self.follower(d, sway)
+        defer { follower.end() }
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        _ = try Self.window(sway, d, "a")
+        try waitUntil("a active") { try Self.state(d, "a") == "active" }
+        sway.pause(true)
+        defer { sway.pause(false) }
+        try waitUntil("the follower is lost") {
+            try d.command(ControlRequest(.status)).status?.daemon.follower?.state == "lost"
+        }
+        // The daemon goes on: b launched into the background, a sent home.
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        #expect(try d.ctl(["home"]).0 == 0)
+        #expect(try Self.state(d, "a") != "active")
+        sway.pause(false)
+        try waitUntil("following again") {
+            try d.command(ControlRequest(.status)).status?.daemon.follower?.state == "following"
+        }
         #expect(try d.stop() == 0)
     }
 

@@ -52,6 +52,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         }
         func shown(_ report: ShownReport) -> [Effect] { [] }
         func raise(_ id: AppID, display: DisplayID?) {}
+        func home(_ display: DisplayID?) {}
     }
 
     @Test func changesNeedPermissionReadingDoesNot() {

@@ -32,6 +32,7 @@ import Testing
             a.scenes = [
                 SceneStatus(name: "main", display: "tv", state: .active, inFront: true, discarding: true, shed: false)
             ]
+            a.window = "shown"
         }
         return a
     }

@@ -25,6 +25,9 @@ public struct FollowConfig: Sendable, Equatable {
     public var outputs: [String: DisplayID] = [:]
     /// Per display; a display not named (or none declared) follows the seat.
     public var policies: [DisplayID: FocusPolicy] = [:]
+    /// Per display: the compositor command its follower runs on `home`
+    /// (sway: "workspace number 10").
+    public var homeCommands: [DisplayID: String] = [:]
 }
 
 /// The daemon's settings (lifecycled.toml).
@@ -289,6 +292,7 @@ public enum ConfigLoader {
             var slots = 1
             var outputs: [String] = []
             var policy = FocusPolicy.seat
+            var home: String?
             try doc.each(t, table: "display") { (k: String, v: any TOMLValueConvertible) throws(ConfigError) in
                 switch k {
                 case "name": name = try doc.string(v, k, table: "display")
@@ -309,9 +313,16 @@ public enum ConfigLoader {
                         throw doc.error(k, "expected \"seat\" or \"display\", got \"\(p)\"", table: "display")
                     }
                     policy = parsed
+                case "home_command":
+                    let c = try doc.string(v, k, table: "display")
+                    guard !c.isEmpty, c.utf8.count <= 1024, !c.contains("\n") else {
+                        throw doc.error(k, "expected one compositor command line (1 to 1024 bytes)", table: "display")
+                    }
+                    home = c
                 default:
                     throw doc.error(
-                        k, "unknown key (a display has name, slots, outputs and focus_policy)", table: "display")
+                        k, "unknown key (a display has name, slots, outputs, focus_policy and home_command)",
+                        table: "display")
                 }
             }
             guard let name else { throw doc.error("display", "a [[display]] needs a name") }
@@ -327,6 +338,7 @@ public enum ConfigLoader {
             }
             for o in outputs { follow.outputs[o] = name }
             follow.policies[name] = policy
+            follow.homeCommands[name] = home
             specs.append(DisplaySpec(name: name, slots: slots))
         }
         guard specs.count <= 16 else { throw doc.error("display", "at most 16 displays") }

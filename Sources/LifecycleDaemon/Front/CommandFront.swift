@@ -131,6 +131,8 @@ protocol CommandTarget: AnyObject {
     func shown(_ report: ShownReport) -> [Effect]
     /// An activation was accepted: the compositor is asked to show the app.
     func raise(_ id: AppID, display: DisplayID?)
+    /// A home was accepted: the compositor is asked to show the display's home.
+    func home(_ display: DisplayID?)
 }
 
 /// Root may change things, and so may members of the control group (as
@@ -196,7 +198,10 @@ final class CommandFront {
             let result = outcome(target.submit(input))
             if case .success = result { target.raise(id, display: display) }
             return result
-        case .display(let d, let c): return outcome(target.submit(.display(d, c)))
+        case .display(let d, let c):
+            let result = outcome(target.submit(.display(d, c)))
+            if case .success = result, c == .home { target.home(d) }
+            return result
         case .discard(let id, let scene): return outcome(target.submit(.discard(id, scene)))
         case .stop(let id): return outcome(target.submit(.stop(id)))
         case .kill(let id): return outcome(target.submit(.kill(id)))

@@ -348,11 +348,10 @@ final class ControlServer: RecordSink {
 
     var wantsRecords: Bool { connections.values.contains { $0.following != nil } }
 
-    /// Asks the follower to show a window; false when no follower is connected.
-    func raise(_ request: RaiseRequest) -> Bool {
+    /// Asks the follower something (a raise, a home command); false when
+    /// no follower is connected.
+    func toFollower(_ response: ControlResponse) -> Bool {
         guard let c = connections.values.first(where: { $0.compositor && !$0.dropped }) else { return false }
-        var response = ControlResponse(ok: true)
-        response.raise = request
         send(response, to: c)
         return true
     }

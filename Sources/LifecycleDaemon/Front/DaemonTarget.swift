@@ -67,6 +67,9 @@ extension Daemon: CommandTarget {
         status.waking = s.waking
         status.restorationBytes = history.blobs[id]?.count
         if !s.scenes.isEmpty { status.scenes = s.scenes }
+        status.window = follower.flatMap { f in
+            f.lost ? nil : f.windowsOf[id].map { w in w.contains { $0.focused } ? "focused" : w.contains { $0.visible } ? "shown" : "hidden" }
+        }
         status.failed = s.failure.map {
             FailureInfo(
                 reason: $0.reason.code.rawValue, description: $0.description, ends: $0.ends,

@@ -129,8 +129,24 @@ extension Daemon {
         let window = here ?? byRank[0]
         if window.focused && here != nil { return }  // already so
         let output = here == nil ? state.outputs.first { self.display(ofOutput: $0) == target } : nil
-        if control?.raise(RaiseRequest(window: window.id, output: output)) == true {
+        var ask = ControlResponse(ok: true)
+        ask.raise = RaiseRequest(window: window.id, output: output)
+        if control?.toFollower(ask) == true {
             logger.info("asking the compositor to show \(id)'s window \(window.id)\(output.map { " on \($0)" } ?? "")")
+        }
+    }
+
+    /// After an accepted `home`: each followed display concerned with a
+    /// `home_command` has its follower run it (the compositor shows home;
+    /// its next snapshot says what is still shown).
+    func home(_ display: DisplayID?) {
+        guard let state = follower, !state.lost else { return }
+        let followed = Set(state.outputs.map { self.display(ofOutput: $0) })
+        for (d, command) in settings.config.follow.homeCommands.sorted(by: { $0.key < $1.key })
+        where (display == nil || display == d) && followed.contains(d) {
+            var ask = ControlResponse(ok: true)
+            ask.run = CompositorCommand(command: command, display: d)
+            if control?.toFollower(ask) == true { logger.info("asking the compositor to show \(d)'s home: \(command)") }
         }
     }
 
