@@ -77,10 +77,21 @@ import Testing
 
     static func state(_ d: DaemonUnderTest, _ app: String) throws -> String { try d.status(app).state.rawValue }
 
-    @Test func theFocusedAppIsActiveAVisibleOneInactiveAHiddenOneFrozenAndShownAgainThawed() throws {
+    /// The follower's state in `status`.
+    static func follower(_ d: DaemonUnderTest) throws -> String? {
+        try d.command(ControlRequest(.status)).status?.daemon.follower?.state
+    }
+
+    /// A headless sway, and a daemon with two flower apps, a and b, on it.
+    static func daemon(_ config: String = "") throws -> (HeadlessSway, DaemonUnderTest) {
         let sway = try HeadlessSway()
-        let d = try DaemonUnderTest(apps: ["a": Self.flower(sway), "b": Self.flower(sway)])
+        let d = try DaemonUnderTest(apps: ["a": flower(sway), "b": flower(sway)], daemon: config)
         chmod(d.dir, 0o755)
+        return (sway, d)
+    }
+
+    @Test func theFocusedAppIsActiveAVisibleOneInactiveAHiddenOneFrozenAndShownAgainThawed() throws {
+        let (sway, d) = try Self.daemon()
         let follower = try Self.follower(d, sway)
         defer { follower.end() }
 
@@ -128,7 +139,6 @@ import Testing
     /// hidden workspace shown), and moves it to the display asked for;
     /// `home` runs the display's home command in the compositor.
     @Test func activateRaisesTheWindowAndMovesItToTheDisplayAsked() throws {
-        let sway = try HeadlessSway()
         let displays = """
             [[display]]
             name = "centre"
@@ -139,8 +149,7 @@ import Testing
             outputs = ["HEADLESS-2"]
             focus_policy = "display"
             """
-        let d = try DaemonUnderTest(apps: ["a": Self.flower(sway), "b": Self.flower(sway)], daemon: displays)
-        chmod(d.dir, 0o755)
+        let (sway, d) = try Self.daemon(displays)
         let follower = try Self.follower(d, sway)
         defer { follower.end() }
         #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
@@ -179,9 +188,7 @@ import Testing
     /// it lost and goes on (commands answered, apps driven); sway goes on,
     /// and so does the following.
     @Test func aHungCompositorStallsNothing() throws {
-        let sway = try HeadlessSway()
-        let d = try DaemonUnderTest(apps: ["a": Self.flower(sway), "b": Self.flower(sway)])
-        chmod(d.dir, 0o755)
+        let (sway, d) = try Self.daemon()
         let follower = try Self.follower(d, sway)
         defer { follower.end() }
         #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
@@ -189,24 +196,18 @@ import Testing
         try waitUntil("a active") { try Self.state(d, "a") == "active" }
         sway.pause(true)
         defer { sway.pause(false) }
-        try waitUntil("the follower is lost") {
-            try d.command(ControlRequest(.status)).status?.daemon.follower?.state == "lost"
-        }
+        try waitUntil("the follower is lost") { try Self.follower(d) == "lost" }
         // The daemon goes on: b launched into the background, a sent home.
         #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
         #expect(try d.ctl(["home"]).0 == 0)
         #expect(try Self.state(d, "a") != "active")
         sway.pause(false)
-        try waitUntil("following again") {
-            try d.command(ControlRequest(.status)).status?.daemon.follower?.state == "following"
-        }
+        try waitUntil("following again") { try Self.follower(d) == "following" }
         #expect(try d.stop() == 0)
     }
 
     @Test func aLostFollowerChangesNothingAndTheNextDaemonFollowsAgain() throws {
-        let sway = try HeadlessSway()
-        let d = try DaemonUnderTest(apps: ["a": Self.flower(sway), "b": Self.flower(sway)])
-        chmod(d.dir, 0o755)
+        let (sway, d) = try Self.daemon()
         let first = try Self.follower(d, sway)
         #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
         #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
@@ -217,9 +218,7 @@ import Testing
 
         // The follower dies: lost, and what it last said stands.
         first.end()
-        try waitUntil("the follower is lost") {
-            try d.command(ControlRequest(.status)).status?.daemon.follower?.state == "lost"
-        }
+        try waitUntil("the follower is lost") { try Self.follower(d) == "lost" }
         #expect(try Self.state(d, "a") == "active")
         #expect(d.daemonLog.contains("is silent"))
 
@@ -228,9 +227,7 @@ import Testing
         let next = try DaemonUnderTest(after: d)
         let second = try Self.follower(next, sway)
         defer { second.end() }
-        try waitUntil("the next daemon follows") {
-            try next.command(ControlRequest(.status)).status?.daemon.follower?.state == "following"
-        }
+        try waitUntil("the next daemon follows") { try Self.follower(next) == "following" }
         #expect(try next.status("b").state == .suspended, "hidden, it stays frozen")
         #expect(try next.status("a").state == .active)
         try sway.command("workspace 3")
