@@ -169,6 +169,9 @@ public struct AppStatus: Codable, Sendable {
     /// (one has the seat's focus), "shown", "hidden"; absent: no follower,
     /// or no window (docs/focus.md).
     public var window: String?
+    /// Held from freezing: one of its processes holds an audio playback
+    /// device open (docs/focus.md, "Holds").
+    public var playing: Bool?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,

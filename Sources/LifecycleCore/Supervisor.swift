@@ -171,6 +171,11 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { ready(id) }
         case .frozen(let id, let gen):
             if isCurrent(id, gen) { frozen(id) }
+        case .playing(let id, let gen, let on):
+            if isCurrent(id, gen), apps[id]!.playing != on {
+                update(id) { $0.playing = on }
+                advance(id)
+            }
         case .freezeRefused(let id, let gen, let why):
             if isCurrent(id, gen), apps[id]?.phase == .suspended { update(id) { $0.freezeRefusal = why } }
         case .reclaimed(let id, let gen): if reclaiming == id, apps[id]?.generation == gen { reclaimDone() }

@@ -130,6 +130,10 @@ public final class Daemon {
     var bus: BusService?
     /// A compositor's follower, once one reported (Front/Follower.swift).
     var follower: FollowerState?
+    /// Apps held from freezing because they play audio, looked at again
+    /// by `audioTimer` (Apps/Freezer.swift).
+    var playing: Set<AppID> = []
+    var audioTimer: EventLoop.Source?
     /// Where cgroup v2 is mounted, when apps are in cgroups (a window's
     /// process is matched to its app's group by it).
     var cgroupMount: String? { (confinement as? Cgroups)?.mount }

@@ -104,6 +104,7 @@ extension Daemon {
         reapsEveryChild = Processes.isSubreaper()
         coreTimer = try loop.timer { [unowned self] in self.submit(.tick) }
         statusTimer = try loop.timer { [unowned self] in self.status.send(self) }
+        audioTimer = try loop.timer { [unowned self] in self.lookAtAudio() }
         sweep.timer = try loop.timer { [unowned self] in self.sweepFootprints() }
         memoryWatch = try MemoryWatch(loop: loop) { [unowned self] in self.sampleMemory() }
         if confinement.standings.contains(.memory) {

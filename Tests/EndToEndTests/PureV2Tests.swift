@@ -74,6 +74,39 @@ struct PureV2MemoryTests {
         #expect(try meminfo("SwapTotal") == 0, "this suite runs without swap (PureV2SwapTests has it)")
     }
 
+    /// An app holding an ALSA playback device open (snd-dummy's: a real
+    /// kernel driver, in the guest's kernel) is held from freezing past
+    /// its grace, in the background; once it closes the device, it is
+    /// frozen (docs/focus.md, "Holds"). Here rather than on the
+    /// development machine, whose kernel has no sound drivers.
+    @Test func anAppPlayingAudioIsNeverFrozen() throws {
+        let (code, _, err) = try run(["/usr/sbin/modprobe", "snd-dummy"])
+        try #require(code == 0, "modprobe snd-dummy: \(err)")
+        try waitUntil("the dummy card's playback device") { Posix.exists("/dev/snd/pcmC0D0p") }
+        let s = scratch()
+        let fifo = s + "/release"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let script =
+            "exec 3<>/dev/snd/pcmC0D0p; echo open > \(s)/open; read x < \(fifo); exec 3>&-; "
+            + "echo closed > \(s)/closed; sleep 100000"
+        let d = try DaemonUnderTest(apps: ["player": shell(script, "[timeouts]\nbackground_grace = 1")])
+        #expect(try d.ctl(["launch", "--background", "player"]).0 == 0)
+        try waitForLine(s + "/open", "open")
+        try waitUntil("held for its audio") { try d.status("player").playing == true }
+        #expect(try d.status("player").state == .background)
+        #expect(try cgroupFile(appGroup(d, "player") + "/cgroup.events").contains("frozen 0"))
+        #expect(d.daemonLog.contains("player plays audio (/dev/snd/pcmC0D0p): held from freezing"))
+
+        // The device closed: frozen, as any app in the background past its grace.
+        let fd = open(fifo, O_WRONLY)
+        #expect(fd >= 0 && write(fd, "go\n", 3) == 3)
+        close(fd)
+        try waitForLine(s + "/closed", "closed")
+        try waitUntil("frozen once it no longer plays") { try d.status("player").frozen == true }
+        #expect(try d.status("player").playing == nil)
+        #expect(try d.stop() == 0)
+    }
+
     /// The guest's root enables no controller at boot: the daemon enables
     /// memory and cpu down to its tree, and each app's group stands by its
     /// state: protected and weighted first in front, omitted by oomd there,

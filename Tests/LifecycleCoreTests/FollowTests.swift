@@ -116,4 +116,24 @@ import Testing
         #expect(back.followed && back.focus == SceneRef("a", SceneNames.main))
         #expect(front.resized(to: 1).scenes.count == 2, "what is shown is not cut to the slots")
     }
+
+    /// The shell found the app playing audio when the core would freeze
+    /// it: thawed and held in the background, never suspended while it
+    /// plays; once it stops, suspended as any app sent home.
+    @Test func anAppPlayingAudioIsHeldInTheBackground() {
+        var h = Harness(slots: 1, apps: ["a"])
+        h.launchActive("a")
+        let home = h.send(.display("main", .home))
+        h.eventsUntilQuiet("a", after: home)
+        #expect(h.state("a") == .suspended)
+        let held = h.send(.playing("a", generation: h.generation("a"), true))
+        #expect(held.contains(.thaw("a")))
+        #expect(h.state("a") == .background)
+        h.advance(.seconds(3600))
+        #expect(h.state("a") == .background, "held while it plays")
+        #expect(h.supervisor.snapshot("a")!.playing)
+        let done = h.send(.playing("a", generation: h.generation("a"), false))
+        #expect(done.contains(.freeze("a")))
+        #expect(h.state("a") == .suspended)
+    }
 }

@@ -18,6 +18,13 @@ import LifecycleOS
 extension Daemon {
     func freeze(_ id: AppID) {
         guard let run = runs[id] else { return }
+        if let device = Audio.playbackDevice(run.group) {
+            // Held: a frozen audio client stalls everyone's sound.
+            logger.info("\(id) plays audio (\(device)): held from freezing", metadata: ["app": "\(id)"])
+            playing.insert(id)
+            audioTimer?.arm(at: loop.now + Self.audioLook)
+            return report(.playing(id, generation: run.generation, true))
+        }
         run.freezeTimer?.cancel()
         run.freezeStarted = loop.now
         run.freezeAsked = false
@@ -66,6 +73,26 @@ extension Daemon {
         }
         record(id, .frozen, latency: Double(now - started) / 1000)
         report(.frozen(id, generation: run.generation))
+    }
+
+    /// How often an app held for its audio is looked at again.
+    static let audioLook: Int64 = 2_000_000_000
+
+    /// The apps held for their audio, looked at again: one that no longer
+    /// plays goes on to be frozen (the core asks for it again).
+    func lookAtAudio() {
+        for id in playing.sorted() {
+            guard let run = runs[id] else {
+                playing.remove(id)
+                continue
+            }
+            if Audio.playbackDevice(run.group) == nil {
+                playing.remove(id)
+                logger.info("\(id) no longer plays audio", metadata: ["app": "\(id)"])
+                report(.playing(id, generation: run.generation, false))
+            }
+        }
+        if !playing.isEmpty { audioTimer?.arm(at: loop.now + Self.audioLook) }
     }
 
     func thaw(_ id: AppID) {
