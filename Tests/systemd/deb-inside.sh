@@ -31,7 +31,7 @@ rm -f /usr/local/bin/lifecycled /usr/local/bin/supervisorctl /etc/systemd/system
 dpkg -i /opt/debs/first.deb > /tmp/dpkg-first.log 2>&1 \
     && pass "dpkg -i: lifecycled $(dpkg-query -W -f='${Version}' lifecycled) installed" \
     || { fail "dpkg -i: $(tail -5 /tmp/dpkg-first.log)"; exit 1; }
-ldd /usr/bin/lifecycled /usr/bin/supervisorctl | grep -q libswift \
+ldd /usr/bin/lifecycled /usr/bin/supervisorctl /usr/bin/lifecycled-follow | grep -q libswift \
     && fail "the binaries need the Swift runtime: $(ldd /usr/bin/lifecycled | grep swift | head -2)" \
     || pass "the binaries need no Swift toolchain (no libswift in ldd; /opt/swift hidden)"
 for f in /usr/share/man/man1/supervisorctl.restart.1 /usr/share/bash-completion/completions/supervisorctl \
@@ -40,6 +40,10 @@ for f in /usr/share/man/man1/supervisorctl.restart.1 /usr/share/bash-completion/
     [ -f "$f" ] || fail "missing $f"
 done
 pass "man pages, completions, the C library's pkg-config file and the example config installed"
+[ -f /usr/lib/systemd/user/lifecycled-follow.service ] && grep -q '^ExecStart=/usr/bin/lifecycled-follow$' /usr/lib/systemd/user/lifecycled-follow.service \
+    && /usr/bin/lifecycled-follow --help > /dev/null \
+    && pass "the compositor's follower and its user unit installed (docs/focus.md)" \
+    || fail "lifecycled-follow: $(ls -l /usr/bin/lifecycled-follow /usr/lib/systemd/user/lifecycled-follow.service 2>&1)"
 [ "$(systemctl is-enabled lifecycled.socket)" = enabled ] && [ "$(systemctl is-enabled lifecycled.service)" = enabled ] \
     && [ "$(systemctl is-active lifecycled.socket)" = active ] \
     && pass "socket and service enabled, the socket listening" \
