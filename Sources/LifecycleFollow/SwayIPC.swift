@@ -43,7 +43,7 @@ final class SwayConnection {
         while off < message.count {
             let n = message[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 { throw FollowError("sway closed its IPC socket") }
+            if n <= 0 { throw FollowError("sway closed its IPC socket", ended: true) }
             off += n
         }
     }
@@ -72,7 +72,7 @@ final class SwayConnection {
         while got < count {
             let n = out[got...].withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 { throw FollowError("sway closed its IPC socket") }
+            if n <= 0 { throw FollowError("sway closed its IPC socket", ended: true) }
             got += n
         }
         return out
@@ -152,7 +152,61 @@ enum SwayTree {
     }
 }
 
-public struct FollowError: Error, CustomStringConvertible {
-    public var description: String
-    init(_ description: String) { self.description = description }
+/// sway's IPC as a source: one connection subscribed to window and
+/// workspace events, one for the tree and commands.
+public final class SwaySource: FocusSource {
+    public let name = "sway"
+    let events: SwayConnection
+    let tree: SwayConnection
+    let say: (String) -> Void
+
+    public init(socket: String, say: @escaping (String) -> Void) throws(FollowError) {
+        self.say = say
+        events = try SwayConnection(path: socket)
+        tree = try SwayConnection(path: socket)
+        // sway 1.7 has no output event: an output plugged in shows at the next heartbeat.
+        let reply = String(decoding: try events.call(.subscribe, #"["window","workspace","shutdown"]"#), as: UTF8.self)
+        guard reply.contains("\"success\": true") || reply.contains("\"success\":true") else {
+            throw FollowError("sway refused the subscription: \(reply)")
+        }
+    }
+
+    public var descriptor: Int32 { events.fd }
+
+    public func readEvents() throws(FollowError) -> Bool {
+        repeat {
+            let event = try events.receive()
+            if event.type == SwayConnection.shutdownEvent { throw FollowError("sway is shutting down", ended: true) }
+        } while events.readable(within: 0)
+        return true
+    }
+
+    public func snapshot(interval: Double) throws(FollowError) -> ShownReport {
+        try SwayTree.report(try tree.call(.getTree, ""), interval: interval)
+    }
+
+    /// Moved to `output` when given, then focused (which shows its workspace).
+    public func raise(_ r: RaiseRequest) {
+        guard let id = Int(r.window) else { return say("the daemon asked to raise window '\(r.window)', not one of sway's") }
+        var commands: [String] = []
+        if let output = r.output { commands.append("[con_id=\(id)] move container to output \(output)") }
+        commands.append("[con_id=\(id)] focus")
+        sway(commands)
+    }
+
+    public func run(_ c: CompositorCommand) { sway([c.command]) }
+
+    /// Runs sway commands, saying what sway refused.
+    func sway(_ commands: [String]) {
+        for command in commands {
+            do {
+                let reply = String(decoding: try tree.call(.runCommand, command), as: UTF8.self)
+                if reply.contains("\"success\": false") || reply.contains("\"success\":false") {
+                    say("sway: \(command): \(reply)")
+                }
+            } catch {
+                say("sway: \(command): \(error)")
+            }
+        }
+    }
 }

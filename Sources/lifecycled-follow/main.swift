@@ -11,16 +11,27 @@ struct FollowCommand: ParsableCommand {
         commandName: "lifecycled-follow",
         abstract: "Report what the compositor shows to lifecycled, so that the apps the user sees are in front.",
         discussion: """
-            Reads sway's IPC ($SWAYSOCK) and sends lifecycled a snapshot of every window (its process, \
-            output, focus and visibility) on every change and every --interval seconds. Needs the same \
-            permission as `supervisorctl activate`. Ends when the compositor does.
+            Reads the compositor (sway's IPC, or the wlr-foreign-toplevel protocol of labwc, Wayfire, river, \
+            Hyprland, niri, cage) and sends lifecycled a snapshot of every window on every change and every \
+            --interval seconds. Needs the same permission as `supervisorctl activate`. Ends when the \
+            compositor does.
             """)
+
+    enum Source: String, ExpressibleByArgument, CaseIterable {
+        case auto, sway, wlr
+    }
 
     @Option(help: "Control socket of lifecycled (default: $LIFECYCLED_SOCKET or /run/lifecycled/control.sock).")
     var socket: String?
 
+    @Option(help: "Where windows come from: sway (its IPC, with each window's process), wlr (wlr-foreign-toplevel: apps matched by their manifest's app_id), or auto (sway when $SWAYSOCK or --sway-socket is given, else wlr).")
+    var source: Source = .auto
+
     @Option(name: .customLong("sway-socket"), help: "sway's IPC socket (default: $SWAYSOCK).")
     var swaySocket: String?
+
+    @Option(name: .customLong("wayland-display"), help: "The Wayland display for wlr (default: $WAYLAND_DISPLAY).")
+    var waylandDisplay: String?
 
     @Option(help: "Seconds between reports when nothing changes (the daemon calls a follower lost after twice this).")
     var interval: Double = 2
@@ -34,23 +45,34 @@ struct FollowCommand: ParsableCommand {
 
     func run() throws {
         let env = ProcessInfo.processInfo.environment
-        guard let sway = swaySocket ?? env["SWAYSOCK"] else {
-            throw ValidationError("no sway socket: give --sway-socket or run inside sway's session ($SWAYSOCK)")
-        }
-        let control = socket ?? env[ControlDefaults.socketEnvironmentKey] ?? ControlDefaults.socketPath
         let say: (String) -> Void = { FileHandle.standardError.write(Data("lifecycled-follow: \($0)\n".utf8)) }
+        let control = socket ?? env[ControlDefaults.socketEnvironmentKey] ?? ControlDefaults.socketPath
+        let sway = swaySocket ?? env["SWAYSOCK"]
+        let chosen: Source = source != .auto ? source : (sway != nil ? .sway : .wlr)
         do {
-            let follower = try Follower(
-                FollowOptions(controlSocket: control, swaySocket: sway, interval: interval), say: say)
+            let focus: any FocusSource
+            switch chosen {
+            case .sway, .auto:
+                guard let sway else {
+                    throw ValidationError("no sway socket: give --sway-socket or run inside sway's session ($SWAYSOCK)")
+                }
+                focus = try SwaySource(socket: sway, say: say)
+            case .wlr:
+                guard let display = waylandDisplay ?? env["WAYLAND_DISPLAY"] else {
+                    throw ValidationError("no Wayland display: give --wayland-display or run in the session ($WAYLAND_DISPLAY)")
+                }
+                focus = try WlrSource(display: display, say: say)
+            }
             if printOnce {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
-                print(String(decoding: try encoder.encode(try follower.snapshot()), as: UTF8.self))
+                print(String(decoding: try encoder.encode(try focus.snapshot(interval: interval)), as: UTF8.self))
                 return
             }
-            try follower.run()
+            try Follower(FollowOptions(controlSocket: control, interval: interval), source: focus, say: say).run()
         } catch let error as FollowError {
             say("\(error)")
+            if error.ended { return }  // the compositor is gone: so is its follower
             throw ExitCode(1)
         }
     }

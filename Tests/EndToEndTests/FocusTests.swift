@@ -234,4 +234,73 @@ import Testing
         try waitUntil("b active") { try Self.state(next, "b") == "active" }
         #expect(try next.stop() == 0)
     }
+
+    /// A terminal (foot) with its own app_id, drawing on `sway`.
+    static func terminal(_ sway: HeadlessSway, appID: String) -> String {
+        """
+        command = ["/usr/bin/foot", "--app-id=\(appID)", "sleep", "100000"]
+        user = "\(sway.user)"
+        delivery = "signals"
+        [environment]
+        WAYLAND_DISPLAY = "\(sway.display)"
+        XDG_RUNTIME_DIR = "\(sway.dir)"
+        HOME = "\(sway.dir)"
+        [timeouts]
+        background_grace = 1
+        """
+    }
+
+    /// The second source: the wlr-foreign-toplevel protocol (sway has it
+    /// too), with no process ids: windows are matched by the manifest's
+    /// app_id (here the app's name). Focus moves and activate's raise; a
+    /// window of an app_id no app has is unmanaged; a window on a
+    /// workspace not shown is not minimised, so it counts as shown (what
+    /// this protocol cannot see, docs/focus.md).
+    @Test func theWlrForeignToplevelSourceFollowsFocusByAppID() throws {
+        let sway = try HeadlessSway()
+        let d = try DaemonUnderTest(apps: ["a": Self.terminal(sway, appID: "a"), "b": Self.terminal(sway, appID: "b")])
+        chmod(d.dir, 0o755)
+        let follower = try Running(
+            [
+                binary("lifecycled-follow"), "--source", "wlr", "--socket", d.socket, "--wayland-display",
+                sway.dir + "/" + sway.display, "--interval", "0.5",
+            ], log: d.dir + "/follow.log")
+        defer { follower.end() }
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        var windows: [HeadlessSway.Window] = []
+        try waitUntil("two windows") {
+            windows = try sway.windows()
+            return windows.count == 2
+        }
+        let a = try #require(windows.first { $0.appID == "a" })
+        let b = try #require(windows.first { $0.appID == "b" })
+        try sway.command("[con_id=\(b.id)] focus")
+        try waitUntil("b active, a inactive") { try Self.state(d, "b") == "active" && Self.state(d, "a") == "inactive" }
+        let status = try #require(try d.command(ControlRequest(.status)).status?.daemon.follower)
+        #expect(status.source == "wlr-foreign-toplevel" && status.unmanaged == 0)
+
+        // activate: the follower activates a's toplevel for the seat.
+        #expect(try d.ctl(["activate", "a"]).0 == 0)
+        try waitUntil("sway shows a focused") { try sway.windows().contains { $0.id == a.id && $0.focused } }
+        try waitUntil("a active, b inactive") { try Self.state(d, "a") == "active" && Self.state(d, "b") == "inactive" }
+        #expect(d.daemonLog.contains("asking the compositor to show a's window"))
+
+        // A window of an app_id no app has: unmanaged.
+        let stranger = try Running(
+            asUser(sway.user, ["/usr/bin/foot", "--app-id=stranger", "sleep", "100000"]),
+            environment: sway.clientEnvironment.merging(["PATH": "/usr/bin:/bin", "HOME": sway.dir]) { $1 },
+            log: d.dir + "/stranger.log")
+        defer { stranger.end() }
+        try waitUntil("the stranger's window is unmanaged") {
+            try d.command(ControlRequest(.status)).status?.daemon.follower?.unmanaged == 1
+        }
+
+        // b on a workspace not shown: not minimised, so still shown as far as this protocol says.
+        try sway.command("[con_id=\(b.id)] move to workspace 3")
+        try waitUntil("sway hides b") { try sway.windows().contains { $0.id == b.id && !$0.visible } }
+        #expect(try d.status("b").window == "shown")
+        #expect(try d.status("b").frozen != true)
+        #expect(try d.stop() == 0)
+    }
 }
