@@ -169,9 +169,9 @@ public struct AppStatus: Codable, Sendable {
     /// (one has the seat's focus), "shown", "hidden"; absent: no follower,
     /// or no window (docs/focus.md).
     public var window: String?
-    /// Held from freezing: one of its processes holds an audio playback
-    /// device open (docs/focus.md, "Holds").
-    public var playing: Bool?
+    /// What holds it from freezing, beyond tasks and modes: "audio" (a
+    /// playback device open), "follower-lost" (docs/focus.md, "Holds").
+    public var held: [String]?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,

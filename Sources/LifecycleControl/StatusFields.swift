@@ -162,7 +162,7 @@ extension AppStatus: StatusJSONObject {
         case name, state, pid, secondsInState, delivery, backgroundTasks, backgroundTimeRemaining, awaiting
         case lastTermination, footprint, band, memoryLimit, statusLine, launching, frozen, freezeProblem
         case changePending, removing, relaunchIn, recentEnds, failed, outputProblem, nextFetchIn, quit, heldPush
-        case waking, restorationBytes, scenes, window, playing
+        case waking, restorationBytes, scenes, window, held
 
         public static let all = allCases
 
@@ -206,7 +206,7 @@ extension AppStatus: StatusJSONObject {
         case .restorationBytes: j.put(f, restorationBytes, first)
         case .scenes: j.put(f, scenes, first)
         case .window: j.put(f, window, first)
-        case .playing: j.put(f, playing, first)
+        case .held: j.put(f, held, first)
         }
     }
 
@@ -241,7 +241,7 @@ extension AppStatus: StatusJSONObject {
         case .restorationBytes: restorationBytes = try Int.readJSON(&r)
         case .scenes: scenes = try [SceneStatus].readJSON(&r)
         case .window: window = try String.readJSON(&r)
-        case .playing: playing = try Bool.readJSON(&r)
+        case .held: held = try [String].readJSON(&r)
         }
     }
 }

@@ -102,10 +102,11 @@ struct AppRecord: Sendable, Equatable, Codable {
     /// Its memory was pushed to swap since it was last suspended
     /// (MemoryPolicy.swift): not again until it has been thawed.
     var reclaimed = false
-    /// The shell found it playing audio (a playback device open): held in
-    /// the background, never frozen, as a declared audio mode is. Not
-    /// saved: the next daemon finds it again before it would freeze it.
-    var playing = false
+    /// What the shell holds it from freezing for (audio found playing, a
+    /// compositor's follower lost while its window was hidden): held in
+    /// the background, as a declared audio mode is. Not saved: the next
+    /// daemon finds them again before it would freeze it.
+    var holds: Set<Hold> = []
 
     private enum CodingKeys: String, CodingKey {
         case phase, state, since, generation, generationFloor, launchMode, sequence, awaiting, tasks, nextTask

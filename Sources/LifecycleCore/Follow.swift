@@ -6,6 +6,19 @@
 // app whose windows are all hidden out of the front (background, then
 // suspended after its grace), an app with no window where it was.
 
+/// Why the shell holds an app from freezing, beyond what the core knows
+/// (tasks, continuous modes, wake-ups): what a frozen app would harm.
+public enum Hold: String, Sendable, Equatable, Hashable, Comparable, Codable, CaseIterable {
+    /// One of its processes holds an audio playback device open.
+    case audio
+    /// The compositor's follower was lost while the app's windows were
+    /// hidden: shown since, perhaps; nothing is frozen on window grounds
+    /// until the follower is back.
+    case followerLost = "follower-lost"
+
+    public static func < (a: Hold, b: Hold) -> Bool { a.rawValue < b.rawValue }
+}
+
 /// Which app a followed display makes active.
 public enum FocusPolicy: String, Sendable, Equatable, Codable, CaseIterable {
     /// Only the app with the seat's keyboard focus, wherever it is (a desktop).

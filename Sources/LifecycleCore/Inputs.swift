@@ -70,9 +70,10 @@ public enum Input: Sendable, Equatable {
     /// The kernel confirmed the freeze of a suspended app (cgroup.events):
     /// its freeze deadline is over.
     case frozen(AppID, generation: UInt64)
-    /// The shell found the app playing audio (true), or no longer (false):
-    /// held from freezing while it plays (docs/focus.md, "Holds").
-    case playing(AppID, generation: UInt64, Bool)
+    /// The shell holds the app from freezing (true) for a reason, or no
+    /// longer (false): kept running in the background while held
+    /// (docs/focus.md, "Holds").
+    case hold(AppID, generation: UInt64, Hold, Bool)
     /// The kernel refused to freeze it (the shell retries meanwhile): the
     /// reason a kill at the freeze deadline gives.
     case freezeRefused(AppID, generation: UInt64, why: String)

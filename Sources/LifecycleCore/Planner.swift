@@ -16,7 +16,7 @@ extension Supervisor {
         }
         // On its way to another display: through the background, not frozen.
         if moving(id) { return .background }
-        if app.policy.continuousBackground || !app.tasks.isEmpty || app.wakes.holdsRunning || app.playing {
+        if app.policy.continuousBackground || !app.tasks.isEmpty || app.wakes.holdsRunning || !app.holds.isEmpty {
             return .background
         }
         if let grace = timers.deadline(id, .grace), now < grace { return .background }

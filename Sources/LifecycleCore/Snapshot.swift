@@ -14,7 +14,7 @@ extension Supervisor {
             relaunchAt: app.restarts?.due != nil ? timers.deadline(id, .restart) : nil,
             recentEnds: app.restarts?.ends.count ?? 0, failure: app.restarts?.failed,
             nextFetch: app.history.window, quit: app.history.quit, heldPush: app.history.held != nil,
-            waking: app.wakes.inFlight?.event, scenes: sceneSnapshots(id), playing: app.playing)
+            waking: app.wakes.inFlight?.event, scenes: sceneSnapshots(id), holds: app.holds.sorted())
     }
 
     /// Its scenes, by name; for an app without scenes, its main scene (if
@@ -106,6 +106,6 @@ public struct AppSnapshot: Sendable, Equatable {
     public var waking: LifecycleEvent?
     /// Its scenes (an app without scenes: `main`, once shown).
     public var scenes: [SceneStatus] = []
-    /// Held from freezing: the shell found it playing audio.
-    public var playing = false
+    /// What holds it from freezing (Inputs.swift, `hold`).
+    public var holds: [Hold] = []
 }

@@ -171,9 +171,11 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { ready(id) }
         case .frozen(let id, let gen):
             if isCurrent(id, gen) { frozen(id) }
-        case .playing(let id, let gen, let on):
-            if isCurrent(id, gen), apps[id]!.playing != on {
-                update(id) { $0.playing = on }
+        case .hold(let id, let gen, let hold, let on):
+            if isCurrent(id, gen), apps[id]!.holds.contains(hold) != on {
+                update(id) {
+                    if on { $0.holds.insert(hold) } else { $0.holds.remove(hold) }
+                }
                 advance(id)
             }
         case .freezeRefused(let id, let gen, let why):

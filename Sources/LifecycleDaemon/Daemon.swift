@@ -133,6 +133,9 @@ public final class Daemon {
     /// Apps held from freezing because they play audio, looked at again
     /// by `audioTimer` (Apps/Freezer.swift).
     var playing: Set<AppID> = []
+    /// Apps held from freezing because the follower was lost while their
+    /// windows were hidden (Front/Follower.swift).
+    var unseen: Set<AppID> = []
     var audioTimer: EventLoop.Source?
     /// Where cgroup v2 is mounted, when apps are in cgroups (a window's
     /// process is matched to its app's group by it).

@@ -14,7 +14,7 @@ import Testing
 @Suite(.serialized) struct FocusTests {
     /// An app that draws a window on `sway`, as sway's user, with a grace
     /// of 1 s in the background before it is frozen.
-    static func flower(_ sway: HeadlessSway) -> String {
+    static func flower(_ sway: HeadlessSway, grace: Int = 1) -> String {
         """
         command = ["/usr/bin/weston-flower"]
         user = "\(sway.user)"
@@ -23,7 +23,7 @@ import Testing
         WAYLAND_DISPLAY = "\(sway.display)"
         XDG_RUNTIME_DIR = "\(sway.dir)"
         [timeouts]
-        background_grace = 1
+        background_grace = \(grace)
         """
     }
 
@@ -233,6 +233,34 @@ import Testing
         try sway.command("workspace 3")
         try waitUntil("b active") { try Self.state(next, "b") == "active" }
         #expect(try next.stop() == 0)
+    }
+
+    /// The follower lost while b's window is hidden and b within its
+    /// grace: b is not frozen (shown since, perhaps) but held; once the
+    /// follower is back and says b is still hidden, b is frozen.
+    @Test func aLostFollowerFreezesNothingNew() throws {
+        let sway = try HeadlessSway()
+        let d = try DaemonUnderTest(apps: ["a": Self.flower(sway), "b": Self.flower(sway, grace: 4)])
+        chmod(d.dir, 0o755)
+        let first = try Self.follower(d, sway)
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        let b = try Self.window(sway, d, "b")
+        try waitUntil("b shown") { try ["active", "inactive"].contains(Self.state(d, "b")) }
+        try sway.command("[con_id=\(b.id)] move to workspace 3")
+        try waitUntil("b in the background") { try Self.state(d, "b") == "background" }
+        first.end()
+        try waitUntil("the follower is lost") { try Self.follower(d) == "lost" }
+        try waitUntil("b held past its grace") { try d.status("b").held == ["follower-lost"] }
+        #expect(try d.status("b").frozen != true)
+        #expect(try Self.state(d, "b") == "background")
+        #expect(d.daemonLog.contains("b: not frozen while the compositor's follower is lost"))
+
+        let second = try Self.follower(d, sway)
+        defer { second.end() }
+        try waitUntil("b frozen once the follower is back and says it is hidden") { try d.status("b").frozen == true }
+        #expect(try d.status("b").held == nil)
+        #expect(try d.stop() == 0)
     }
 
     /// A terminal (foot) with its own app_id, drawing on `sway`.

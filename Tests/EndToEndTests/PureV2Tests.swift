@@ -92,7 +92,7 @@ struct PureV2MemoryTests {
         let d = try DaemonUnderTest(apps: ["player": shell(script, "[timeouts]\nbackground_grace = 1")])
         #expect(try d.ctl(["launch", "--background", "player"]).0 == 0)
         try waitForLine(s + "/open", "open")
-        try waitUntil("held for its audio") { try d.status("player").playing == true }
+        try waitUntil("held for its audio") { try d.status("player").held == ["audio"] }
         #expect(try d.status("player").state == .background)
         #expect(try cgroupFile(appGroup(d, "player") + "/cgroup.events").contains("frozen 0"))
         #expect(d.daemonLog.contains("player plays audio (/dev/snd/pcmC0D0p): held from freezing"))
@@ -103,7 +103,7 @@ struct PureV2MemoryTests {
         close(fd)
         try waitForLine(s + "/closed", "closed")
         try waitUntil("frozen once it no longer plays") { try d.status("player").frozen == true }
-        #expect(try d.status("player").playing == nil)
+        #expect(try d.status("player").held == nil)
         #expect(try d.stop() == 0)
     }
 

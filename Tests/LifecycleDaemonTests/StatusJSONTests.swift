@@ -33,7 +33,7 @@ import Testing
                 SceneStatus(name: "main", display: "tv", state: .active, inFront: true, discarding: true, shed: false)
             ]
             a.window = "shown"
-            a.playing = true
+            a.held = ["audio"]
         }
         return a
     }

@@ -18,12 +18,18 @@ import LifecycleOS
 extension Daemon {
     func freeze(_ id: AppID) {
         guard let run = runs[id] else { return }
+        if let f = follower, f.lost, f.fronts.values.contains(where: { $0.hidden.contains(id) }) {
+            // Hidden when the follower was last heard: perhaps shown since.
+            logger.info("\(id): not frozen while the compositor's follower is lost", metadata: ["app": "\(id)"])
+            unseen.insert(id)
+            return report(.hold(id, generation: run.generation, .followerLost, true))
+        }
         if let device = Audio.playbackDevice(run.group) {
             // Held: a frozen audio client stalls everyone's sound.
             logger.info("\(id) plays audio (\(device)): held from freezing", metadata: ["app": "\(id)"])
             playing.insert(id)
             audioTimer?.arm(at: loop.now + Self.audioLook)
-            return report(.playing(id, generation: run.generation, true))
+            return report(.hold(id, generation: run.generation, .audio, true))
         }
         run.freezeTimer?.cancel()
         run.freezeStarted = loop.now
@@ -89,7 +95,7 @@ extension Daemon {
             if Audio.playbackDevice(run.group) == nil {
                 playing.remove(id)
                 logger.info("\(id) no longer plays audio", metadata: ["app": "\(id)"])
-                report(.playing(id, generation: run.generation, false))
+                report(.hold(id, generation: run.generation, .audio, false))
             }
         }
         if !playing.isEmpty { audioTimer?.arm(at: loop.now + Self.audioLook) }

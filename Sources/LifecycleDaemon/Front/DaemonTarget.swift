@@ -67,7 +67,7 @@ extension Daemon: CommandTarget {
         status.waking = s.waking
         status.restorationBytes = history.blobs[id]?.count
         if !s.scenes.isEmpty { status.scenes = s.scenes }
-        status.playing = s.playing ? true : nil
+        status.held = s.holds.isEmpty ? nil : s.holds.map(\.rawValue)
         status.window = follower.flatMap { f in
             f.lost ? nil : f.windowsOf[id].map { w in w.contains { $0.focused } ? "focused" : w.contains { $0.visible } ? "shown" : "hidden" }
         }

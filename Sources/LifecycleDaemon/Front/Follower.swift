@@ -49,7 +49,8 @@ extension Daemon {
             follower = state
             state.timer = try? loop.timer { [unowned self] in self.followerSilent() }
         }
-        if state.lost { logger.notice("the compositor follower is back (\(report.source))") }
+        let wasLost = state.lost
+        if wasLost { logger.notice("the compositor follower is back (\(report.source))") }
         state.source = report.source
         state.lost = false
         state.lastReport = wallTime(now())
@@ -69,6 +70,13 @@ extension Daemon {
             guard state.fronts[display] != front else { continue }
             state.fronts[display] = front
             effects += submit(.shown(display, front))
+        }
+        if wasLost {
+            // What it shows decides again: the apps held while it was away are let go.
+            for id in unseen.sorted() {
+                if let run = runs[id] { effects += submit(.hold(id, generation: run.generation, .followerLost, false)) }
+            }
+            unseen = []
         }
         return effects
     }
@@ -151,7 +159,8 @@ extension Daemon {
     }
 
     /// No report in time: shown `lost` in status, and nothing changes on
-    /// window grounds until the follower is back (the fronts stay).
+    /// window grounds until the follower is back: the fronts stay, and an
+    /// app it last saw hidden is not frozen (Apps/Freezer.swift holds it).
     func followerSilent() {
         guard let state = follower, !state.lost else { return }
         state.lost = true
