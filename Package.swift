@@ -118,7 +118,7 @@ let package = Package(
         .testTarget(
             name: "LifecycleDaemonTests",
             dependencies: [
-                "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire",
+                "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire", "LifecycleTestKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ], swiftSettings: strict),
@@ -126,7 +126,7 @@ let package = Package(
         .testTarget(
             name: "LifecycleOSTests",
             dependencies: [
-                "LifecycleOS", "CMemoryWatch",
+                "LifecycleOS", "CMemoryWatch", "LifecycleTestKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ], swiftSettings: strict),

@@ -14,12 +14,21 @@ public struct ShownReport: Codable, Sendable, Equatable {
     /// seconds (a heartbeat when nothing changes); past it, and a grace,
     /// the daemon calls the follower lost.
     public var interval: Double?
+    /// The last request from the daemon (a raise, a home command: their
+    /// `sequence`) the follower had carried out before it looked: a
+    /// report that predates the daemon's latest request says nothing of
+    /// its outcome, and changes no front. Absent: a follower that does not
+    /// count (every report counts).
+    public var carriedOut: UInt64?
 
-    public init(source: String, outputs: [String], windows: [ShownWindow], interval: Double? = nil) {
+    public init(
+        source: String, outputs: [String], windows: [ShownWindow], interval: Double? = nil, carriedOut: UInt64? = nil
+    ) {
         self.source = source
         self.outputs = outputs
         self.windows = windows
         self.interval = interval
+        self.carriedOut = carriedOut
     }
 }
 
@@ -82,9 +91,12 @@ public struct FollowerStatus: Codable, Sendable, Equatable {
 public struct RaiseRequest: Codable, Sendable, Equatable {
     public var window: String
     public var output: String?
-    public init(window: String, output: String? = nil) {
+    /// Counts the daemon's requests to this follower (raises and home commands).
+    public var sequence: UInt64
+    public init(window: String, output: String? = nil, sequence: UInt64) {
         self.window = window
         self.output = output
+        self.sequence = sequence
     }
 }
 
@@ -93,8 +105,10 @@ public struct RaiseRequest: Codable, Sendable, Equatable {
 public struct CompositorCommand: Codable, Sendable, Equatable {
     public var command: String
     public var display: String
-    public init(command: String, display: String) {
+    public var sequence: UInt64
+    public init(command: String, display: String, sequence: UInt64) {
         self.command = command
         self.display = display
+        self.sequence = sequence
     }
 }

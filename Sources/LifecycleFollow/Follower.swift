@@ -28,6 +28,10 @@ public protocol FocusSource: AnyObject {
     func raise(_ request: RaiseRequest)
     /// A display's home command.
     func run(_ command: CompositorCommand)
+    /// What it is asked is done when the call returns, so a snapshot taken
+    /// right after shows it (sway's RUN_COMMAND); else the compositor's
+    /// events will say (Wayland requests are answered by events later).
+    var carriesOutAtOnce: Bool { get }
 }
 
 public struct FollowOptions: Sendable {
@@ -46,6 +50,10 @@ public final class Follower {
     var daemonLost = false
     /// The last refusal said (said once, not every report).
     var refused: String?
+    /// The daemon's latest request carried out (ShownReport.carriedOut),
+    /// and a report owed that says what came of it.
+    var carriedOut: UInt64 = 0
+    var reportSoon = false
     let say: (String) -> Void
 
     public init(_ options: FollowOptions, source: any FocusSource, say: @escaping (String) -> Void) {
@@ -59,8 +67,14 @@ public final class Follower {
         var due = true
         var last = Date.distantPast
         while true {
+            if reportSoon {  // the daemon asked something: what came of it
+                due = true
+                reportSoon = false
+            }
             if due {
-                report(try source.snapshot(interval: options.interval))
+                var snapshot = try source.snapshot(interval: options.interval)
+                snapshot.carriedOut = carriedOut
+                report(snapshot)
                 last = Date()
                 due = false
             }
@@ -93,8 +107,8 @@ public final class Follower {
             try daemon!.write(request)
             while true {
                 let answer = try daemon!.readResponse()
-                if answer.raise != nil || answer.run != nil {
-                    carryOut(answer)
+                if carryOut(answer) {
+                    reportSoon = true
                     continue
                 }
                 if !answer.ok, answer.error?.message != refused {
@@ -114,7 +128,7 @@ public final class Follower {
     /// A line the daemon sent unasked.
     func readDaemon() {
         guard let daemon else { return }
-        do { carryOut(try daemon.readResponse()) } catch { lostDaemon(error) }
+        do { reportSoon = try carryOut(daemon.readResponse()) || reportSoon } catch { lostDaemon(error) }
     }
 
     func lostDaemon(_ error: any Error) {
@@ -123,9 +137,18 @@ public final class Follower {
         daemonLost = true
     }
 
-    func carryOut(_ line: ControlResponse) {
-        if let raise = line.raise { source.raise(raise) }
-        if let run = line.run { source.run(run) }
+    /// What the daemon asked: done, and counted; the next report (taken
+    /// after it) says what came of it.
+    func carryOut(_ line: ControlResponse) -> Bool {
+        if let raise = line.raise {
+            source.raise(raise)
+            carriedOut = max(carriedOut, raise.sequence)
+        }
+        if let run = line.run {
+            source.run(run)
+            carriedOut = max(carriedOut, run.sequence)
+        }
+        return (line.raise != nil || line.run != nil) && source.carriesOutAtOnce
     }
 }
 

@@ -156,6 +156,7 @@ enum SwayTree {
 /// workspace events, one for the tree and commands.
 public final class SwaySource: FocusSource {
     public let name = "sway"
+    public let carriesOutAtOnce = true
     let events: SwayConnection
     let tree: SwayConnection
     let say: (String) -> Void

@@ -144,6 +144,7 @@ final class WaylandConnection {
 /// The toplevels of a wlr-foreign-toplevel compositor.
 public final class WlrSource: FocusSource {
     public let name = "wlr-foreign-toplevel"
+    public let carriesOutAtOnce = false
     let wayland: WaylandConnection
     let say: (String) -> Void
     var manager: UInt32 = 0

@@ -129,6 +129,9 @@ public final class DaemonUnderTest {
         guard !handedOver else { return }
         removeSubtree(cgroupPath)
         removeV1(v1MemoryPath)
+        // Its config, state and logs: gone with it, unless asked to keep them
+        // (LIFECYCLED_KEEP_TEST_DIRS=1, to look at a failure).
+        if !keepTestDirectories { try? FileManager.default.removeItem(atPath: dir) }
     }
 
     /// The v1 memory hierarchy's copy (hybrid machines): its processes are

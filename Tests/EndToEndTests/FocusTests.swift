@@ -331,4 +331,52 @@ import Testing
         #expect(try d.status("b").frozen != true)
         #expect(try d.stop() == 0)
     }
+
+    /// The follower's side of the protocol, spoken by the test itself: a
+    /// report taken before the follower carried out the daemon's latest
+    /// request (its `sequence`) changes no front, so a heartbeat caught
+    /// between an activate and the compositor's raise cannot undo it.
+    @Test func aReportTakenBeforeARaiseChangesNoFront() throws {
+        let sleeper = "command = [\"/bin/sleep\", \"100000\"]\ndelivery = \"signals\"\n"
+        let d = try DaemonUnderTest(apps: ["a": sleeper, "b": sleeper])
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        let pa = try #require(try d.status("a").pid), pb = try #require(try d.status("b").pid)
+        let follower = try d.client()
+        var asked: [RaiseRequest] = []
+        func report(focused: String, carriedOut: UInt64) throws {
+            var r = ControlRequest(.shown)
+            r.shown = ShownReport(
+                source: "test", outputs: ["OUT-1"],
+                windows: [
+                    ShownWindow(id: "1", pid: pa, output: "OUT-1", focused: focused == "a", visible: true, rank: focused == "a" ? 0 : 1),
+                    ShownWindow(id: "2", pid: pb, output: "OUT-1", focused: focused == "b", visible: true, rank: focused == "b" ? 0 : 1),
+                ], interval: 30, carriedOut: carriedOut)
+            try follower.write(r)
+            while true {
+                let line = try follower.readResponse()
+                if let raise = line.raise {
+                    asked.append(raise)
+                    continue
+                }
+                #expect(line.ok, "\(line.error?.message ?? "")")
+                return
+            }
+        }
+        try report(focused: "a", carriedOut: 0)
+        #expect(try Self.state(d, "a") == "active" && Self.state(d, "b") == "inactive")
+
+        #expect(try d.ctl(["activate", "b"]).0 == 0)
+        #expect(try Self.state(d, "b") == "active")
+        // A heartbeat taken before the raise: it still shows a focused. Ignored.
+        try report(focused: "a", carriedOut: 0)
+        #expect(asked == [RaiseRequest(window: "2", output: nil, sequence: 1)])
+        #expect(try Self.state(d, "b") == "active" && Self.state(d, "a") == "inactive")
+        // Once the raise is carried out, reports count again.
+        try report(focused: "b", carriedOut: 1)
+        #expect(try Self.state(d, "b") == "active")
+        try report(focused: "a", carriedOut: 1)
+        #expect(try Self.state(d, "a") == "active" && Self.state(d, "b") == "inactive")
+        #expect(try d.stop() == 0)
+    }
 }

@@ -6,12 +6,8 @@ import LifecycleTestKit
 import LifecycleOS
 import Testing
 
-/// A fresh directory for one test's app logs.
-func scratch() -> String {
-    let dir = FileManager.default.temporaryDirectory.path + "/lifecycled-apps-\(UUID().uuidString.prefix(8))"
-    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    return dir
-}
+/// A fresh directory for one test's app logs (removed at the test process's exit).
+func scratch() -> String { scratchDirectory("lifecycled-apps") }
 
 let repositoryRoot = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path

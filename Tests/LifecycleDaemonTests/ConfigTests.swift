@@ -1,12 +1,11 @@
 import Foundation
 import LifecycleCore
 @testable import LifecycleDaemon
+import LifecycleTestKit
 import Testing
 
 func write(_ text: String, _ name: String = "app.toml") -> String {
-    let dir = FileManager.default.temporaryDirectory.path + "/cfg-\(UUID().uuidString.prefix(8))"
-    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    let path = dir + "/" + name
+    let path = scratchDirectory("cfg") + "/" + name
     try? text.write(toFile: path, atomically: true, encoding: .utf8)
     return path
 }
@@ -397,7 +396,7 @@ func daemonError(_ text: String) -> ConfigError? {
     }
 
     @Test func aDirectoryFIFOOrSymlinkLoopNamedTomlIsAClearError() throws {
-        let dir = FileManager.default.temporaryDirectory.path + "/edge-\(UUID().uuidString.prefix(8))"
+        let dir = scratchDirectory("edge")
         try FileManager.default.createDirectory(atPath: dir + "/apps/dir.toml", withIntermediateDirectories: true)
         #expect(mkfifo(dir + "/apps/fifo.toml", 0o600) == 0)
         #expect(symlink(dir + "/apps/loop.toml", dir + "/apps/loop.toml") == 0)

@@ -3,15 +3,14 @@ import LifecycleControl
 import LifecycleCore
 @testable import LifecycleDaemon
 import LifecycleOS
+import LifecycleTestKit
 import Testing
 
 /// The state a daemon leaves for the next one: bad or foreign files are set
 /// aside with a reason, never trusted and never fatal; a save writes what
 /// changed; a full disk loses nothing once it has room again.
 @Suite struct StateStoreTests {
-    func directory() -> String {
-        FileManager.default.temporaryDirectory.path + "/state-\(UUID().uuidString.prefix(8))"
-    }
+    func directory() -> String { scratchDirectory("state") }
 
     func state(apps count: Int, running: Set<Int> = []) -> SavedDaemon {
         var policies: [AppID: AppPolicy] = [:]

@@ -1,12 +1,11 @@
 import Foundation
 @testable import LifecycleOS
+import LifecycleTestKit
 import Testing
 
 /// Writes `text` to a fresh file named `name` in a directory of its own.
 func write(_ text: String, _ name: String) -> String {
-    let dir = FileManager.default.temporaryDirectory.path + "/os-\(UUID().uuidString.prefix(8))"
-    try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    let path = dir + "/" + name
+    let path = scratchDirectory("os") + "/" + name
     try? text.write(toFile: path, atomically: true, encoding: .utf8)
     return path
 }

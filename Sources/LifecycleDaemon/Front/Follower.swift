@@ -22,6 +22,9 @@ final class FollowerState {
     var windowsOf: [AppID: [ShownWindow]] = [:]
     var outputs: [String] = []
     var lost = false
+    /// The daemon's requests to it (raises, home commands), counted: a
+    /// report that has not carried out the latest changes no front.
+    var asked: UInt64 = 0
     /// Fires when the next report is overdue.
     var timer: EventLoop.Source?
 
@@ -66,6 +69,9 @@ extension Daemon {
         }
         let followed = followedDisplays(report.outputs)
         var effects: [Effect] = []
+        // Taken before the compositor carried out what the daemon last asked:
+        // it would undo it. The next one says.
+        if let done = report.carriedOut, done < state.asked { return effects }
         for (display, front) in Follow.fronts(facts, policies: followed).sorted(by: { $0.key < $1.key }) {
             guard state.fronts[display] != front else { continue }
             state.fronts[display] = front
@@ -138,8 +144,9 @@ extension Daemon {
         if window.focused && here != nil { return }  // already so
         let output = here == nil ? state.outputs.first { self.display(ofOutput: $0) == target } : nil
         var ask = ControlResponse(ok: true)
-        ask.raise = RaiseRequest(window: window.id, output: output)
+        ask.raise = RaiseRequest(window: window.id, output: output, sequence: state.asked + 1)
         if control?.toFollower(ask) == true {
+            state.asked += 1
             logger.info("asking the compositor to show \(id)'s window \(window.id)\(output.map { " on \($0)" } ?? "")")
         }
     }
@@ -153,8 +160,11 @@ extension Daemon {
         for (d, command) in settings.config.follow.homeCommands.sorted(by: { $0.key < $1.key })
         where (display == nil || display == d) && followed.contains(d) {
             var ask = ControlResponse(ok: true)
-            ask.run = CompositorCommand(command: command, display: d)
-            if control?.toFollower(ask) == true { logger.info("asking the compositor to show \(d)'s home: \(command)") }
+            ask.run = CompositorCommand(command: command, display: d, sequence: state.asked + 1)
+            if control?.toFollower(ask) == true {
+                state.asked += 1
+                logger.info("asking the compositor to show \(d)'s home: \(command)")
+            }
         }
     }
 
