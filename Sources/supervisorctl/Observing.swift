@@ -75,6 +75,8 @@ enum StatusTable {
             } else if a.changePending == true {
                 state += " (changed)"
             }
+            if let held = a.held { state += " (held: \(held.joined(separator: ", ")))" }
+            if a.window == "hidden" { state += " (hidden)" }
             rows.append([
                 a.name, state, a.pid.map { String($0) } ?? "-",
                 a.state == .notRunning && a.lastTermination == nil ? "-" : duration(a.secondsInState),

@@ -255,6 +255,9 @@ import Testing
         #expect(try d.status("b").frozen != true)
         #expect(try Self.state(d, "b") == "background")
         #expect(d.daemonLog.contains("b: not frozen while the compositor's follower is lost"))
+        let text = try d.ctl(["status"]).1
+        #expect(text.contains("background (held: follower-lost)"), "\(text)")
+        #expect(text.contains("follower: lost (sway: 2 windows, 0 unmanaged)"), "\(text)")
 
         let second = try Self.follower(d, sway)
         defer { second.end() }
