@@ -347,7 +347,8 @@ import Testing
         let pa = try #require(try d.status("a").pid), pb = try #require(try d.status("b").pid)
         let follower = try d.client()
         var asked: [RaiseRequest] = []
-        func report(focused: String, carriedOut: UInt64) throws {
+        func report(focused: String, carriedOut: UInt64, on client: ControlClient? = nil) throws {
+            let follower = client ?? follower
             var r = ControlRequest(.shown)
             r.shown = ShownReport(
                 source: "test", outputs: ["OUT-1"],
@@ -380,6 +381,10 @@ import Testing
         #expect(try Self.state(d, "b") == "active")
         try report(focused: "a", carriedOut: 1)
         #expect(try Self.state(d, "a") == "active" && Self.state(d, "b") == "inactive")
+        // Another follower takes over (restarted: its count starts at 0): its reports count.
+        let next = try d.client()
+        try report(focused: "b", carriedOut: 0, on: next)
+        #expect(try Self.state(d, "b") == "active" && Self.state(d, "a") == "inactive")
         #expect(try d.stop() == 0)
     }
 }

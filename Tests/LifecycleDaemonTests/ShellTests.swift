@@ -50,7 +50,7 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         func tail(_ id: AppID, lines: Int, offset: UInt64?) -> Result<TailReport, CommandFailure> {
             .success(TailReport(journal: true))
         }
-        func shown(_ report: ShownReport) -> [Effect] { [] }
+        func shown(_ report: ShownReport, fresh: Bool) -> [Effect] { [] }
         func raise(_ id: AppID, display: DisplayID?) {}
         func home(_ display: DisplayID?) {}
     }

@@ -60,8 +60,10 @@ enum Command: Sendable, Equatable {
     case daemonReexec
     /// Read the configuration again and apply it app by app.
     case reload(dryRun: Bool, restartChanged: Bool)
-    /// What the compositor shows, from its follower (Follower.swift).
-    case shown(ShownReport)
+    /// What the compositor shows, from its follower (Follower.swift);
+    /// `fresh`: the first report on its connection (a follower started,
+    /// or come back), whose count of requests carried out starts anew.
+    case shown(ShownReport, fresh: Bool = false)
 
     /// Commands that change something need permission, and so does an
     /// app's output (it may hold what only its operators should read); the rest only read.
@@ -128,7 +130,7 @@ protocol CommandTarget: AnyObject {
     /// An app's recent output, or why there is none to show.
     func tail(_ id: AppID, lines: Int, offset: UInt64?) -> Result<TailReport, CommandFailure>
     /// A follower's report of what the compositor shows; the core's effects.
-    func shown(_ report: ShownReport) -> [Effect]
+    func shown(_ report: ShownReport, fresh: Bool) -> [Effect]
     /// An activation was accepted: the compositor is asked to show the app.
     func raise(_ id: AppID, display: DisplayID?)
     /// A home was accepted: the compositor is asked to show the display's home.
@@ -209,7 +211,7 @@ final class CommandFront {
         case .fetch(let id): return outcome(target.submit(.fetch(id)))
         case .push(let id, let payload): return outcome(target.submit(.push(id, payload: payload)))
         case .open(let url): return outcome(target.submit(.openURL(url)))
-        case .shown(let report): return outcome(target.shown(report))
+        case .shown(let report, let fresh): return outcome(target.shown(report, fresh: fresh))
         case .signal(let id, let number):
             if let why = target.sendSignal(id, number) { return outcome([.refused(why)]) }
             return .success(.done)

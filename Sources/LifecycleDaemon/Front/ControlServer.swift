@@ -280,12 +280,13 @@ final class ControlServer: RecordSink {
 
     /// The request as a command for the front, and the front's result as a response.
     private func respond(to request: ControlRequest, from c: Connection) -> ControlResponse {
-        let command: Command
+        var command: Command
         switch Self.command(request) {
         case .success(let decoded): command = decoded
         case .failure(let failure): return .failure(failure.code, failure.message)
         }
-        if case .shown = command, front.permissions.mayChange(c.caller) {
+        if case .shown(let report, _) = command, front.permissions.mayChange(c.caller) {
+            command = .shown(report, fresh: !c.compositor)
             for other in connections.values where other !== c { other.compositor = false }
             c.compositor = true  // the most recent follower's connection
         }

@@ -45,7 +45,7 @@ final class FollowerState {
 
 extension Daemon {
     /// A report from the follower: the fronts it shows, to the core.
-    func shown(_ report: ShownReport) -> [Effect] {
+    func shown(_ report: ShownReport, fresh: Bool) -> [Effect] {
         let state = follower ?? FollowerState(source: report.source)
         if follower == nil {
             logger.notice("a compositor follower reports what is shown (\(report.source))")
@@ -69,6 +69,9 @@ extension Daemon {
         }
         let followed = followedDisplays(report.outputs)
         var effects: [Effect] = []
+        // A follower new on its connection counts from where it is: what an
+        // earlier one was asked is not its to carry out.
+        if fresh { state.asked = report.carriedOut ?? 0 }
         // Taken before the compositor carried out what the daemon last asked:
         // it would undo it. The next one says.
         if let done = report.carriedOut, done < state.asked { return effects }
