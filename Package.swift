@@ -73,7 +73,7 @@ let package = Package(
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ], swiftSettings: strict),
         .target(name: "LifecycleClient", dependencies: ["LifecycleWire"], swiftSettings: strict),
-        .target(name: "LifecycleFollow", dependencies: ["LifecycleControl"], swiftSettings: strict),
+        .target(name: "LifecycleFollow", dependencies: ["LifecycleControl", "CLifecycleShim"], swiftSettings: strict),
         .executableTarget(
             name: "lifecycled-follow",
             dependencies: [

@@ -317,21 +317,31 @@ int lc_notify_socket(const char *name) {
     return fd;
 }
 
+/// recvmsg of one buffer with room for control messages in `space`.
+static ssize_t recv_with_control(int fd, void *buf, unsigned long len, void *space, size_t size, int flags,
+                                 struct msghdr *msg, struct iovec *iov) {
+    iov->iov_base = buf;
+    iov->iov_len = len;
+    memset(msg, 0, sizeof *msg);
+    msg->msg_iov = iov;
+    msg->msg_iovlen = 1;
+    msg->msg_control = space;
+    msg->msg_controllen = size;
+    ssize_t r;
+    do r = recvmsg(fd, msg, flags); while (r < 0 && errno == EINTR);
+    return r;
+}
+
 long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid) {
     union {
         struct cmsghdr align;
         char space[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 16)];
     } control;
-    struct iovec iov = {buf, len};
+    struct iovec iov;
     struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.space;
-    msg.msg_controllen = sizeof control.space;
     *pid = 0;
-    ssize_t r;
-    do r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_TRUNC); while (r < 0 && errno == EINTR);
+    ssize_t r = recv_with_control(fd, buf, len, control.space, sizeof control.space, MSG_CMSG_CLOEXEC | MSG_TRUNC,
+                                  &msg, &iov);
     if (r < 0) return -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level != SOL_SOCKET) continue;
@@ -346,6 +356,55 @@ long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid) {
                 memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
                 close(passed);
             }
+        }
+    }
+    return (long)r;
+}
+
+long lc_send_with_fd(int sock, const void *buf, unsigned long len, int passfd) {
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(int))];
+    } control;
+    struct iovec iov = {(void *)buf, len};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (passfd >= 0) {
+        memset(&control, 0, sizeof control);
+        msg.msg_control = control.space;
+        msg.msg_controllen = sizeof control.space;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &passfd, sizeof passfd);
+    }
+    ssize_t r;
+    do r = sendmsg(sock, &msg, MSG_NOSIGNAL); while (r < 0 && errno == EINTR);
+    return (long)r;
+}
+
+long lc_recv_with_fds(int sock, void *buf, unsigned long len, int *fds, int max, int *nfds) {
+    union {
+        struct cmsghdr align;
+        char space[CMSG_SPACE(sizeof(int) * 28)];
+    } control;
+    struct iovec iov;
+    struct msghdr msg;
+    *nfds = 0;
+    ssize_t r = recv_with_control(sock, buf, len, control.space, sizeof control.space, MSG_DONTWAIT | MSG_CMSG_CLOEXEC,
+                                  &msg, &iov);
+    if (r < 0) return -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; i++) {
+            int passed;
+            memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+            if (*nfds < max) fds[(*nfds)++] = passed;
+            else close(passed);
         }
     }
     return (long)r;

@@ -56,9 +56,16 @@ public final class Follower {
     var reportSoon = false
     let say: (String) -> Void
 
-    public init(_ options: FollowOptions, source: any FocusSource, say: @escaping (String) -> Void) {
+    /// Keeps the clipboard (Clipboard.swift), when the compositor allows.
+    let clipboard: ClipboardKeeper?
+
+    public init(
+        _ options: FollowOptions, source: any FocusSource, clipboard: ClipboardKeeper? = nil,
+        say: @escaping (String) -> Void
+    ) {
         self.options = options
         self.source = source
+        self.clipboard = clipboard
         self.say = say
     }
 
@@ -83,15 +90,19 @@ public final class Follower {
                 readDaemon()
                 continue
             }
-            var fds = [pollfd(fd: source.descriptor, events: Int16(POLLIN), revents: 0)]
-            if let daemon { fds.append(pollfd(fd: daemon.fileDescriptor, events: Int16(POLLIN), revents: 0)) }
+            var fds = [
+                pollfd(fd: source.descriptor, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: clipboard?.descriptor ?? -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: daemon?.fileDescriptor ?? -1, events: Int16(POLLIN), revents: 0),
+            ]
             let r = poll(&fds, nfds_t(fds.count), Int32(max(0, left) * 1000))
             if r < 0 && errno == EINTR { continue }
             if r == 0 {
                 due = true  // the heartbeat
                 continue
             }
-            if fds.count > 1 && fds[1].revents != 0 { readDaemon() }
+            if fds[2].revents != 0 { readDaemon() }
+            if fds[1].revents != 0 { try clipboard?.readEvents() }
             if fds[0].revents != 0, try source.readEvents() { due = true }
         }
     }

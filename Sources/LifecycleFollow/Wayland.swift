@@ -1,3 +1,4 @@
+import CLifecycleShim
 import Foundation
 @preconcurrency import Glibc
 import LifecycleControl
@@ -20,6 +21,9 @@ final class WaylandConnection {
     let fd: Int32
     private var input: [UInt8] = []
     private var nextID: UInt32 = 2  // 1 is wl_display
+    /// Descriptors the compositor passed, in order: an event with a
+    /// descriptor argument takes the next (`takeDescriptor`).
+    private var passed: [Int32] = []
 
     init(display: String) throws(FollowError) {
         let path: String
@@ -37,7 +41,13 @@ final class WaylandConnection {
         }
     }
 
-    deinit { close(fd) }
+    deinit {
+        close(fd)
+        for p in passed { close(p) }
+    }
+
+    /// The next descriptor the compositor passed (-1: none came).
+    func takeDescriptor() -> Int32 { passed.isEmpty ? -1 : passed.removeFirst() }
 
     func newID() -> UInt32 {
         defer { nextID += 1 }
@@ -56,14 +66,18 @@ final class WaylandConnection {
         }
     }
 
-    func send(_ object: UInt32, _ opcode: UInt16, _ args: Args = Args()) throws(FollowError) {
+    /// A request; `passing` (>= 0) goes with it (SCM_RIGHTS), for a
+    /// request with a descriptor argument.
+    func send(_ object: UInt32, _ opcode: UInt16, _ args: Args = Args(), passing: Int32 = -1) throws(FollowError) {
         var m = Args()
         m.uint(object)
         m.uint(UInt32(8 + args.bytes.count) << 16 | UInt32(opcode))
         let message = m.bytes + args.bytes
         var off = 0
+        var pass = passing
         while off < message.count {
-            let n = message[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n = message[off...].withUnsafeBytes { lc_send_with_fd(fd, $0.baseAddress, UInt($0.count), pass) }
+            pass = -1
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { throw FollowError("the compositor closed the Wayland connection", ended: true) }
             off += n
@@ -106,10 +120,15 @@ final class WaylandConnection {
     /// The events read so far, and whether the connection is open.
     func read() throws(FollowError) -> [Event] {
         var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        var fds = [Int32](repeating: -1, count: 28)
+        var count: Int32 = 0
+        let n = chunk.withUnsafeMutableBytes { buf in
+            fds.withUnsafeMutableBufferPointer { lc_recv_with_fds(fd, buf.baseAddress, UInt(buf.count), $0.baseAddress, 28, &count) }
+        }
+        passed += fds.prefix(Int(count))
         if n < 0 && (errno == EAGAIN || errno == EINTR) { return [] }
         if n <= 0 { throw FollowError("the compositor closed the Wayland connection", ended: true) }
-        input += chunk[0..<n]
+        input += chunk[0..<Int(n)]
         var events: [Event] = []
         while input.count >= 8 {
             let object = input[0..<4].withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) }
@@ -121,6 +140,44 @@ final class WaylandConnection {
             input.removeFirst(size)
         }
         return events
+    }
+
+    struct Global {
+        let name: UInt32
+        let interface: String
+        let version: UInt32
+    }
+
+    /// A registry, and every global it lists now (other events to `handle`).
+    func registry(_ handle: (Event) throws(FollowError) -> Void) throws(FollowError) -> (
+        id: UInt32, globals: [Global]
+    ) {
+        let registry = newID()
+        var args = Args()
+        args.uint(registry)
+        try send(1, 1, args)  // wl_display.get_registry
+        var globals: [Global] = []
+        try roundtrip { (e: Event) throws(FollowError) in
+            var e = e
+            if e.object == registry && e.opcode == 0 {
+                globals.append(Global(name: e.uint(), interface: e.string(), version: e.uint()))
+            } else {
+                try handle(e)
+            }
+        }
+        return (registry, globals)
+    }
+
+    /// Binds a global (wl_registry.bind) at `version` at most; its new id.
+    func bind(_ registry: UInt32, _ g: Global, _ version: UInt32) throws(FollowError) -> UInt32 {
+        let id = newID()
+        var a = Args()
+        a.uint(g.name)
+        a.string(g.interface)
+        a.uint(min(version, g.version))
+        a.uint(id)
+        try send(registry, 0, a)
+        return id
     }
 
     /// Waits (at most 5 s) until the compositor has answered everything sent so far.
@@ -165,30 +222,11 @@ public final class WlrSource: FocusSource {
     public init(display: String, say: @escaping (String) -> Void) throws(FollowError) {
         self.say = say
         wayland = try WaylandConnection(display: display)
-        let registry = wayland.newID()
-        var args = WaylandConnection.Args()
-        args.uint(registry)
-        try wayland.send(1, 1, args)  // wl_display.get_registry
-        var globals: [(name: UInt32, interface: String, version: UInt32)] = []
-        try wayland.roundtrip { (e: WaylandConnection.Event) throws(FollowError) in
-            var e = e
-            if e.object == registry && e.opcode == 0 {
-                globals.append((e.uint(), e.string(), e.uint()))
-            } else {
-                try self.handle(e)
-            }
+        let (registry, globals) = try wayland.registry { (e: WaylandConnection.Event) throws(FollowError) in
+            try self.handle(e)
         }
-        func bind(_ g: (name: UInt32, interface: String, version: UInt32), _ version: UInt32) throws(FollowError)
-            -> UInt32
-        {
-            let id = wayland.newID()
-            var a = WaylandConnection.Args()
-            a.uint(g.name)
-            a.string(g.interface)
-            a.uint(min(version, g.version))
-            a.uint(id)
-            try wayland.send(registry, 0, a)  // wl_registry.bind
-            return id
+        func bind(_ g: WaylandConnection.Global, _ version: UInt32) throws(FollowError) -> UInt32 {
+            try wayland.bind(registry, g, version)
         }
         guard let m = globals.first(where: { $0.interface == "zwlr_foreign_toplevel_manager_v1" }) else {
             throw FollowError("the compositor offers no zwlr_foreign_toplevel_manager_v1")

@@ -39,6 +39,11 @@ struct FollowCommand: ParsableCommand {
     @Flag(name: .customLong("print"), help: "Print one snapshot as JSON and exit.")
     var printOnce = false
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Keep the clipboard: take every new selection over, so that freezing the app that copied never hangs a paste (wlr-data-control; needs the Wayland display).")
+    var keepClipboard = true
+
     func validate() throws {
         guard interval >= 0.5 && interval <= 30 else { throw ValidationError("--interval must be 0.5 to 30 seconds") }
     }
@@ -69,7 +74,18 @@ struct FollowCommand: ParsableCommand {
                 print(String(decoding: try encoder.encode(try focus.snapshot(interval: interval)), as: UTF8.self))
                 return
             }
-            try Follower(FollowOptions(controlSocket: control, interval: interval), source: focus, say: say).run()
+            var clipboard: ClipboardKeeper?
+            if keepClipboard {
+                if let display = waylandDisplay ?? env["WAYLAND_DISPLAY"] {
+                    do { clipboard = try ClipboardKeeper(display: display, say: say) } catch { say("\(error)") }
+                } else {
+                    say("no Wayland display ($WAYLAND_DISPLAY, --wayland-display): the clipboard is not kept")
+                }
+            }
+            signal(SIGPIPE, SIG_IGN)  // a paster that hangs up is its own business
+            try Follower(
+                FollowOptions(controlSocket: control, interval: interval), source: focus, clipboard: clipboard, say: say
+            ).run()
         } catch let error as FollowError {
             say("\(error)")
             if error.ended { return }  // the compositor is gone: so is its follower

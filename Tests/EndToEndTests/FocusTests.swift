@@ -12,19 +12,26 @@ import Testing
 /// sway's own IPC is the oracle of what is shown; `status` of what the
 /// daemon made of it.
 @Suite(.serialized) struct FocusTests {
-    /// An app that draws a window on `sway`, as sway's user, with a grace
-    /// of 1 s in the background before it is frozen.
+    /// A Wayland client of `sway` as an app: sway's user, its display, and
+    /// a grace of `grace` seconds in the background before it is frozen.
+    static func client(_ sway: HeadlessSway, _ command: [String], grace: Int = 1) -> String {
+        let argv = command.map { "\"\($0)\"" }.joined(separator: ", ")
+        return """
+            command = [\(argv)]
+            user = "\(sway.user)"
+            delivery = "signals"
+            [environment]
+            WAYLAND_DISPLAY = "\(sway.display)"
+            XDG_RUNTIME_DIR = "\(sway.dir)"
+            HOME = "\(sway.dir)"
+            [timeouts]
+            background_grace = \(grace)
+            """
+    }
+
+    /// An app that draws a window (weston-flower).
     static func flower(_ sway: HeadlessSway, grace: Int = 1) -> String {
-        """
-        command = ["/usr/bin/weston-flower"]
-        user = "\(sway.user)"
-        delivery = "signals"
-        [environment]
-        WAYLAND_DISPLAY = "\(sway.display)"
-        XDG_RUNTIME_DIR = "\(sway.dir)"
-        [timeouts]
-        background_grace = \(grace)
-        """
+        client(sway, ["/usr/bin/weston-flower"], grace: grace)
     }
 
     /// A process of the test's own, killed when it goes.
@@ -268,17 +275,7 @@ import Testing
 
     /// A terminal (foot) with its own app_id, drawing on `sway`.
     static func terminal(_ sway: HeadlessSway, appID: String) -> String {
-        """
-        command = ["/usr/bin/foot", "--app-id=\(appID)", "sleep", "100000"]
-        user = "\(sway.user)"
-        delivery = "signals"
-        [environment]
-        WAYLAND_DISPLAY = "\(sway.display)"
-        XDG_RUNTIME_DIR = "\(sway.dir)"
-        HOME = "\(sway.dir)"
-        [timeouts]
-        background_grace = 1
-        """
+        client(sway, ["/usr/bin/foot", "--app-id=\(appID)", "sleep", "100000"])
     }
 
     /// The second source: the wlr-foreign-toplevel protocol (sway has it
@@ -385,6 +382,50 @@ import Testing
         let next = try d.client()
         try report(focused: "b", carriedOut: 0, on: next)
         #expect(try Self.state(d, "b") == "active" && Self.state(d, "a") == "inactive")
+        #expect(try d.stop() == 0)
+    }
+
+    /// The clipboard outlives the app that copied (docs/focus.md, "Holds"):
+    /// without the follower keeping it, the owner frozen in the background
+    /// hangs every paste; with it, the follower takes the selection over
+    /// at once (wlr-data-control), and a paste gets the data whatever
+    /// becomes of the app.
+    @Test func theClipboardOutlivesTheAppThatCopied() throws {
+        let sway = try HeadlessSway()
+        func copier(_ text: String) -> String { Self.client(sway, ["/usr/bin/wl-copy", "--foreground", text]) }
+        let d = try DaemonUnderTest(apps: ["one": copier("one"), "two": copier("two")])
+        chmod(d.dir, 0o755)
+        func paste() throws -> (Int32, String) {
+            let (code, out, _) = try run(
+                asUser(sway.user, ["/usr/bin/timeout", "2", "/usr/bin/wl-paste", "--no-newline"]),
+                environment: sway.clientEnvironment.merging(["PATH": "/usr/bin:/bin"]) { $1 })
+            return (code, out)
+        }
+        let argv = [
+            binary("lifecycled-follow"), "--socket", d.socket, "--sway-socket", sway.socket, "--wayland-display",
+            sway.dir + "/" + sway.display, "--interval", "0.5",
+        ]
+        // Not kept: the owner frozen, a paste hangs (timeout's 124).
+        let plain = try Running(argv + ["--no-keep-clipboard"], log: d.dir + "/follow.log")
+        #expect(try d.ctl(["launch", "--background", "one"]).0 == 0)
+        try waitUntil("one frozen") { try d.status("one").frozen == true }
+        #expect(try paste().0 == 124)
+        plain.end()
+
+        // Kept: the follower owns the selection as soon as it changes.
+        let keeping = try Running(argv, log: d.dir + "/follow.log")
+        defer { keeping.end() }
+        try waitUntil("the follower reports") { try Self.follower(d) == "following" }
+        // Not waited for: wl-copy may end (its selection taken) before it is seen launched.
+        #expect(try d.ctl(["launch", "--background", "--no-block", "two"]).0 == 0)
+        // wl-copy ends once its selection is taken from it: the follower has it.
+        try waitUntil("two ended: the follower took its selection over") {
+            let s = try d.status("two")
+            return s.state == .notRunning && s.lastTermination != nil
+        }
+        #expect(try d.status("two").frozen != true)
+        let after = try paste()
+        #expect(after == (0, "two"), "the app gone, its copy pastes: \(after)")
         #expect(try d.stop() == 0)
     }
 }

@@ -140,6 +140,17 @@ int lc_notify_socket(const char *name);
 /// close. Returns -1 with errno (EAGAIN when there is nothing to read).
 long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid);
 
+/// Sends `len` bytes on a stream socket with `passfd` (>= 0) attached
+/// (SCM_RIGHTS), as a Wayland request that carries a descriptor; MSG_NOSIGNAL.
+/// Returns the bytes sent, or -1 with errno.
+long lc_send_with_fd(int sock, const void *buf, unsigned long len, int passfd);
+
+/// Receives what is waiting on a stream socket without waiting
+/// (MSG_DONTWAIT), with the descriptors passed alongside (close-on-exec):
+/// at most `max` into `fds`, their count in *nfds (more are closed).
+/// Returns the bytes read (0: closed), or -1 with errno (EAGAIN: nothing).
+long lc_recv_with_fds(int sock, void *buf, unsigned long len, int *fds, int max, int *nfds);
+
 /// How a process that is not our child ended, from its pidfd
 /// (PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux 6.15+): 0 with *exited
 /// (1: *value is the exit code; 0: *value is the signal), or -1 with errno:
