@@ -7,7 +7,7 @@
 # systemd-notify), systemd-nspawn (the tests under a real systemd), setpriv
 # (util-linux), python3 (the Python example app and test programs), and for
 # the D-Bus tests dbus-daemon, gdbus, dbus-python with GLib, and polkitd;
-# for the compositor tests sway, weston (weston-flower) and foot.
+# for the compositor tests sway, weston (weston-flower), foot and wl-clipboard.
 # Debian and Ubuntu.
 #
 # With --vm, only what the virtual machine of scripts/vm.sh needs: QEMU,
@@ -44,6 +44,7 @@ else
     command -v sway >/dev/null || need+=(sway)
     command -v weston-flower >/dev/null || need+=(weston)
     command -v foot >/dev/null || need+=(foot)
+    command -v wl-copy >/dev/null || need+=(wl-clipboard)
 fi
 
 if ((${#need[@]})); then
