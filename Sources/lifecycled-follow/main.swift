@@ -30,7 +30,7 @@ struct FollowCommand: ParsableCommand {
     @Option(name: .customLong("sway-socket"), help: "sway's IPC socket (default: $SWAYSOCK).")
     var swaySocket: String?
 
-    @Option(name: .customLong("wayland-display"), help: "The Wayland display for wlr (default: $WAYLAND_DISPLAY).")
+    @Option(name: .customLong("wayland-display"), help: "The Wayland display, for the wlr source and for keeping the clipboard (default: $WAYLAND_DISPLAY).")
     var waylandDisplay: String?
 
     @Option(help: "Seconds between reports when nothing changes (the daemon calls a follower lost after twice this).")
