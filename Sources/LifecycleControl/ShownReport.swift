@@ -93,10 +93,13 @@ public struct RaiseRequest: Codable, Sendable, Equatable {
     public var output: String?
     /// Counts the daemon's requests to this follower (raises and home commands).
     public var sequence: UInt64
-    public init(window: String, output: String? = nil, sequence: UInt64) {
+    /// The window is on no output (sway's scratchpad): shown from there first.
+    public var offscreen: Bool?
+    public init(window: String, output: String? = nil, sequence: UInt64, offscreen: Bool? = nil) {
         self.window = window
         self.output = output
         self.sequence = sequence
+        self.offscreen = offscreen
     }
 }
 

@@ -186,10 +186,12 @@ public final class SwaySource: FocusSource {
         try SwayTree.report(try tree.call(.getTree, ""), interval: interval)
     }
 
-    /// Moved to `output` when given, then focused (which shows its workspace).
+    /// Out of the scratchpad if it is there, moved to `output` when given,
+    /// then focused (which shows its workspace).
     public func raise(_ r: RaiseRequest) {
         guard let id = Int(r.window) else { return say("the daemon asked to raise window '\(r.window)', not one of sway's") }
         var commands: [String] = []
+        if r.offscreen == true { commands.append("[con_id=\(id)] scratchpad show") }
         if let output = r.output { commands.append("[con_id=\(id)] move container to output \(output)") }
         commands.append("[con_id=\(id)] focus")
         sway(commands)

@@ -191,6 +191,25 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// A window in sway's scratchpad is on no output: hidden, its app
+    /// frozen; `activate` shows it from there, focused.
+    @Test func activateShowsAWindowFromTheScratchpad() throws {
+        let (sway, d) = try Self.daemon()
+        let follower = try Self.follower(d, sway)
+        defer { follower.end() }
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        _ = try Self.window(sway, d, "a")
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        let b = try Self.window(sway, d, "b")
+        try sway.command("[con_id=\(b.id)] move scratchpad")
+        try waitUntil("b frozen") { try d.status("b").frozen == true }
+        #expect(try d.status("b").window == "hidden")
+        #expect(try d.ctl(["activate", "b"]).0 == 0)
+        try waitUntil("sway shows b, focused") { try sway.windows().contains { $0.id == b.id && $0.focused && $0.visible } }
+        try waitUntil("b active") { try Self.state(d, "b") == "active" }
+        #expect(try d.stop() == 0)
+    }
+
     /// sway hangs (SIGSTOP): the follower waits on it, the daemon calls
     /// it lost and goes on (commands answered, apps driven); sway goes on,
     /// and so does the following.

@@ -111,8 +111,12 @@ extension Daemon {
             } else if let id = w.appID, let apps = byAppID[id], apps.count == 1 {
                 app = apps[0]  // an app_id two running apps claim names neither
             }
-            let display = w.output.map { outputs[$0] ?? first }
-            return WindowFact(app: app, display: display, focused: w.focused, visible: w.visible, rank: w.rank)
+            // On no output (sway's scratchpad): hidden where its app is.
+            let display =
+                w.output.map { outputs[$0] ?? first }
+                ?? app.map { id in supervisor.displays.all.first { $0.apps.contains(id) }?.name ?? first }
+            return WindowFact(
+                app: app, display: display, focused: w.focused, visible: w.visible && w.output != nil, rank: w.rank)
         }
     }
 
@@ -147,7 +151,8 @@ extension Daemon {
         if window.focused && here != nil { return }  // already so
         let output = here == nil ? state.outputs.first { self.display(ofOutput: $0) == target } : nil
         var ask = ControlResponse(ok: true)
-        ask.raise = RaiseRequest(window: window.id, output: output, sequence: state.asked + 1)
+        ask.raise = RaiseRequest(
+            window: window.id, output: output, sequence: state.asked + 1, offscreen: window.output == nil ? true : nil)
         if control?.toFollower(ask) == true {
             state.asked += 1
             logger.info("asking the compositor to show \(id)'s window \(window.id)\(output.map { " on \($0)" } ?? "")")
