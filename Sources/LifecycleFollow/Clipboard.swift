@@ -68,10 +68,6 @@ public final class ClipboardKeeper {
 
     func handle(_ event: WaylandConnection.Event) throws(FollowError) {
         var e = event
-        if e.object == 1 && e.opcode == 0 {
-            let object = e.uint(), code = e.uint()
-            throw FollowError("the compositor said: error \(code) on object \(object): \(e.string())")
-        }
         if e.object == device {
             switch e.opcode {
             case 0: offers[e.uint()] = []  // data_offer(new_id)

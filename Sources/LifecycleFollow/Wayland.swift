@@ -136,8 +136,13 @@ final class WaylandConnection {
             let size = Int(word >> 16)
             guard size >= 8 else { throw FollowError("the compositor sent a message of \(size) bytes") }
             guard input.count >= size else { break }
-            events.append(Event(object: object, opcode: UInt16(word & 0xffff), body: Array(input[8..<size])))
+            var event = Event(object: object, opcode: UInt16(word & 0xffff), body: Array(input[8..<size]))
             input.removeFirst(size)
+            if object == 1 && event.opcode == 0 {  // wl_display.error: the connection is over
+                let on = event.uint(), code = event.uint()
+                throw FollowError("the compositor said: error \(code) on object \(on): \(event.string())")
+            }
+            events.append(event)
         }
         return events
     }
@@ -252,10 +257,6 @@ public final class WlrSource: FocusSource {
     @discardableResult
     func handle(_ event: WaylandConnection.Event) throws(FollowError) -> Bool {
         var e = event
-        if e.object == 1 && e.opcode == 0 {  // wl_display.error
-            let object = e.uint(), code = e.uint()
-            throw FollowError("the compositor said: error \(code) on object \(object): \(e.string())")
-        }
         if let i = outputs.firstIndex(where: { $0.id == e.object }) {
             if e.opcode == 4 { outputs[i].name = e.string() }  // wl_output.name
             return false

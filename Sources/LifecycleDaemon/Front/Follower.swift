@@ -98,8 +98,6 @@ extension Daemon {
         for (id, group) in runs.groups { byGroup[group.name] = id }
         var byAppID: [String: [AppID]] = [:]
         for (id, m) in manifests where runs[id] != nil { byAppID[m.appID ?? id, default: []].append(id) }
-        let outputs = settings.config.follow.outputs
-        let first = supervisor.displays.first
         return report.windows.map { w in
             var app: AppID?
             if let pid = w.pid {
@@ -112,9 +110,7 @@ extension Daemon {
                 app = apps[0]  // an app_id two running apps claim names neither
             }
             // On no output (sway's scratchpad): hidden where its app is.
-            let display =
-                w.output.map { outputs[$0] ?? first }
-                ?? app.map { id in supervisor.displays.all.first { $0.apps.contains(id) }?.name ?? first }
+            let display = w.output.map { self.display(ofOutput: $0) } ?? app.map(frontDisplay)
             return WindowFact(
                 app: app, display: display, focused: w.focused, visible: w.visible && w.output != nil, rank: w.rank)
         }
@@ -123,18 +119,19 @@ extension Daemon {
     /// The displays a report covers: each with an output in it (an output
     /// no display lists is the first display's), with its focus policy.
     func followedDisplays(_ outputs: [String]) -> [DisplayID: FocusPolicy] {
-        let config = settings.config.follow
         var followed: [DisplayID: FocusPolicy] = [:]
-        for o in outputs {
-            let d = config.outputs[o] ?? supervisor.displays.first
-            followed[d] = config.policies[d] ?? .seat
-        }
+        for d in outputs.map(display(ofOutput:)) { followed[d] = settings.config.follow.policies[d] ?? .seat }
         return followed
     }
 
     /// The display an output belongs to.
     func display(ofOutput output: String) -> DisplayID {
         settings.config.follow.outputs[output] ?? supervisor.displays.first
+    }
+
+    /// The display whose front holds the app, else the first.
+    func frontDisplay(_ id: AppID) -> DisplayID {
+        supervisor.displays.all.first { $0.apps.contains(id) }?.name ?? supervisor.displays.first
     }
 
     /// After an activation: the follower shows the app's window, focused,
@@ -144,7 +141,7 @@ extension Daemon {
     /// focuses a new window itself).
     func raise(_ id: AppID, display: DisplayID?) {
         guard let state = follower, !state.lost, let windows = state.windowsOf[id], !windows.isEmpty else { return }
-        let target = display ?? supervisor.displays.all.first { $0.apps.contains(id) }?.name ?? supervisor.displays.first
+        let target = display ?? frontDisplay(id)
         let byRank = windows.sorted { $0.rank < $1.rank }
         let here = byRank.first { $0.output.map { self.display(ofOutput: $0) } == target }
         let window = here ?? byRank[0]
