@@ -7,7 +7,7 @@
 # systemd-notify), systemd-nspawn (the tests under a real systemd), setpriv
 # (util-linux), python3 (the Python example app and test programs), and for
 # the D-Bus tests dbus-daemon, gdbus, dbus-python with GLib, and polkitd;
-# for the compositor tests sway, weston (weston-flower), foot and wl-clipboard.
+# for the compositor tests sway, weston (weston-flower), foot, wl-clipboard and fuzzel (a launcher).
 # Debian and Ubuntu.
 #
 # With --vm, only what the virtual machine of scripts/vm.sh needs: QEMU,
@@ -45,6 +45,7 @@ else
     command -v weston-flower >/dev/null || need+=(weston)
     command -v foot >/dev/null || need+=(foot)
     command -v wl-copy >/dev/null || need+=(wl-clipboard)
+    command -v fuzzel >/dev/null || need+=(fuzzel)
 fi
 
 if ((${#need[@]})); then

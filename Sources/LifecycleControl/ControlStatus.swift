@@ -102,15 +102,24 @@ public struct DisplayStatus: Codable, Sendable, Equatable {
     /// `app/scene` for a scene other than main.
     public var front: [String]
     public var locked: Bool
+    /// Interruptions operators began (`interruption begin`) and have not ended.
     public var interruptions: Int
+    /// True while the compositor's follower says something that is not a
+    /// window has the keyboard here (a launcher, an on-screen keyboard):
+    /// the compositor's interruption (docs/focus.md). Absent: not so.
+    public var overlay: Bool?
 
-    public init(name: String, slots: Int, front: [String], locked: Bool, interruptions: Int) {
+    public init(name: String, slots: Int, front: [String], locked: Bool, interruptions: Int, overlay: Bool? = nil) {
         self.name = name
         self.slots = slots
         self.front = front
         self.locked = locked
         self.interruptions = interruptions
+        self.overlay = overlay
     }
+
+    /// Its shown apps are inactive: an operator's interruption or the compositor's.
+    public var interrupted: Bool { interruptions > 0 || overlay == true }
 }
 
 public struct AppStatus: Codable, Sendable {

@@ -39,7 +39,7 @@ public enum Goal: Sendable, Equatable {
     public func reached(_ r: StatusReport) -> Bool {
         func app(_ name: String) -> AppStatus? { r.apps.first { $0.name == name } }
         func interrupted(_ display: String) -> Bool {
-            r.daemon.displays?.first { $0.name == display }.map { $0.interruptions > 0 } ?? (r.daemon.interruptions > 0)
+            r.daemon.displays?.first { $0.name == display }.map(\.interrupted) ?? (r.daemon.interruptions > 0)
         }
         func inFront(_ name: String) -> Bool {
             // With a compositor's follower, in front is also shown by it (docs/focus.md).

@@ -20,15 +20,21 @@ public struct ShownReport: Codable, Sendable, Equatable {
     /// its outcome, and changes no front. Absent: a follower that does not
     /// count (every report counts).
     public var carriedOut: UInt64?
+    /// Outputs where something that is not a window has the keyboard focus
+    /// (a launcher, an on-screen keyboard, a lock screen: a layer surface),
+    /// so no window has it. Absent: none, or a source that cannot tell.
+    public var overlaid: [String]?
 
     public init(
-        source: String, outputs: [String], windows: [ShownWindow], interval: Double? = nil, carriedOut: UInt64? = nil
+        source: String, outputs: [String], windows: [ShownWindow], interval: Double? = nil, carriedOut: UInt64? = nil,
+        overlaid: [String]? = nil
     ) {
         self.source = source
         self.outputs = outputs
         self.windows = windows
         self.interval = interval
         self.carriedOut = carriedOut
+        self.overlaid = overlaid
     }
 }
 

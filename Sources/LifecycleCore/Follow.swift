@@ -61,11 +61,16 @@ public struct ShownFront: Sendable, Equatable, Codable {
     public var hidden: [AppID]
     /// The app to make active (nil: none).
     public var focused: AppID?
+    /// Something that is not a window has the keyboard here (a launcher, an
+    /// on-screen keyboard, a notification that takes input: a layer
+    /// surface): an interruption, every shown app inactive.
+    public var overlaid: Bool
 
-    public init(visible: [AppID] = [], hidden: [AppID] = [], focused: AppID? = nil) {
+    public init(visible: [AppID] = [], hidden: [AppID] = [], focused: AppID? = nil, overlaid: Bool = false) {
         self.visible = visible
         self.hidden = hidden
         self.focused = focused
+        self.overlaid = overlaid
     }
 }
 
@@ -74,7 +79,11 @@ public enum Follow {
     /// An app belongs to the display of its best window (the focused one,
     /// else a visible one, else the most recently focused); unmanaged
     /// windows and windows on no display count for nothing.
-    public static func fronts(_ windows: [WindowFact], policies: [DisplayID: FocusPolicy]) -> [DisplayID: ShownFront] {
+    /// `overlaid`: the displays where something that is not a window has
+    /// the keyboard.
+    public static func fronts(
+        _ windows: [WindowFact], policies: [DisplayID: FocusPolicy], overlaid: Set<DisplayID> = []
+    ) -> [DisplayID: ShownFront] {
         struct Seen {
             var visibleRank: Int?
             var focused = false
@@ -107,7 +116,8 @@ public enum Follow {
                 case .seat: seat
                 case .display: seat ?? visible.last
                 }
-            fronts[display] = ShownFront(visible: visible, hidden: hidden, focused: focused)
+            fronts[display] = ShownFront(
+                visible: visible, hidden: hidden, focused: focused, overlaid: overlaid.contains(display))
         }
         return fronts
     }
@@ -130,7 +140,7 @@ extension Supervisor {
         let hidden = Set(front.hidden.compactMap { scene($0, bring: false) })
         let focus = front.focused.flatMap { f in shown.first { $0.app == f } }
         if let focus, focus != before.focus { recordUse(focus.app) }
-        displays.with(d) { $0.show(shown, hidden: hidden, focus: focus) }
+        displays.with(d) { $0.show(shown, hidden: hidden, focus: focus, overlaid: front.overlaid) }
         // Shown here: in no other display's front.
         for other in displays.names where other != d {
             displays.with(other) { f in for ref in shown { f.remove(ref) } }

@@ -34,6 +34,11 @@ public struct Foreground: Sendable, Equatable, Codable {
     public private(set) var followed = false
     /// The scene the follower says has the focus (nil: none of the front's).
     public private(set) var focus: SceneRef?
+    /// The follower says something that is not a window has the keyboard
+    /// here (a launcher, an on-screen keyboard): the compositor's
+    /// interruption, every front scene inactive while it lasts. Apart from
+    /// `interruptions`, which count what operators began and end.
+    public private(set) var overlaid = false
 
     public init(name: DisplayID = SceneNames.defaultDisplay, slots: Int) {
         precondition(slots >= 1, "at least one foreground slot")
@@ -41,7 +46,7 @@ public struct Foreground: Sendable, Equatable, Codable {
         self.slots = slots
     }
 
-    private enum CodingKeys: String, CodingKey { case name, slots, scenes, apps, interruptions, locked, followed, focus }
+    private enum CodingKeys: String, CodingKey { case name, slots, scenes, apps, interruptions, locked, followed, focus, overlaid }
 
     /// A front saved before displays (0.14 and earlier) had no name and
     /// held apps: each is its app's main scene on the default display.
@@ -58,6 +63,7 @@ public struct Foreground: Sendable, Equatable, Codable {
         locked = try c.decodeIfPresent(Bool.self, forKey: .locked) ?? false
         followed = try c.decodeIfPresent(Bool.self, forKey: .followed) ?? false
         focus = try c.decodeIfPresent(SceneRef.self, forKey: .focus)
+        overlaid = try c.decodeIfPresent(Bool.self, forKey: .overlaid) ?? false
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -69,6 +75,7 @@ public struct Foreground: Sendable, Equatable, Codable {
         try c.encode(locked, forKey: .locked)
         if followed { try c.encode(followed, forKey: .followed) }
         try c.encodeIfPresent(focus, forKey: .focus)
+        if overlaid { try c.encode(overlaid, forKey: .overlaid) }
     }
 
     /// The apps with a scene in a slot, least recently activated first.
@@ -84,7 +91,7 @@ public struct Foreground: Sendable, Equatable, Codable {
     /// interruption, or nil when it is not shown (not in a slot, or locked).
     func placement(_ ref: SceneRef) -> Placement? {
         guard !locked, holds(ref) else { return nil }
-        if followed && focus != ref { return .interrupted }  // shown, without the focus: inactive
+        if followed && (focus != ref || overlaid) { return .interrupted }  // shown, without the focus: inactive
         return interruptions > 0 ? .interrupted : .front
     }
 
@@ -114,12 +121,14 @@ public struct Foreground: Sendable, Equatable, Codable {
     /// What the compositor shows (Follow.swift): `shown` enter the front
     /// (least recently focused first; past the slots if need be: what the
     /// user sees is never sent to the background), `hidden` leave it, the
-    /// rest keep their place; `focus` is the one active scene.
-    mutating func show(_ shown: [SceneRef], hidden: Set<SceneRef>, focus: SceneRef?) {
+    /// rest keep their place; `focus` is the one active scene, unless the
+    /// display is `overlaid`.
+    mutating func show(_ shown: [SceneRef], hidden: Set<SceneRef>, focus: SceneRef?, overlaid: Bool = false) {
         scenes.removeAll { hidden.contains($0) || shown.contains($0) }
         scenes.append(contentsOf: shown)
         if let focus, let i = scenes.firstIndex(of: focus) { scenes.append(scenes.remove(at: i)) }
         followed = true
+        self.overlaid = overlaid
         self.focus = focus.flatMap { scenes.contains($0) ? $0 : nil }
     }
 
@@ -131,6 +140,7 @@ public struct Foreground: Sendable, Equatable, Codable {
         f.interruptions = interruptions
         f.locked = locked
         f.followed = followed
+        f.overlaid = overlaid
         f.focus = focus.flatMap { f.scenes.contains($0) ? $0 : nil }
         return f
     }

@@ -32,6 +32,15 @@ public protocol FocusSource: AnyObject {
     /// right after shows it (sway's RUN_COMMAND); else the compositor's
     /// events will say (Wayland requests are answered by events later).
     var carriesOutAtOnce: Bool { get }
+    /// A second descriptor whose events only hint that the focus moved
+    /// (-1: none), and their reader: true when a snapshot is due.
+    var hintDescriptor: Int32 { get }
+    func readHints() throws(FollowError) -> Bool
+}
+
+extension FocusSource {
+    public var hintDescriptor: Int32 { -1 }
+    public func readHints() throws(FollowError) -> Bool { false }
 }
 
 public struct FollowOptions: Sendable {
@@ -94,6 +103,7 @@ public final class Follower {
                 pollfd(fd: source.descriptor, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: clipboard?.descriptor ?? -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: daemon?.fileDescriptor ?? -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: source.hintDescriptor, events: Int16(POLLIN), revents: 0),
             ]
             let r = poll(&fds, nfds_t(fds.count), Int32(max(0, left) * 1000))
             if r < 0 && errno == EINTR { continue }
@@ -104,6 +114,7 @@ public final class Follower {
             if fds[2].revents != 0 { readDaemon() }
             if fds[1].revents != 0 { try clipboard?.readEvents() }
             if fds[0].revents != 0, try source.readEvents() { due = true }
+            if fds[3].revents != 0, try source.readHints() { due = true }
         }
     }
 

@@ -130,12 +130,14 @@ enum SwayTree {
         }
         var outputs: [String] = []
         var windows: [ShownWindow] = []
+        var anyFocused = false
         for output in root.nodes ?? [] where output.type == "output" {
             // "__i3" holds the scratchpad: windows there are on no output.
             let name = output.name == "__i3" ? nil : output.name
             if let name { outputs.append(name) }
             var rank = 0
             func walk(_ node: SwayNode) {
+                if node.focused == true { anyFocused = true }  // a window, or an empty workspace
                 if node.isWindow {
                     windows.append(
                         ShownWindow(
@@ -148,7 +150,11 @@ enum SwayTree {
             }
             walk(output)
         }
-        return ShownReport(source: "sway", outputs: outputs, windows: windows, interval: interval)
+        // No node has the focus: a layer surface has it (or an unmanaged
+        // Xwayland window), on the most recently focused output.
+        let focusedOutput = root.byFocus.first { $0.type == "output" && $0.name != "__i3" }?.name
+        let overlaid = anyFocused ? nil : focusedOutput.map { [$0] }
+        return ShownReport(source: "sway", outputs: outputs, windows: windows, interval: interval, overlaid: overlaid)
     }
 }
 
@@ -160,9 +166,16 @@ public final class SwaySource: FocusSource {
     let events: SwayConnection
     let tree: SwayConnection
     let say: (String) -> Void
+    /// The same compositor's wlr-foreign-toplevel, for one thing sway's IPC
+    /// does not say: a layer surface (a launcher) taking the keyboard from
+    /// a window, or giving it back, sends no IPC event; the window's
+    /// activation changing there wakes a snapshot. Without it, the next
+    /// heartbeat sees the overlay.
+    let hints: WlrSource?
 
-    public init(socket: String, say: @escaping (String) -> Void) throws(FollowError) {
+    public init(socket: String, hints: WlrSource? = nil, say: @escaping (String) -> Void) throws(FollowError) {
         self.say = say
+        self.hints = hints
         events = try SwayConnection(path: socket)
         tree = try SwayConnection(path: socket)
         // sway 1.7 has no output event: an output plugged in shows at the next heartbeat.
@@ -173,6 +186,8 @@ public final class SwaySource: FocusSource {
     }
 
     public var descriptor: Int32 { events.fd }
+    public var hintDescriptor: Int32 { hints?.descriptor ?? -1 }
+    public func readHints() throws(FollowError) -> Bool { try hints?.readHints() ?? false }
 
     public func readEvents() throws(FollowError) -> Bool {
         repeat {

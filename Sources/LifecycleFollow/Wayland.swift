@@ -223,6 +223,8 @@ public final class WlrSource: FocusSource {
     var toplevels: [UInt32: Toplevel] = [:]
     /// Toplevels by activation, the most recent first.
     var recency: [UInt32] = []
+    /// A toplevel was activated or deactivated since `readHints` last looked.
+    var activationChanged = false
 
     public init(display: String, say: @escaping (String) -> Void) throws(FollowError) {
         self.say = say
@@ -251,6 +253,15 @@ public final class WlrSource: FocusSource {
         var changed = false
         for e in try wayland.read() { changed = try handle(e) || changed }
         return changed
+    }
+
+    /// As sway's hint (SwaySource): true when a toplevel's activation
+    /// changed, which sway's IPC does not say when a layer surface takes
+    /// or gives back the keyboard.
+    public func readHints() throws(FollowError) -> Bool {
+        _ = try readEvents()
+        defer { activationChanged = false }
+        return activationChanged
     }
 
     /// Applies an event; true when what is shown may have changed.
@@ -284,6 +295,7 @@ public final class WlrSource: FocusSource {
                 recency.removeAll { $0 == id }
                 recency.insert(id, at: 0)
             }
+            if activated != t.activated { activationChanged = true }
             t.activated = activated
             t.minimized = states.contains(1)
         case 5: t.complete = true  // done

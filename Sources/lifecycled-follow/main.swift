@@ -30,7 +30,7 @@ struct FollowCommand: ParsableCommand {
     @Option(name: .customLong("sway-socket"), help: "sway's IPC socket (default: $SWAYSOCK).")
     var swaySocket: String?
 
-    @Option(name: .customLong("wayland-display"), help: "The Wayland display, for the wlr source and for keeping the clipboard (default: $WAYLAND_DISPLAY).")
+    @Option(name: .customLong("wayland-display"), help: "The Wayland display, for the wlr source, for keeping the clipboard and, with sway, for seeing at once a launcher take the keyboard (default: $WAYLAND_DISPLAY).")
     var waylandDisplay: String?
 
     @Option(help: "Seconds between reports when nothing changes (the daemon calls a follower lost after twice this).")
@@ -61,7 +61,13 @@ struct FollowCommand: ParsableCommand {
                 guard let sway else {
                     throw ValidationError("no sway socket: give --sway-socket or run inside sway's session ($SWAYSOCK)")
                 }
-                focus = try SwaySource(socket: sway, say: say)
+                var hints: WlrSource?
+                if let display = waylandDisplay ?? env["WAYLAND_DISPLAY"] {
+                    do { hints = try WlrSource(display: display, say: say) } catch {
+                        say("\(error): a launcher taking the keyboard is seen at the next heartbeat")
+                    }
+                }
+                focus = try SwaySource(socket: sway, hints: hints, say: say)
             case .wlr:
                 guard let display = waylandDisplay ?? env["WAYLAND_DISPLAY"] else {
                     throw ValidationError("no Wayland display: give --wayland-display or run in the session ($WAYLAND_DISPLAY)")

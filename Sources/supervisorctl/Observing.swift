@@ -96,6 +96,7 @@ enum StatusTable {
             + "(\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
         if d.locked { footer += ", locked" }
         if d.interruptions > 0 { footer += ", interrupted" }
+        if d.displays?.first?.overlay == true { footer += ", overlay" }
         if d.shuttingDown { footer += ", shutting down" }
         if !severalDisplays { out.append(footer) }
         // Several displays: each one's front instead.
@@ -107,6 +108,7 @@ enum StatusTable {
                     + "(\(display.slots) slot\(display.slots == 1 ? "" : "s"))"
                 if display.locked { line += ", locked" }
                 if display.interruptions > 0 { line += ", interrupted" }
+                if display.overlay == true { line += ", overlay" }
                 out.append(line)
             }
         }

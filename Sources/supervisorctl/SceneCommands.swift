@@ -57,6 +57,7 @@ struct Scenes: ParsableCommand {
             var notes: [String] = []
             if d.locked { notes.append("locked") }
             if d.interruptions > 0 { notes.append("interrupted") }
+            if d.overlay == true { notes.append("overlay") }
             displays.append([
                 d.name, "\(d.slots)", d.front.isEmpty ? "-" : d.front.joined(separator: ", "),
                 notes.joined(separator: ", "),

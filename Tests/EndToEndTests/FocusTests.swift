@@ -142,6 +142,48 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// A launcher (fuzzel: a layer surface that takes the keyboard) opens
+    /// over the focused app: the compositor's interruption, the app
+    /// inactive and still shown, `overlay` on the display; it closes and
+    /// the app is active again. sway's IPC says nothing when a layer
+    /// surface takes the keyboard: the follower's heartbeat is 30 s here,
+    /// so only its wake-up from wlr-foreign-toplevel (the window
+    /// deactivated) can explain a change within 10 s.
+    @Test func aLauncherTakingTheKeyboardIsAnInterruption() throws {
+        let (sway, d) = try Self.daemon()
+        let follower = try Running(
+            [
+                binary("lifecycled-follow"), "--socket", d.socket, "--sway-socket", sway.socket, "--wayland-display",
+                sway.dir + "/" + sway.display, "--interval", "30",
+            ], log: d.dir + "/follow.log")
+        defer { follower.end() }
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        _ = try Self.window(sway, d, "a")
+        try waitUntil("a active") { try Self.state(d, "a") == "active" }
+        func overlay() throws -> Bool? { try d.command(ControlRequest(.status)).status?.daemon.displays?.first?.overlay }
+        #expect(try overlay() == nil)
+
+        let launcher = try Running(
+            asUser(sway.user, ["/usr/bin/fuzzel"]),
+            environment: sway.clientEnvironment.merging(["PATH": "/usr/bin:/bin", "HOME": sway.dir]) { $1 },
+            log: d.dir + "/launcher.log")
+        defer { launcher.end() }
+        try waitUntil("sway gives the keyboard to no window") {
+            let (_, out, _) = try sway.msg(["-t", "get_seats", "-r"])
+            return out.contains("\"focus\": 0") || out.contains("\"focus\":0")
+        }
+        try waitUntil("a inactive under the launcher", seconds: 10) { try Self.state(d, "a") == "inactive" }
+        #expect(try overlay() == true)
+        #expect(try d.status("a").window == "shown")
+        #expect(try d.ctl(["status"]).1.contains("overlay"))
+
+        launcher.end()
+        try waitUntil("a active again", seconds: 10) { try Self.state(d, "a") == "active" }
+        #expect(try overlay() == nil)
+        #expect(try d.status("a").frozen != true)
+        #expect(try d.stop() == 0)
+    }
+
     /// With a follower, `activate` shows the app's window, focused (its
     /// hidden workspace shown), and moves it to the display asked for;
     /// `home` runs the display's home command in the compositor.

@@ -88,6 +88,39 @@ import Testing
         #expect(h.state("a") == .active)
     }
 
+    /// A layer surface (a launcher, an on-screen keyboard) takes the
+    /// keyboard: the compositor's interruption. Every shown app inactive,
+    /// under either policy; nothing leaves the front, nothing is frozen;
+    /// when it goes, the focused app is active again. It survives the save.
+    @Test func anOverlayWithTheKeyboardIsAnInterruption() throws {
+        let windows = [Self.window("a", focused: false, rank: 0), Self.window("b", rank: 1)]
+        let fronts = Follow.fronts(windows, policies: ["main": .display], overlaid: ["main"])
+        #expect(fronts["main"] == ShownFront(visible: ["b", "a"], hidden: [], focused: "a", overlaid: true))
+
+        var h = Harness(slots: 1, apps: ["a", "b"])
+        h.launchActive("a")
+        h.launchActive("b")
+        h.ackAll("a")
+        h.send(.shown("main", ShownFront(visible: ["b", "a"], focused: "a")))
+        h.ackAll("a")
+        h.ackAll("b")
+        #expect(h.state("a") == .active)
+        h.eventsUntilQuiet("a", after: h.send(.shown("main", ShownFront(visible: ["b", "a"], focused: "a", overlaid: true))))
+        #expect(h.state("a") == .inactive)
+        #expect(h.state("b") == .inactive)
+        h.advance(.seconds(60))
+        h.ackAll("a")
+        h.ackAll("b")
+        #expect(h.state("a") == .inactive && h.state("b") == .inactive, "shown: never sent to the background")
+        let front = h.supervisor.displays["main"]!
+        let back = try JSONDecoder().decode(Foreground.self, from: try JSONEncoder().encode(front))
+        #expect(back == front && back.overlaid)
+        // The launcher closes: a has the keyboard again.
+        h.eventsUntilQuiet("a", after: h.send(.shown("main", ShownFront(visible: ["b", "a"], focused: "a"))))
+        #expect(h.state("a") == .active)
+        #expect(h.state("b") == .inactive)
+    }
+
     @Test func anActivationOnAFollowedDisplayEvictsNothingShown() {
         var h = Harness(slots: 1, apps: ["a", "b", "c"])
         h.launchActive("a")

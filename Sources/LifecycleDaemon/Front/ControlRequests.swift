@@ -52,12 +52,12 @@ extension ControlServer {
             guard let report = r.shown else {
                 return .failure(CommandFailure(code: .badRequest, message: "'shown' needs a report"))
             }
-            guard report.outputs.count <= 64, report.windows.count <= 1024 else {
+            guard report.outputs.count <= 64, (report.overlaid?.count ?? 0) <= 64, report.windows.count <= 1024 else {
                 return .failure(
                     CommandFailure(
                         code: .badRequest,
-                        message: "a report names at most 64 outputs and 1024 windows "
-                            + "(got \(report.outputs.count) and \(report.windows.count))"))
+                        message: "a report names at most 64 outputs (and 64 overlaid) and 1024 windows "
+                            + "(got \(report.outputs.count), \(report.overlaid?.count ?? 0) and \(report.windows.count))"))
             }
             if let w = report.windows.first(where: { $0.rank < 0 || ($0.pid ?? 1) <= 0 }) {
                 return .failure(

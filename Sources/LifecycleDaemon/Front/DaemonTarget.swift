@@ -111,7 +111,7 @@ extension Daemon: CommandTarget {
         report.daemon.displays = supervisor.displays.all.map {
             DisplayStatus(
                 name: $0.name, slots: $0.slots, front: $0.scenes.map(\.description), locked: $0.locked,
-                interruptions: $0.interruptions)
+                interruptions: $0.interruptions, overlay: $0.overlaid ? true : nil)
         }
         return report
     }

@@ -75,7 +75,8 @@ extension Daemon {
         // Taken before the compositor carried out what the daemon last asked:
         // it would undo it. The next one says.
         if let done = report.carriedOut, done < state.asked { return effects }
-        for (display, front) in Follow.fronts(facts, policies: followed).sorted(by: { $0.key < $1.key }) {
+        let overlaid = Set((report.overlaid ?? []).map(display(ofOutput:)))
+        for (display, front) in Follow.fronts(facts, policies: followed, overlaid: overlaid).sorted(by: { $0.key < $1.key }) {
             guard state.fronts[display] != front else { continue }
             state.fronts[display] = front
             effects += submit(.shown(display, front))
