@@ -10,7 +10,7 @@
 //   CLifecycleShim     tiny C shim: clone3 into a cgroup, pidfd, credentials
 //   CLifecycleHeader   the C client's public header (clib/include/lifecycle.h), for the
 //                      test that holds its constants to LifecycleModel's and LifecycleWire's
-//   CSystemd           libsystemd (sd-event, sd-daemon, sd-journal)
+//   CSystemd           libsystemd (sd-event, sd-daemon, sd-journal; sd-bus for the follower)
 //   CSystemdBus        the few systemd D-Bus calls (sd-bus): the apps' transient scope, job types
 //   CSQLite            SQLite, where the daemon keeps its state for the next one
 //   CMemoryWatch       the quiet half of memory sampling, in C, on the sd-event loop
@@ -73,7 +73,9 @@ let package = Package(
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ], swiftSettings: strict),
         .target(name: "LifecycleClient", dependencies: ["LifecycleWire"], swiftSettings: strict),
-        .target(name: "LifecycleFollow", dependencies: ["LifecycleControl", "CLifecycleShim"], swiftSettings: strict),
+        .target(
+            name: "LifecycleFollow", dependencies: ["LifecycleControl", "CLifecycleShim", "CSystemd"],
+            swiftSettings: strict),
         .executableTarget(
             name: "lifecycled-follow",
             dependencies: [

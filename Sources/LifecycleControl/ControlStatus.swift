@@ -108,8 +108,15 @@ public struct DisplayStatus: Codable, Sendable, Equatable {
     /// window has the keyboard here (a launcher, an on-screen keyboard):
     /// the compositor's interruption (docs/focus.md). Absent: not so.
     public var overlay: Bool?
+    /// True while the user's session is locked (the follower reads it from
+    /// logind): `locked` is then true too, and `unlock` is the locker's.
+    public var sessionLocked: Bool?
 
-    public init(name: String, slots: Int, front: [String], locked: Bool, interruptions: Int, overlay: Bool? = nil) {
+    public init(
+        name: String, slots: Int, front: [String], locked: Bool, interruptions: Int, overlay: Bool? = nil,
+        sessionLocked: Bool? = nil
+    ) {
+        self.sessionLocked = sessionLocked
         self.name = name
         self.slots = slots
         self.front = front

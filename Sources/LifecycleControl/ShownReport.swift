@@ -24,11 +24,16 @@ public struct ShownReport: Codable, Sendable, Equatable {
     /// (a launcher, an on-screen keyboard, a lock screen: a layer surface),
     /// so no window has it. Absent: none, or a source that cannot tell.
     public var overlaid: [String]?
+    /// The session is locked (logind's LockedHint, which the screen locker
+    /// sets): every followed display is locked until it says otherwise.
+    /// Absent: the follower cannot tell (no logind, no session).
+    public var locked: Bool?
 
     public init(
         source: String, outputs: [String], windows: [ShownWindow], interval: Double? = nil, carriedOut: UInt64? = nil,
-        overlaid: [String]? = nil
+        overlaid: [String]? = nil, locked: Bool? = nil
     ) {
+        self.locked = locked
         self.source = source
         self.outputs = outputs
         self.windows = windows

@@ -19,7 +19,7 @@ extension Supervisor {
     mutating func launch(_ id: AppID, _ mode: LaunchMode) {
         let app = apps[id]!
         guard app.phase == .notRunning else { return refuse(.alreadyRunning(id, app.state)) }
-        if mode == .foreground && displays[displayOf(id)]!.locked { return refuse(.screenLocked) }
+        if mode == .foreground && displays[displayOf(id)]!.isLocked { return refuse(.screenLocked) }
         forgetEnds(id)
         if mode == .foreground { recordUse(id) }
         userLaunched(id)
@@ -102,7 +102,10 @@ extension Supervisor {
             if on.isEmpty { return refuse(.noInterruption) }
         case .lock, .unlock:
             on = displays.all.filter { $0.locked != (command == .lock) }.map(\.name)
-            if on.isEmpty { return refuse(command == .lock ? .alreadyLocked : .notLocked) }
+            if on.isEmpty {
+                if command == .unlock && displays.all.contains(where: \.sessionLocked) { return refuse(.sessionLocked) }
+                return refuse(command == .lock ? .alreadyLocked : .notLocked)
+            }
         }
         for d in on { displayCommand(d, command) }
     }

@@ -57,6 +57,8 @@ public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
     case screenLocked
     case alreadyLocked
     case notLocked
+    /// `unlock` of a display only the user's session locks: its locker unlocks it.
+    case sessionLocked
     case noInterruption
     case shuttingDown
     case modeNotDeclared(AppID, String)
@@ -83,6 +85,7 @@ public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
         case .screenLocked: "screen-locked"
         case .alreadyLocked: "already-locked"
         case .notLocked: "not-locked"
+        case .sessionLocked: "session-locked"
         case .noInterruption: "no-interruption"
         case .shuttingDown: "shutting-down"
         case .modeNotDeclared: "mode-not-declared"
@@ -109,6 +112,7 @@ public enum Refusal: Sendable, Equatable, Error, CustomStringConvertible {
         case .screenLocked: "the screen is locked"
         case .alreadyLocked: "already locked"
         case .notLocked: "not locked"
+        case .sessionLocked: "the session is locked: its screen locker unlocks it"
         case .noInterruption: "no interruption is in progress"
         case .shuttingDown: "the daemon is shutting down"
         case .modeNotDeclared(let id, let mode): "'\(id)' does not declare the \(mode) background mode"

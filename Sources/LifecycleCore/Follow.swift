@@ -65,12 +65,18 @@ public struct ShownFront: Sendable, Equatable, Codable {
     /// on-screen keyboard, a notification that takes input: a layer
     /// surface): an interruption, every shown app inactive.
     public var overlaid: Bool
+    /// The user's session is locked (its screen locker says so): locked
+    /// as by `lock`, nothing shown.
+    public var locked: Bool
 
-    public init(visible: [AppID] = [], hidden: [AppID] = [], focused: AppID? = nil, overlaid: Bool = false) {
+    public init(
+        visible: [AppID] = [], hidden: [AppID] = [], focused: AppID? = nil, overlaid: Bool = false, locked: Bool = false
+    ) {
         self.visible = visible
         self.hidden = hidden
         self.focused = focused
         self.overlaid = overlaid
+        self.locked = locked
     }
 }
 
@@ -80,9 +86,9 @@ public enum Follow {
     /// else a visible one, else the most recently focused); unmanaged
     /// windows and windows on no display count for nothing.
     /// `overlaid`: the displays where something that is not a window has
-    /// the keyboard.
+    /// the keyboard; `locked`: the session is locked (every display).
     public static func fronts(
-        _ windows: [WindowFact], policies: [DisplayID: FocusPolicy], overlaid: Set<DisplayID> = []
+        _ windows: [WindowFact], policies: [DisplayID: FocusPolicy], overlaid: Set<DisplayID> = [], locked: Bool = false
     ) -> [DisplayID: ShownFront] {
         struct Seen {
             var visibleRank: Int?
@@ -117,7 +123,7 @@ public enum Follow {
                 case .display: seat ?? visible.last
                 }
             fronts[display] = ShownFront(
-                visible: visible, hidden: hidden, focused: focused, overlaid: overlaid.contains(display))
+                visible: visible, hidden: hidden, focused: focused, overlaid: overlaid.contains(display), locked: locked)
         }
         return fronts
     }
@@ -140,7 +146,9 @@ extension Supervisor {
         let hidden = Set(front.hidden.compactMap { scene($0, bring: false) })
         let focus = front.focused.flatMap { f in shown.first { $0.app == f } }
         if let focus, focus != before.focus { recordUse(focus.app) }
-        displays.with(d) { $0.show(shown, hidden: hidden, focus: focus, overlaid: front.overlaid) }
+        displays.with(d) {
+            $0.show(shown, hidden: hidden, focus: focus, overlaid: front.overlaid, sessionLocked: front.locked)
+        }
         // Shown here: in no other display's front.
         for other in displays.names where other != d {
             displays.with(other) { f in for ref in shown { f.remove(ref) } }

@@ -39,6 +39,12 @@ public struct Foreground: Sendable, Equatable, Codable {
     /// interruption, every front scene inactive while it lasts. Apart from
     /// `interruptions`, which count what operators began and end.
     public private(set) var overlaid = false
+    /// The follower says the user's session is locked (logind's LockedHint,
+    /// set by the screen locker): locked as by `lock`, until it says
+    /// otherwise. Apart from `locked`, which operators set and clear.
+    public private(set) var sessionLocked = false
+    /// Locked, by an operator or by the session: nothing is shown.
+    public var isLocked: Bool { locked || sessionLocked }
 
     public init(name: DisplayID = SceneNames.defaultDisplay, slots: Int) {
         precondition(slots >= 1, "at least one foreground slot")
@@ -46,7 +52,7 @@ public struct Foreground: Sendable, Equatable, Codable {
         self.slots = slots
     }
 
-    private enum CodingKeys: String, CodingKey { case name, slots, scenes, apps, interruptions, locked, followed, focus, overlaid }
+    private enum CodingKeys: String, CodingKey { case name, slots, scenes, apps, interruptions, locked, followed, focus, overlaid, sessionLocked }
 
     /// A front saved before displays (0.14 and earlier) had no name and
     /// held apps: each is its app's main scene on the default display.
@@ -64,6 +70,7 @@ public struct Foreground: Sendable, Equatable, Codable {
         followed = try c.decodeIfPresent(Bool.self, forKey: .followed) ?? false
         focus = try c.decodeIfPresent(SceneRef.self, forKey: .focus)
         overlaid = try c.decodeIfPresent(Bool.self, forKey: .overlaid) ?? false
+        sessionLocked = try c.decodeIfPresent(Bool.self, forKey: .sessionLocked) ?? false
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -76,6 +83,7 @@ public struct Foreground: Sendable, Equatable, Codable {
         if followed { try c.encode(followed, forKey: .followed) }
         try c.encodeIfPresent(focus, forKey: .focus)
         if overlaid { try c.encode(overlaid, forKey: .overlaid) }
+        if sessionLocked { try c.encode(sessionLocked, forKey: .sessionLocked) }
     }
 
     /// The apps with a scene in a slot, least recently activated first.
@@ -90,7 +98,7 @@ public struct Foreground: Sendable, Equatable, Codable {
     /// Where the front wants the scene: active, inactive under an
     /// interruption, or nil when it is not shown (not in a slot, or locked).
     func placement(_ ref: SceneRef) -> Placement? {
-        guard !locked, holds(ref) else { return nil }
+        guard !isLocked, holds(ref) else { return nil }
         if followed && (focus != ref || overlaid) { return .interrupted }  // shown, without the focus: inactive
         return interruptions > 0 ? .interrupted : .front
     }
@@ -122,13 +130,16 @@ public struct Foreground: Sendable, Equatable, Codable {
     /// (least recently focused first; past the slots if need be: what the
     /// user sees is never sent to the background), `hidden` leave it, the
     /// rest keep their place; `focus` is the one active scene, unless the
-    /// display is `overlaid`.
-    mutating func show(_ shown: [SceneRef], hidden: Set<SceneRef>, focus: SceneRef?, overlaid: Bool = false) {
+    /// display is `overlaid`; `sessionLocked` the session's lock.
+    mutating func show(
+        _ shown: [SceneRef], hidden: Set<SceneRef>, focus: SceneRef?, overlaid: Bool = false, sessionLocked: Bool = false
+    ) {
         scenes.removeAll { hidden.contains($0) || shown.contains($0) }
         scenes.append(contentsOf: shown)
         if let focus, let i = scenes.firstIndex(of: focus) { scenes.append(scenes.remove(at: i)) }
         followed = true
         self.overlaid = overlaid
+        self.sessionLocked = sessionLocked
         self.focus = focus.flatMap { scenes.contains($0) ? $0 : nil }
     }
 
@@ -141,6 +152,7 @@ public struct Foreground: Sendable, Equatable, Codable {
         f.locked = locked
         f.followed = followed
         f.overlaid = overlaid
+        f.sessionLocked = sessionLocked
         f.focus = focus.flatMap { f.scenes.contains($0) ? $0 : nil }
         return f
     }

@@ -23,7 +23,7 @@ extension Supervisor {
         case .success(let found): id = found
         }
         let app = apps[id]!
-        if displays[displayOf(id)]!.locked { return refuse(.screenLocked) }
+        if displays[displayOf(id)]!.isLocked { return refuse(.screenLocked) }
         if app.phase == .notRunning {
             forgetEnds(id)
             recordUse(id)

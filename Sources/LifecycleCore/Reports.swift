@@ -171,7 +171,7 @@ extension Supervisor {
         afterEnd(id)
         if let place = restartTo, case .stoppedByUser = reason, !shuttingDown, apps[id] != nil {
             forgetEnds(id)
-            start(id, place == .foreground && !displays[displayOf(id)]!.locked ? .foreground : .background)
+            start(id, place == .foreground && !displays[displayOf(id)]!.isLocked ? .foreground : .background)
         } else {
             afterUnaskedEnd(id, reason, inFront: inFront)
         }

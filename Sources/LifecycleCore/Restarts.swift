@@ -151,7 +151,7 @@ extension Supervisor {
         guard let app = apps[id], app.phase == .notRunning, let due = app.restarts?.due else { return }
         update(id) { $0.restarts?.due = nil }
         let front = displays[displayOf(id)]!
-        let slotFree = front.scenes.count < front.slots && !front.locked
+        let slotFree = front.scenes.count < front.slots && !front.isLocked
         start(id, due.inFront && slotFree ? .foreground : .background, reason: .relaunch)
     }
 

@@ -142,7 +142,7 @@ extension Supervisor {
         case .failure(let why): return refuse(why)
         case .success(let found): (name, d) = found
         }
-        if displays[d]!.locked { return refuse(.screenLocked) }
+        if displays[d]!.isLocked { return refuse(.screenLocked) }
         let app = apps[id]!
         if app.phase != .notRunning, app.stop != nil || app.killing != nil { return refuse(.stopping(id)) }
         prepareScene(id, name, on: d)
@@ -228,6 +228,7 @@ extension Supervisor {
             if last { advanceFront(of: d) }
         case .lock, .unlock:
             guard displays.with(d, { $0.setLocked(command == .lock) }) else {
+                if command == .unlock && displays[d]!.sessionLocked { return refuse(.sessionLocked) }
                 return refuse(command == .lock ? .alreadyLocked : .notLocked)
             }
             advanceFront(of: d)

@@ -209,7 +209,7 @@ public struct Supervisor: Sendable {
     }
     /// The first display's interruptions and lock.
     public var interruptions: Int { displays.all[0].interruptions }
-    public var locked: Bool { displays.all[0].locked }
+    public var locked: Bool { displays.all[0].isLocked }
 
     // MARK: - Bookkeeping
 

@@ -67,14 +67,17 @@ public final class Follower {
 
     /// Keeps the clipboard (Clipboard.swift), when the compositor allows.
     let clipboard: ClipboardKeeper?
+    /// The session's lock from logind (SessionLock.swift), when there is one.
+    let lock: SessionLock?
 
     public init(
-        _ options: FollowOptions, source: any FocusSource, clipboard: ClipboardKeeper? = nil,
+        _ options: FollowOptions, source: any FocusSource, clipboard: ClipboardKeeper? = nil, lock: SessionLock? = nil,
         say: @escaping (String) -> Void
     ) {
         self.options = options
         self.source = source
         self.clipboard = clipboard
+        self.lock = lock
         self.say = say
     }
 
@@ -90,6 +93,7 @@ public final class Follower {
             if due {
                 var snapshot = try source.snapshot(interval: options.interval)
                 snapshot.carriedOut = carriedOut
+                snapshot.locked = lock?.locked
                 report(snapshot)
                 last = Date()
                 due = false
@@ -104,6 +108,7 @@ public final class Follower {
                 pollfd(fd: clipboard?.descriptor ?? -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: daemon?.fileDescriptor ?? -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: source.hintDescriptor, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: lock?.descriptor ?? -1, events: Int16(POLLIN), revents: 0),
             ]
             let r = poll(&fds, nfds_t(fds.count), Int32(max(0, left) * 1000))
             if r < 0 && errno == EINTR { continue }
@@ -115,6 +120,7 @@ public final class Follower {
             if fds[1].revents != 0 { try clipboard?.readEvents() }
             if fds[0].revents != 0, try source.readEvents() { due = true }
             if fds[3].revents != 0, try source.readHints() { due = true }
+            if fds[4].revents != 0, lock?.readEvents() == true { due = true }
         }
     }
 

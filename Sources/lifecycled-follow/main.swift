@@ -44,6 +44,11 @@ struct FollowCommand: ParsableCommand {
         help: "Keep the clipboard: take every new selection over, so that freezing the app that copied never hangs a paste (wlr-data-control; needs the Wayland display).")
     var keepClipboard = true
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Follow the session's lock: while logind says it is locked (LockedHint, set by the screen locker), so are the followed displays.")
+    var followLock = true
+
     func validate() throws {
         guard interval >= 0.5 && interval <= 30 else { throw ValidationError("--interval must be 0.5 to 30 seconds") }
     }
@@ -74,10 +79,16 @@ struct FollowCommand: ParsableCommand {
                 }
                 focus = try WlrSource(display: display, say: say)
             }
+            var lock: SessionLock?
+            if followLock {
+                do { lock = try SessionLock(say: say) } catch { say("\(error): the session's lock is not followed") }
+            }
             if printOnce {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
-                print(String(decoding: try encoder.encode(try focus.snapshot(interval: interval)), as: UTF8.self))
+                var snapshot = try focus.snapshot(interval: interval)
+                snapshot.locked = lock?.locked
+                print(String(decoding: try encoder.encode(snapshot), as: UTF8.self))
                 return
             }
             var clipboard: ClipboardKeeper?
@@ -90,7 +101,8 @@ struct FollowCommand: ParsableCommand {
             }
             signal(SIGPIPE, SIG_IGN)  // a paster that hangs up is its own business
             try Follower(
-                FollowOptions(controlSocket: control, interval: interval), source: focus, clipboard: clipboard, say: say
+                FollowOptions(controlSocket: control, interval: interval), source: focus, clipboard: clipboard,
+                lock: lock, say: say
             ).run()
         } catch let error as FollowError {
             say("\(error)")

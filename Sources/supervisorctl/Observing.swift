@@ -94,7 +94,7 @@ enum StatusTable {
         var footer =
             "foreground: \(d.foreground.isEmpty ? "-" : d.foreground.joined(separator: ", ")) "
             + "(\(d.foregroundSlots) slot\(d.foregroundSlots == 1 ? "" : "s"))"
-        if d.locked { footer += ", locked" }
+        if d.locked { footer += d.displays?.first?.sessionLocked == true ? ", locked (session)" : ", locked" }
         if d.interruptions > 0 { footer += ", interrupted" }
         if d.displays?.first?.overlay == true { footer += ", overlay" }
         if d.shuttingDown { footer += ", shutting down" }
@@ -106,7 +106,7 @@ enum StatusTable {
                 var line =
                     "display \(display.name): \(display.front.isEmpty ? "-" : display.front.joined(separator: ", ")) "
                     + "(\(display.slots) slot\(display.slots == 1 ? "" : "s"))"
-                if display.locked { line += ", locked" }
+                if display.locked { line += display.sessionLocked == true ? ", locked (session)" : ", locked" }
                 if display.interruptions > 0 { line += ", interrupted" }
                 if display.overlay == true { line += ", overlay" }
                 out.append(line)

@@ -55,7 +55,7 @@ struct Scenes: ParsableCommand {
         var displays = [["DISPLAY", "SLOTS", "FRONT", ""]]
         for d in report.daemon.displays ?? [] {
             var notes: [String] = []
-            if d.locked { notes.append("locked") }
+            if d.locked { notes.append(d.sessionLocked == true ? "locked (session)" : "locked") }
             if d.interruptions > 0 { notes.append("interrupted") }
             if d.overlay == true { notes.append("overlay") }
             displays.append([

@@ -303,6 +303,45 @@ import Testing
         #expect(try next.stop() == 0)
     }
 
+    /// `activate` while the follower is silent (stopped): the daemon keeps
+    /// the raise, and sends it when the follower is back; the report that
+    /// comes back first (b hidden, taken before the raise) changes no
+    /// front. supervisorctl returns when b is active: with the follower
+    /// lost nobody can say what the compositor shows (status has no
+    /// `window` then), so it does not wait for that.
+    @Test func anActivationWhileTheFollowerIsLostRaisesTheWindowWhenItIsBack() throws {
+        let (sway, d) = try Self.daemon()
+        let follower = try Self.follower(d, sway)
+        defer {
+            kill(follower.pid, SIGCONT)
+            follower.end()
+        }
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        _ = try Self.window(sway, d, "a")
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        let b = try Self.window(sway, d, "b")
+        try sway.command("[con_id=\(b.id)] move to workspace 3")
+        try waitUntil("b frozen") { try d.status("b").frozen == true }
+        kill(follower.pid, SIGSTOP)
+        try waitUntil("the follower is lost") { try Self.follower(d) == "lost" }
+
+        let activate = try Running(
+            [binary("supervisorctl"), "activate", "b", "--socket", d.socket], log: d.dir + "/activate.log")
+        try waitUntil("the daemon keeps the raise") { d.daemonLog.contains("b's window is shown when it is back") }
+        #expect(try sway.windows().contains { $0.id == b.id && !$0.visible })
+        var p = pollfd(fd: activate.pidfd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 20_000) == 1, "supervisorctl activate returns")
+        var st = lc_child_status()
+        lc_reap(activate.pid, &st)
+        activate.ended = true
+        #expect(st.exited != 0 && st.value == 0, "supervisorctl activate b: \(st.value)")
+        kill(follower.pid, SIGCONT)
+        try waitUntil("sway shows b focused") { try sway.windows().contains { $0.id == b.id && $0.focused && $0.visible } }
+        try waitUntil("the follower's report of it") { try d.status("b").window == "focused" }
+        #expect(try Self.state(d, "b") == "active")
+        #expect(try d.stop() == 0)
+    }
+
     /// The follower lost while b's window is hidden and b within its
     /// grace: b is not frozen (shown since, perhaps) but held; once the
     /// follower is back and says b is still hidden, b is frozen.

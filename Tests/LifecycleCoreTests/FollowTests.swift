@@ -121,6 +121,36 @@ import Testing
         #expect(h.state("b") == .inactive)
     }
 
+    /// The session's screen locker locks it (the follower reads logind):
+    /// the followed display locked as by `lock`: its apps to the
+    /// background and frozen after their grace, activations refused,
+    /// `unlock` the locker's, not an operator's; an operator's own lock
+    /// stays when the session unlocks. Saved with the display.
+    @Test func theSessionsLockLocksTheDisplayUntilItsLockerUnlocks() throws {
+        var h = Harness(slots: 1, apps: ["a", "b"])
+        h.launchActive("a")
+        h.send(.shown("main", ShownFront(visible: ["a"], focused: "a")))
+        #expect(h.state("a") == .active)
+        h.eventsUntilQuiet("a", after: h.send(.shown("main", ShownFront(visible: ["a"], focused: "a", locked: true))))
+        #expect(h.state("a") == .suspended)
+        #expect(h.supervisor.displays["main"]!.isLocked && h.supervisor.locked)
+        #expect(h.send(.launch("b", .foreground)).contains(.refused(.screenLocked)))
+        #expect(h.send(.display(nil, .unlock)).contains(.refused(.sessionLocked)))
+        #expect(h.send(.display("main", .unlock)).contains(.refused(.sessionLocked)))
+        let front = h.supervisor.displays["main"]!
+        let back = try JSONDecoder().decode(Foreground.self, from: try JSONEncoder().encode(front))
+        #expect(back == front && back.sessionLocked && !back.locked)
+        // The locker unlocks: a, still shown and focused, active again.
+        h.eventsUntilQuiet("a", after: h.send(.shown("main", ShownFront(visible: ["a"], focused: "a"))))
+        #expect(h.state("a") == .active)
+        // An operator's lock outlives the session's unlock.
+        h.send(.display(nil, .lock))
+        h.send(.shown("main", ShownFront(visible: ["a"], focused: "a", locked: true)))
+        h.eventsUntilQuiet("a", after: h.send(.shown("main", ShownFront(visible: ["a"], focused: "a"))))
+        #expect(h.supervisor.displays["main"]!.locked)
+        #expect(h.state("a") != .active)
+    }
+
     @Test func anActivationOnAFollowedDisplayEvictsNothingShown() {
         var h = Harness(slots: 1, apps: ["a", "b", "c"])
         h.launchActive("a")

@@ -481,6 +481,7 @@ import Testing
             (.screenLocked, "screen-locked", "the screen is locked"),
             (.alreadyLocked, "already-locked", "already locked"),
             (.notLocked, "not-locked", "not locked"),
+            (.sessionLocked, "session-locked", "the session is locked: its screen locker unlocks it"),
             (.noInterruption, "no-interruption", "no interruption is in progress"),
             (.shuttingDown, "shutting-down", "the daemon is shutting down"),
         ]

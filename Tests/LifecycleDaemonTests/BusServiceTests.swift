@@ -43,6 +43,7 @@ import Testing
     @Test func refusalsAreErrorNamesAndTheirMessagesStartWithTheCode() {
         let codes = [
             "already-running", "not-running", "stopping", "screen-locked", "already-locked", "not-locked",
+            "session-locked",
             "no-interruption", "shutting-down", "mode-not-declared", "quit-by-user", "in-front", "fetch-in-progress",
             "bad-url", "unknown-scheme", "unknown-display", "no-scenes", "unknown-scene", "too-many-scenes",
             "bad-scene-name", "scene-needed", "cannot-reexec", "bad-config",

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs inside the container booted by nspawn.sh (systemd as PID 1, the
-# shipped units): the apps must outlive every end of the daemon but a stop.
+# shipped units): the apps must outlive every end of the daemon but a stop;
+# the compositor's follower follows the session's lock from the real logind.
 # Prints PASS/FAIL lines and timings; exits 1 when anything failed.
 set -u
 export PATH=/opt/lifecycled/bin:$PATH
@@ -137,6 +138,62 @@ n=$(journalctl -u lifecycled -o cat --no-pager | grep -c "lifecycled ready")
 n=$(journalctl -u lifecycled -o cat --no-pager | grep -c "Scheduled restart job")
 [ "$n" -ge 3 ] && pass "$n automatic restarts (kill -9, SIGSEGV, watchdog)" || fail "$n automatic restarts, 3 expected"
 journalctl -u lifecycled -o cat --no-pager | grep -q "219/CGROUP\|Failed at step CGROUP" && fail "a restart failed at step CGROUP"
+
+# The session's lock (docs/focus.md): a follower in a logind session (a PAM
+# session of root's, beside a headless sway of nobody's) locks the followed
+# display while logind's LockedHint says the session is locked, as a screen
+# locker sets it; `unlock` is the locker's; the recorder is in front again
+# after (inactive: the compositor's next report focuses no window of it).
+state() { apps | grep "^$1 " | cut -d' ' -f2; }
+locked() { $CTL status --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["daemon"]["displays"][0]
+print(d["locked"], d.get("sessionLocked", False))'; }
+mkdir -p /etc/pam.d
+printf 'auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_systemd.so\n' \
+    > /etc/pam.d/lifecycled-test
+cat > /tmp/lifecycled-session.sh <<'SESSION'
+#!/bin/bash
+D=/tmp/lifecycled-sway
+rm -rf $D && mkdir -p $D && chown nobody $D && chmod 700 $D
+printf 'output HEADLESS-1 resolution 640x480\nxwayland disable\n' > $D/sway.conf
+setpriv --reuid=nobody --regid=nogroup --clear-groups env -i XDG_RUNTIME_DIR=$D HOME=$D PATH=/usr/bin:/bin \
+    WLR_BACKENDS=headless WLR_LIBINPUT_NO_DEVICES=1 WLR_RENDERER=pixman sway -c $D/sway.conf > $D/log 2>&1 &
+for i in $(seq 1 1000); do S=$(ls $D/sway-ipc.*.sock 2>/dev/null) && [ -n "$S" ] && break; sleep 0.01; done
+exec lifecycled-follow --sway-socket "$S" --interval 0.5
+SESSION
+chmod +x /tmp/lifecycled-session.sh
+systemd-run --quiet --unit=lifecycled-session -p PAMName=lifecycled-test -p User=root \
+    -p Environment=PATH=/opt/lifecycled/bin:/usr/bin:/bin /tmp/lifecycled-session.sh
+for i in $(seq 1 1000); do $CTL status --json | grep -q '"state":"following"' && break; sleep 0.01; done
+SESSION=$(loginctl list-sessions --no-legend | while read -r id uid user rest; do [ "$user" = root ] && echo "$id"; done | head -1)
+# Activated with the follower there: it has the focus (it has no window for the compositor to focus).
+$CTL activate recorder >/dev/null
+sethint() { busctl call org.freedesktop.login1 "/org/freedesktop/login1/session/$SESSION" org.freedesktop.login1.Session SetLockedHint b "$1"; }
+if [ -z "$SESSION" ] || ! $CTL status --json | grep -q '"state":"following"'; then
+    fail "no follower in a logind session: $(loginctl list-sessions --no-legend | tr '\n' ';') $(journalctl -u lifecycled-session -o cat | tail -3)"
+else
+    [ "$(state recorder)" = active ] && [ "$(locked)" = "False False" ] \
+        && pass "a follower in logind session $SESSION: the recorder active, nothing locked" \
+        || fail "before the lock: recorder $(state recorder), locked $(locked)"
+    t0=$(now)
+    sethint true
+    for i in $(seq 1 500); do [ "$(locked)" = "True True" ] && [ "$(state recorder)" != active ] && break; sleep 0.01; done
+    t1=$(now)
+    [ "$(locked)" = "True True" ] && [ "$(state recorder)" != active ] \
+        && pass "SetLockedHint true: the display locked (session), the recorder $(state recorder) after $(ms $t0 $t1) ms" \
+        || fail "after SetLockedHint true: locked $(locked), recorder $(state recorder)"
+    out=$($CTL unlock 2>&1) && fail "supervisorctl unlock of the session's lock: $out" \
+        || { echo "$out" | grep -q "session is locked" && pass "supervisorctl unlock refused: $out" || fail "unlock: $out"; }
+    sethint false
+    inFront() { $CTL status --json | grep -q '"foreground":\["recorder"\]' && case "$(state recorder)" in active | inactive) true ;; *) false ;; esac; }
+    for i in $(seq 1 500); do [ "$(locked)" = "False False" ] && inFront && break; sleep 0.01; done
+    [ "$(locked)" = "False False" ] && inFront \
+        && pass "SetLockedHint false: unlocked, the recorder in front again ($(state recorder))" \
+        || fail "after SetLockedHint false: locked $(locked), recorder $(state recorder)"
+fi
+systemctl stop lifecycled-session 2>/dev/null
+pkill -x sway
 
 # A stop ends every app as docs/lifecycle.md says, then the scope.
 R_PIDS=$(pids | cut -d' ' -f2)

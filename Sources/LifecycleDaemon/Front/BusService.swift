@@ -300,7 +300,7 @@ extension Daemon {
         // A handful: pushed every time, signalled only when changed.
         for d in supervisor.displays.all {
             bus.front.setDisplay(
-                d.name, slots: d.slots, front: d.scenes.map(\.description), locked: d.locked,
+                d.name, slots: d.slots, front: d.scenes.map(\.description), locked: d.isLocked,
                 interruptions: d.interruptions)
         }
         // The apps' changes first: a client told an operation finished has

@@ -110,8 +110,9 @@ extension Daemon: CommandTarget {
         report.daemon.follower = follower?.status
         report.daemon.displays = supervisor.displays.all.map {
             DisplayStatus(
-                name: $0.name, slots: $0.slots, front: $0.scenes.map(\.description), locked: $0.locked,
-                interruptions: $0.interruptions, overlay: $0.overlaid ? true : nil)
+                name: $0.name, slots: $0.slots, front: $0.scenes.map(\.description), locked: $0.isLocked,
+                interruptions: $0.interruptions, overlay: $0.overlaid ? true : nil,
+                sessionLocked: $0.sessionLocked ? true : nil)
         }
         return report
     }

@@ -27,6 +27,11 @@ final class FollowerState {
     var asked: UInt64 = 0
     /// Fires when the next report is overdue.
     var timer: EventLoop.Source?
+    /// An activation's raise asked while the follower was lost: sent when it is back.
+    var pendingRaise: (app: AppID, display: DisplayID?)?
+    /// Back from lost: the apps held while it was away are let go at the
+    /// first report that counts.
+    var backFromLost = false
 
     init(source: String) { self.source = source }
 
@@ -72,16 +77,26 @@ extension Daemon {
         // A follower new on its connection counts from where it is: what an
         // earlier one was asked is not its to carry out.
         if fresh { state.asked = report.carriedOut ?? 0 }
+        if wasLost {
+            state.backFromLost = true
+            // An activation while it was away: its window shown now (this
+            // report, taken before, then changes no front).
+            if let p = state.pendingRaise {
+                state.pendingRaise = nil
+                raise(p.app, display: p.display)
+            }
+        }
         // Taken before the compositor carried out what the daemon last asked:
         // it would undo it. The next one says.
         if let done = report.carriedOut, done < state.asked { return effects }
         let overlaid = Set((report.overlaid ?? []).map(display(ofOutput:)))
-        for (display, front) in Follow.fronts(facts, policies: followed, overlaid: overlaid).sorted(by: { $0.key < $1.key }) {
+        for (display, front) in Follow.fronts(facts, policies: followed, overlaid: overlaid, locked: report.locked == true).sorted(by: { $0.key < $1.key }) {
             guard state.fronts[display] != front else { continue }
             state.fronts[display] = front
             effects += submit(.shown(display, front))
         }
-        if wasLost {
+        if state.backFromLost {
+            state.backFromLost = false
             // What it shows decides again: the apps held while it was away are let go.
             for id in unseen.sorted() {
                 if let run = runs[id] { effects += submit(.hold(id, generation: run.generation, .followerLost, false)) }
@@ -141,7 +156,12 @@ extension Daemon {
     /// Nothing when no follower is there or the app has no window yet (sway
     /// focuses a new window itself).
     func raise(_ id: AppID, display: DisplayID?) {
-        guard let state = follower, !state.lost, let windows = state.windowsOf[id], !windows.isEmpty else { return }
+        guard let state = follower, let windows = state.windowsOf[id], !windows.isEmpty else { return }
+        if state.lost {
+            state.pendingRaise = (id, display)
+            logger.info("the compositor follower is silent: \(id)'s window is shown when it is back")
+            return
+        }
         let target = display ?? frontDisplay(id)
         let byRank = windows.sorted { $0.rank < $1.rank }
         let here = byRank.first { $0.output.map { self.display(ofOutput: $0) } == target }
