@@ -134,8 +134,9 @@ extension Supervisor {
     }
 
     /// Stopped as the user would, then, once it has ended, launched again
-    /// in front if it held a slot, else in the background. Saved with the
-    /// record, so a daemon restarted meanwhile carries it out.
+    /// in front if it held a slot (and no `home` of its display came
+    /// meanwhile), else in the background. Saved with the record, so a
+    /// daemon restarted meanwhile carries it out.
     mutating func restart(_ id: AppID) {
         let app = apps[id]!
         if app.phase == .notRunning { return launch(id, .foreground) }

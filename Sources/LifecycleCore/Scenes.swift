@@ -221,6 +221,11 @@ extension Supervisor {
         switch command {
         case .home:
             for ref in displays.with(d, { $0.clear() }) { sync(ref.app); advance(ref.app) }
+            // A restart under way brings its app back in front only if
+            // nobody went home meanwhile.
+            for id in apps.keys.sorted() where apps[id]!.restartTo == .foreground && displayOf(id) == d {
+                update(id) { $0.restartTo = .background }
+            }
         case .interruptionBegan:
             if displays.with(d, { $0.beginInterruption() }) { advanceFront(of: d) }
         case .interruptionEnded:

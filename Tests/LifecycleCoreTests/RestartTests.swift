@@ -185,6 +185,19 @@ import Testing
         #expect(spawned(h.send(.restart("idle")), "idle") == .foreground, "not running: launched")
     }
 
+    /// A `home` while a restart of the app in front is under way: it comes
+    /// back in the background, not in front (found by the chaos walk: a
+    /// restart carried across a daemon crash took the front after home).
+    @Test func aHomeDuringARestartSendsItBackToTheBackground() {
+        var h = Harness(apps: ["a"])
+        h.launchActive("a")
+        let gen = h.generation("a")
+        h.send(.restart("a"))
+        h.send(.display(nil, .home))
+        h.ackAll("a")
+        #expect(spawned(h.send(.exited("a", generation: gen, .exited(0))), "a") == .background)
+    }
+
     @Test func aStopOrAShutdownDuringARestartWins() {
         var h = Harness(apps: ["a", "b"])
         h.launchActive("a")
