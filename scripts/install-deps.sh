@@ -7,7 +7,8 @@
 # systemd-notify), systemd-nspawn (the tests under a real systemd), setpriv
 # (util-linux), python3 (the Python example app and test programs), and for
 # the D-Bus tests dbus-daemon, gdbus, dbus-python with GLib, and polkitd;
-# for the compositor tests sway, weston (weston-flower), foot, wl-clipboard and fuzzel (a launcher).
+# for the compositor tests sway, weston (weston-flower), foot, wl-clipboard,
+# fuzzel (a launcher), and PipeWire with WirePlumber (pipewire-bin, wireplumber).
 # Debian and Ubuntu.
 #
 # With --vm, only what the virtual machine of scripts/vm.sh needs: QEMU,
@@ -46,6 +47,9 @@ else
     command -v foot >/dev/null || need+=(foot)
     command -v wl-copy >/dev/null || need+=(wl-clipboard)
     command -v fuzzel >/dev/null || need+=(fuzzel)
+    # The PipeWire hold: a real PipeWire and WirePlumber, and pw-dump, pw-play.
+    command -v pw-dump >/dev/null || need+=(pipewire-bin)
+    command -v wireplumber >/dev/null || need+=(wireplumber)
 fi
 
 if ((${#need[@]})); then

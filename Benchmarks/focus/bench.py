@@ -6,9 +6,12 @@ A real headless sway (two 640x480 outputs, pixman, as nobody), the release
 daemon and lifecycled-follow, weston-flower windows as apps. Measures:
   1. a focus change to the app being active: from sway's window focus
      event (subscribed on sway's own IPC) to the daemon's transition record;
-  2. a workspace switch that shows a frozen app: from sway's workspace
-     event to its cgroup thawed (cgroup.events "frozen 0", polled every
-     0.2 ms), and to it being active;
+  2. a workspace switch that shows a frozen app (weston-smoke, which
+     draws a frame on every frame callback): from sway's workspace event
+     to its cgroup thawed (cgroup.events "frozen 0", polled every 0.2 ms),
+     to it being active, and to its first frame (its first wl_surface
+     commit after the event, from libwayland's WAYLAND_DEBUG=client log,
+     whose stamps are the wall clock's microseconds modulo 2^32);
   3. the CPU an app costs when shown and when hidden (a window and a busy
      loop in one app: cpu.stat usage over 2 s, inactive beside the focused
      app, then hidden and frozen).
@@ -112,7 +115,8 @@ def main():
 
 def run(sway):
     busy = ["/bin/sh", "-c", "/usr/bin/weston-flower & while :; do :; done"]
-    d = BenchDaemon("focus", {"a": flower(sway), "b": flower(sway), "c": flower(sway, busy)},
+    smoke = ["/bin/sh", "-c", f"WAYLAND_DEBUG=client exec /usr/bin/weston-smoke 2>>{sway.dir}/smoke.log"]
+    d = BenchDaemon("focus", {"a": flower(sway), "b": flower(sway), "c": flower(sway, busy), "s": flower(sway, smoke)},
                     settings="[memory]\nmonitor = false\n", follow=[])
     follower = subprocess.Popen([os.path.join(RELEASE, "lifecycled-follow"), "--socket", d.socket,
                                  "--sway-socket", sway.socket, "--interval", "2"],
@@ -160,11 +164,14 @@ def measure(sway, d):
         wait_until(f"{app}'s window", lambda: found())
         return found()[0]
 
+    wall = {}
+
     def sway_event(kind, match):
-        """The time sway's event came (read as it comes)."""
+        """The time sway's event came (read as it comes); its wall-clock time in wall["event"]."""
         while True:
             select.select([events], [], [])
             t = time.perf_counter()
+            wall["event"] = time.time()
             k, body = Sway.receive(events)
             if k == kind and match(body):
                 return t
@@ -190,26 +197,47 @@ def measure(sway, d):
         target = "b" if target == "a" else "a"
     rows.append(("focus change (sway's window event) to the app active (the daemon's transition record)", ms(focus)))
 
-    # 2. Workspace switch that shows a frozen app: thawed, then active.
-    thawed, active = [], []
+    # 2. Workspace switch that shows a frozen app: thawed, active, its first frame.
+    d.request({"command": "launch", "app": "s", "background": True})
+    ws = pid_window("s")
+    log = f"{sway.dir}/smoke.log"
+
+    def first_commit(offset, after_us):
+        """Microseconds from after_us to the first commit logged past offset (None: none yet)."""
+        with open(log, errors="replace") as f:
+            f.seek(offset)
+            for line in f:
+                if line.startswith("[") and "-> wl_surface@" in line and ".commit()" in line:
+                    ms_, us_ = line[1:line.index("]")].strip().split(".")
+                    stamp = int(ms_) * 1000 + int(us_)
+                    return ((stamp - after_us) % 2**32) / 1e6
+        return None
+
+    thawed, active, frame = [], [], []
     for _ in range(CYCLES):
-        sway.run(f"[con_id={wb}] move to workspace 3")
-        wait_until("b frozen", lambda: status("b").get("frozen") is True)
-        pid = status("b")["pid"]
+        sway.run(f"[con_id={ws}] move to workspace 3")
+        sway.run(f"[con_id={wa}] focus")
+        wait_until("s frozen", lambda: status("s").get("frozen") is True)
+        offset = os.path.getsize(log)
+        pid = status("s")["pid"]
         events_file = "/sys/fs/cgroup/unified" + open(f"/proc/{pid}/cgroup").read().split("0::", 1)[1].strip() + "/cgroup.events"
         sway.run("workspace 3")
         t_event = sway_event(0x80000000, lambda b: b.get("change") == "focus" and b["current"]["name"] == "3")
         while "frozen 1" in open(events_file).read():
             time.sleep(0.0002)
         thawed.append(time.perf_counter() - t_event)
-        became("b", "active")
+        event_us = int(wall["event"] * 1e6) % 2**32
+        became("s", "active")
         active.append(time.perf_counter() - t_event)
+        wait_until("s draws", lambda: first_commit(offset, event_us) is not None)
+        frame.append(first_commit(offset, event_us))
         sway.run("workspace 1")
-        sway.run(f"[con_id={wb}] move to workspace 1")
         sway.run(f"[con_id={wa}] focus")
         wait_until("a active", lambda: status("a")["state"] == "active")
+    d.request({"command": "stop", "app": "s"})
     rows.append(("workspace switch (sway's workspace event) to the shown app thawed (cgroup.events)", ms(thawed)))
     rows.append(("... to the shown app active", ms(active)))
+    rows.append(("... to the shown app's first frame (its first wl_surface.commit)", ms(frame)))
 
     # 3. What a shown and a hidden app cost: a window and a busy loop.
     d.request({"command": "launch", "app": "c", "background": True})

@@ -28,6 +28,10 @@ public struct ShownReport: Codable, Sendable, Equatable {
     /// sets): every followed display is locked until it says otherwise.
     /// Absent: the follower cannot tell (no logind, no session).
     public var locked: Bool?
+    /// The processes that play audio through the session's sound server
+    /// (PipeWire: an output stream running), which hold no sound device of
+    /// their own. Absent: the follower cannot tell.
+    public var playing: [Int32]?
 
     public init(
         source: String, outputs: [String], windows: [ShownWindow], interval: Double? = nil, carriedOut: UInt64? = nil,
@@ -85,6 +89,9 @@ public struct FollowerStatus: Codable, Sendable, Equatable {
     public var unmanaged: Int
     /// When the last report came (seconds since the epoch).
     public var lastReport: Double
+    /// The processes it last said play audio through the session's sound
+    /// server (absent: none, or it cannot tell).
+    public var playing: [Int32]?
 
     public init(state: String, source: String, windows: Int, unmanaged: Int, lastReport: Double) {
         self.state = state

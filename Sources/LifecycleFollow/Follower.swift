@@ -69,15 +69,18 @@ public final class Follower {
     let clipboard: ClipboardKeeper?
     /// The session's lock from logind (SessionLock.swift), when there is one.
     let lock: SessionLock?
+    /// Who plays through PipeWire (PipeWire.swift), when it can be read.
+    let audio: SoundServer?
 
     public init(
         _ options: FollowOptions, source: any FocusSource, clipboard: ClipboardKeeper? = nil, lock: SessionLock? = nil,
-        say: @escaping (String) -> Void
+        audio: SoundServer? = nil, say: @escaping (String) -> Void
     ) {
         self.options = options
         self.source = source
         self.clipboard = clipboard
         self.lock = lock
+        self.audio = audio
         self.say = say
     }
 
@@ -94,6 +97,8 @@ public final class Follower {
                 var snapshot = try source.snapshot(interval: options.interval)
                 snapshot.carriedOut = carriedOut
                 snapshot.locked = lock?.locked
+                audio?.keepRunning()
+                snapshot.playing = audio?.playing
                 report(snapshot)
                 last = Date()
                 due = false
@@ -109,6 +114,7 @@ public final class Follower {
                 pollfd(fd: daemon?.fileDescriptor ?? -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: source.hintDescriptor, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: lock?.descriptor ?? -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: audio?.descriptor ?? -1, events: Int16(POLLIN), revents: 0),
             ]
             let r = poll(&fds, nfds_t(fds.count), Int32(max(0, left) * 1000))
             if r < 0 && errno == EINTR { continue }
@@ -121,6 +127,7 @@ public final class Follower {
             if fds[0].revents != 0, try source.readEvents() { due = true }
             if fds[3].revents != 0, try source.readHints() { due = true }
             if fds[4].revents != 0, lock?.readEvents() == true { due = true }
+            if fds[5].revents != 0, audio?.readEvents() == true { due = true }
         }
     }
 

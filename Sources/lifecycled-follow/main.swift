@@ -49,6 +49,11 @@ struct FollowCommand: ParsableCommand {
         help: "Follow the session's lock: while logind says it is locked (LockedHint, set by the screen locker), so are the followed displays.")
     var followLock = true
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Tell the daemon who plays audio through PipeWire (pw-dump), so that it never freezes them.")
+    var followAudio = true
+
     func validate() throws {
         guard interval >= 0.5 && interval <= 30 else { throw ValidationError("--interval must be 0.5 to 30 seconds") }
     }
@@ -100,9 +105,14 @@ struct FollowCommand: ParsableCommand {
                 }
             }
             signal(SIGPIPE, SIG_IGN)  // a paster that hangs up is its own business
+            var audio: SoundServer?
+            if followAudio {
+                audio = SoundServer(say: say)
+                if audio == nil { say("no pw-dump (package pipewire-bin): who plays through PipeWire is not seen") }
+            }
             try Follower(
                 FollowOptions(controlSocket: control, interval: interval), source: focus, clipboard: clipboard,
-                lock: lock, say: say
+                lock: lock, audio: audio, say: say
             ).run()
         } catch let error as FollowError {
             say("\(error)")

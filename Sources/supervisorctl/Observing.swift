@@ -115,7 +115,7 @@ enum StatusTable {
         if let f = d.follower {
             out.append(
                 "follower: \(f.state) (\(f.source): \(f.windows) window\(f.windows == 1 ? "" : "s"), "
-                    + "\(f.unmanaged) unmanaged)")
+                    + "\(f.unmanaged) unmanaged\(f.playing.map { ", \($0.count) playing audio" } ?? ""))")
         }
         if let m = d.memory {
             var line = "memory: \(m.level.rawValue)\(m.simulated ? " (simulated)" : "")"

@@ -342,6 +342,40 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// An app that plays through PipeWire holds no sound device of its
+    /// own: the follower sees its output stream running (pw-dump, from a
+    /// real PipeWire and WirePlumber with a null sink) and the daemon holds
+    /// it from freezing in the background; once the stream ends it is frozen.
+    @Test func anAppPlayingThroughPipeWireIsHeldUntilItStops() throws {
+        let sway = try HeadlessSway()
+        let sound = try PipeWireSession(dir: sway.dir, user: sway.user)
+        let wav = try sound.silence(seconds: 6)
+        let d = try DaemonUnderTest(apps: [
+            "player": Self.client(sway, ["/bin/sh", "-c", "/usr/bin/pw-play \(wav); exec /bin/sleep 100000"])
+        ])
+        chmod(d.dir, 0o755)
+        let follower = try Running(
+            [binary("lifecycled-follow"), "--socket", d.socket, "--sway-socket", sway.socket, "--interval", "0.5"],
+            environment: ProcessInfo.processInfo.environment.merging(["XDG_RUNTIME_DIR": sway.dir]) { $1 },
+            log: d.dir + "/follow.log")
+        defer { follower.end() }
+        #expect(try d.ctl(["activate", "player"]).0 == 0)
+        let group = try #require(try d.status("player").pid.flatMap { Cgroups.directory(of: $0, mount: "") })
+        try waitUntil("the follower says the player plays") {
+            let playing = try d.command(ControlRequest(.status)).status?.daemon.follower?.playing ?? []
+            return playing.contains { Cgroups.directory(of: $0, mount: "") == group }
+        }
+        #expect(try d.ctl(["status"]).1.contains("1 playing audio"))
+        #expect(try d.ctl(["home"]).0 == 0)
+        try waitUntil("held for its audio past its grace") { try d.status("player").held == ["audio"] }
+        #expect(try d.status("player").frozen != true)
+        #expect(d.daemonLog.contains("player plays audio (PipeWire, pid"))
+        // The stream ends with the file: frozen.
+        try waitUntil("frozen once it stops") { try d.status("player").frozen == true }
+        #expect(d.daemonLog.contains("player no longer plays audio"))
+        #expect(try d.stop() == 0)
+    }
+
     /// The follower lost while b's window is hidden and b within its
     /// grace: b is not frozen (shown since, perhaps) but held; once the
     /// follower is back and says b is still hidden, b is frozen.

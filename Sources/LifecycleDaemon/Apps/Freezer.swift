@@ -24,7 +24,7 @@ extension Daemon {
             unseen.insert(id)
             return report(.hold(id, generation: run.generation, .followerLost, true))
         }
-        if let device = Audio.playbackDevice(run.group) {
+        if let device = Audio.playbackDevice(run.group) ?? playsThroughServer(run).map({ "PipeWire, pid \($0)" }) {
             // Held: a frozen audio client stalls everyone's sound.
             logger.info("\(id) plays audio (\(device)): held from freezing", metadata: ["app": "\(id)"])
             playing.insert(id)
@@ -92,7 +92,7 @@ extension Daemon {
                 playing.remove(id)
                 continue
             }
-            if Audio.playbackDevice(run.group) == nil {
+            if Audio.playbackDevice(run.group) == nil && playsThroughServer(run) == nil {
                 playing.remove(id)
                 logger.info("\(id) no longer plays audio", metadata: ["app": "\(id)"])
                 report(.hold(id, generation: run.generation, .audio, false))

@@ -59,6 +59,10 @@ extension ControlServer {
                         message: "a report names at most 64 outputs (and 64 overlaid) and 1024 windows "
                             + "(got \(report.outputs.count), \(report.overlaid?.count ?? 0) and \(report.windows.count))"))
             }
+            if let playing = report.playing, playing.count > 1024 || playing.contains(where: { $0 <= 0 }) {
+                return .failure(
+                    CommandFailure(code: .badRequest, message: "'playing' names at most 1024 pids, each above 0"))
+            }
             if let w = report.windows.first(where: { $0.rank < 0 || ($0.pid ?? 1) <= 0 }) {
                 return .failure(
                     CommandFailure(code: .badRequest, message: "window \(w.id): a rank below 0 or a pid not above 0"))

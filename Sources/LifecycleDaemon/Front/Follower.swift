@@ -32,6 +32,8 @@ final class FollowerState {
     /// Back from lost: the apps held while it was away are let go at the
     /// first report that counts.
     var backFromLost = false
+    /// The processes that play through the session's sound server, as last reported.
+    var playing: [Int32] = []
 
     init(source: String) { self.source = source }
 
@@ -42,9 +44,11 @@ final class FollowerState {
     }
 
     var status: FollowerStatus {
-        FollowerStatus(
+        var s = FollowerStatus(
             state: lost ? "lost" : "following", source: source, windows: windows, unmanaged: unmanaged,
             lastReport: lastReport)
+        s.playing = playing.isEmpty ? nil : playing
+        return s
     }
 }
 
@@ -68,6 +72,9 @@ extension Daemon {
         state.windows = facts.count
         state.unmanaged = facts.filter { $0.app == nil }.count
         state.outputs = report.outputs
+        let played = state.playing
+        state.playing = report.playing ?? []
+        if state.playing != played && !self.playing.isEmpty { audioTimer?.arm(at: loop.now) }  // look at once
         state.windowsOf = [:]
         for (w, fact) in zip(report.windows, facts) {
             if let app = fact.app { state.windowsOf[app, default: []].append(w) }
@@ -138,6 +145,13 @@ extension Daemon {
         var followed: [DisplayID: FocusPolicy] = [:]
         for d in outputs.map(display(ofOutput:)) { followed[d] = settings.config.follow.policies[d] ?? .seat }
         return followed
+    }
+
+    /// A process of the app that plays through the session's sound server,
+    /// as the follower last said.
+    func playsThroughServer(_ run: Run) -> Int32? {
+        guard let state = follower, !state.playing.isEmpty else { return nil }
+        return state.playing.first { run.group.contains($0) }
     }
 
     /// The display an output belongs to.
