@@ -27,6 +27,10 @@ an empty value forgets what was saved. With --hang EVENT it never returns
 from that callback (to test the watchdogs; EVENT is an event's name, or a
 whole line). With --allocate-mb N it holds N
 MiB of touched memory from its start and logs "# allocated N MiB" first.
+With $RECORDER_SCENE_WINDOW set (a command line, split on spaces) it runs
+that command for each scene it is connected to, from sceneWillConnect to
+sceneDidDisconnect: one window per scene, as a scene app on a compositor
+shows them (docs/focus.md), a child in its own cgroup.
 
     [RECORDER_SAVE_STATE=TEXT] recorder.py --log FILE [--hang EVENT] [--allocate-mb N]
 
@@ -46,6 +50,7 @@ import errno
 import os
 import select
 import signal
+import subprocess
 import sys
 
 LIFECYCLE_OK = 0
@@ -155,6 +160,9 @@ class Recorder:
             sys.exit(2)
         # Kept alive as long as the library may call them.
         self.callbacks = Callbacks(any_event=ANY_EVENT_FN(self.on_event))
+        # $RECORDER_SCENE_WINDOW: a window (a child) per connected scene.
+        self.scene_window = os.environ.get("RECORDER_SCENE_WINDOW", "").split()
+        self.windows = {}
 
     def note(self, line):
         os.write(self.fd, (line + "\n").encode())
@@ -183,6 +191,12 @@ class Recorder:
             if event == SCENE_WILL_CONNECT:
                 words.append("restored" if self.lib.lifecycle_scene_restored(scene) else "new")
             self.note(" ".join(words))
+            if self.scene_window and event == SCENE_WILL_CONNECT and words[1] not in self.windows:
+                self.windows[words[1]] = subprocess.Popen(self.scene_window, stdin=subprocess.DEVNULL)
+            if event == SCENE_DID_DISCONNECT and words[1] in self.windows:
+                child = self.windows.pop(words[1])
+                child.terminate()
+                child.wait()
             return
         if event == DID_DISCARD_SCENE_SESSIONS:
             self.note(name + " " + self.lib.lifecycle_event_option(app, b"scenes").decode())

@@ -315,6 +315,20 @@ int lc_manager_command(sd_bus_message *m, void *userdata, sd_bus_error *e) {
     return lc_command(m, userdata, NULL, NULL, NULL, strcmp(sd_bus_message_get_member(m), "OpenURL") == 0, 1, e);
 }
 
+int lc_report_shown(sd_bus_message *m, void *userdata, sd_bus_error *e) {
+    return lc_command(m, userdata, NULL, NULL, NULL, 1, 0, e);
+}
+
+int lc_front_to_reporter(lc_front *f, const char *destination, const char *request) {
+    if (!f->bus || !f->serving) return -ENOTCONN;
+    sd_bus_message *signal = NULL;
+    int r = sd_bus_message_new_signal(f->bus, &signal, ROOT, MANAGER_IFACE, "CompositorRequest");
+    if (r >= 0) r = sd_bus_message_append_basic(signal, 's', request);
+    if (r >= 0) r = sd_bus_send_to(f->bus, signal, destination, NULL);
+    sd_bus_message_unref(signal);
+    return r;
+}
+
 void lc_calls_drop(lc_front *f) {
     while (f->pending) free_pending(f->pending);
     for (size_t i = 0; i < f->n_held; i++) sd_bus_message_unref(f->held[i]);  // their callers went with the bus

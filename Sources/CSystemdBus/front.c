@@ -62,6 +62,8 @@ static const sd_bus_vtable manager_vtable[] = {
                              lc_create_monitor, OPEN),
     SD_BUS_METHOD_WITH_NAMES("OpenURL", "s" OPTIONS, SD_BUS_PARAM(url) SD_BUS_PARAM(options), "o",
                              SD_BUS_PARAM(operation), lc_manager_command, OPEN),
+    SD_BUS_METHOD_WITH_NAMES("ReportShown", "s", SD_BUS_PARAM(report), "", "", lc_report_shown, OPEN),
+    SD_BUS_SIGNAL_WITH_NAMES("CompositorRequest", "s", SD_BUS_PARAM(request), 0),
     SD_BUS_SIGNAL_WITH_NAMES("OperationFinished", "ossss",
                              SD_BUS_PARAM(operation) SD_BUS_PARAM(verb) SD_BUS_PARAM(app) SD_BUS_PARAM(result)
                                  SD_BUS_PARAM(reason),

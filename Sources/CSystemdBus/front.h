@@ -186,6 +186,7 @@ int lc_list_apps(sd_bus_message *m, void *userdata, sd_bus_error *e);
 int lc_command(sd_bus_message *m, lc_front *f, const char *app, const char *display, const char *scene, int argument,
                int options, sd_bus_error *e);
 int lc_manager_command(sd_bus_message *m, void *userdata, sd_bus_error *e);
+int lc_report_shown(sd_bus_message *m, void *userdata, sd_bus_error *e);
 /// The connection is gone: calls waiting for it dropped, credentials forgotten.
 void lc_calls_drop(lc_front *f);
 /// The replies held until the save, sent.

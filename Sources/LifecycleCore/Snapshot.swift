@@ -1,6 +1,15 @@
 // What `status` shows of one app: a copy of the core's view, taken on demand.
 
 extension Supervisor {
+    /// The app's scene sessions (not being discarded), the most recently
+    /// activated first: the shell binds a scene app's new window to the
+    /// first that no window shows (docs/focus.md).
+    public func scenesByRecency(_ id: AppID) -> [SceneID] {
+        guard let app = apps[id] else { return [] }
+        return app.scenes.filter { !$0.value.discarding }
+            .sorted { ($0.value.lastUsed, $1.key) > ($1.value.lastUsed, $0.key) }.map(\.key)
+    }
+
     public func snapshot(_ id: AppID) -> AppSnapshot? {
         guard let app = apps[id] else { return nil }
         return AppSnapshot(

@@ -224,6 +224,11 @@ public final class BusFront {
         lc_front_operation_finish(front, operation, result, reason)
     }
 
+    /// A request (its JSON) to the compositor that reports over the bus; false when it could not be sent.
+    public func toReporter(_ destination: String, _ request: String) -> Bool {
+        lc_front_to_reporter(front, destination, request) >= 0
+    }
+
     /// An event record (its JSON) about `app`, to the monitors that follow it.
     public func record(app: String, json: String) { lc_front_record(front, app, json) }
     /// Monitors open now.

@@ -514,6 +514,34 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// A compositor's own plugin reports over the bus (Manager.ReportShown,
+    /// the socket's `shown` document): the focused app active; an
+    /// Activate of a hidden app sends the raise to that caller alone (a
+    /// CompositorRequest signal) and the operation is done once the next
+    /// report shows it focused; status names the plugin's source; a report
+    /// that is not one is InvalidArgs.
+    @Test func aCompositorReportsOverTheBus() throws {
+        let sleeper = "command = [\"/bin/sleep\", \"100000\"]\ndelivery = \"signals\"\n"
+        let (bus, d) = try Self.daemon(["a": sleeper, "b": sleeper])
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        let a = try #require(try d.status("a").pid)
+        let b = try #require(try d.status("b").pid)
+        let (code, out, err) = try run(
+            ["/usr/bin/python3", repositoryRoot + "/Tests/dbus/reporter.py", bus.address, "\(a)", "\(b)"])
+        #expect(code == 0, "\(err)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any], "\(out)")
+        let raise = (json["request"] as? [String: Any])?["raise"] as? [String: Any]
+        #expect(raise?["window"] as? String == "wb", "\(json)")
+        #expect(json["result"] as? [String] == ["done", ""], "\(json)")
+        #expect(json["bad"] as? String == "org.freedesktop.DBus.Error.InvalidArgs", "\(json)")
+        #expect(try d.status("b").state == .active)
+        #expect(try d.status("a").state == .inactive)
+        let follower = try d.command(ControlRequest(.status)).status?.daemon.follower
+        #expect(follower?.source == "test-plugin" && follower?.state == "following")
+        #expect(try d.stop() == 0)
+    }
+
     @Test func displaysAndScenesAreObjects() throws {
         let s = scratch()
         let (bus, d) = try Self.daemon(["s": recorder(s + "/s", "scenes = true")], daemon: twoDisplays)

@@ -184,6 +184,63 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// One window, one scene: a scene app (the Python recorder, which opens
+    /// a weston-flower window for each scene as it connects) with scenes
+    /// `one` and `two`. Each window is bound to the scene it was opened
+    /// for; the rules hold scene by scene: `two`'s window hidden, `two`
+    /// goes to the background while `one` stays active; `activate --scene
+    /// two` raises `two`'s own window.
+    @Test func eachWindowOfASceneAppIsOneScene() throws {
+        let sway = try HeadlessSway()
+        let env = [
+            "WAYLAND_DISPLAY": sway.display, "XDG_RUNTIME_DIR": sway.dir, "RECORDER_SCENE_WINDOW": "/usr/bin/weston-flower",
+        ].map { "\($0.key) = \"\($0.value)\"" }.sorted().joined(separator: "\n")
+        let d = try DaemonUnderTest(apps: [
+            "s": recorder(
+                scratch() + "/s.events", "scenes = true\n[timeouts]\nbackground_grace = 1\n[environment]\n" + env,
+                client: .python)
+        ])
+        chmod(d.dir, 0o755)
+        let follower = try Self.follower(d, sway)
+        defer { follower.end() }
+        func scene(_ name: String) throws -> SceneStatus? { try d.status("s").scenes?.first { $0.name == name } }
+        func window(of scene: String) throws -> Int? {
+            d.daemonLog.split(separator: "\n").compactMap { line -> Int? in
+                guard line.contains("shows its scene \(scene)"), let r = line.range(of: "s's window ") else { return nil }
+                return Int(line[r.upperBound...].prefix { $0.isNumber })
+            }.last
+        }
+        #expect(try d.ctl(["activate", "s", "--scene", "one"]).0 == 0)
+        try waitUntil("one's window") { try window(of: "one") != nil }
+        #expect(try d.ctl(["activate", "s", "--scene", "two"]).0 == 0)
+        try waitUntil("two's window") { try window(of: "two") != nil }
+        let one = try #require(try window(of: "one"))
+        let two = try #require(try window(of: "two"))
+        #expect(one != two)
+        try waitUntil("two active, one inactive: both shown, two's window focused") {
+            try scene("two")?.state == .active && scene("one")?.state == .inactive
+        }
+
+        // two's window to a workspace not shown: two to the background, one active, the app too.
+        try sway.command("[con_id=\(two)] move to workspace 3")
+        try sway.command("[con_id=\(one)] focus")
+        try waitUntil("two in the background, one active") {
+            try scene("two")?.state == .background && scene("one")?.state == .active
+        }
+        #expect(try d.status("s").state == .active)
+        #expect(try d.status("s").frozen != true)
+
+        // activate --scene two: its own window raised (its workspace shown).
+        #expect(try d.ctl(["activate", "s", "--scene", "two"]).0 == 0)
+        try waitUntil("sway shows two's window focused") {
+            try sway.windows().contains { $0.id == two && $0.focused && $0.visible }
+        }
+        try waitUntil("two active, one in the background") {
+            try scene("two")?.state == .active && scene("one")?.state == .background
+        }
+        #expect(try d.stop() == 0)
+    }
+
     /// With a follower, `activate` shows the app's window, focused (its
     /// hidden workspace shown), and moves it to the display asked for;
     /// `home` runs the display's home command in the compositor.

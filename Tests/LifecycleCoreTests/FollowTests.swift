@@ -151,6 +151,37 @@ import Testing
         #expect(h.state("a") != .active)
     }
 
+    /// One window, one scene: an app with scenes whose windows the shell
+    /// bound to its scenes `one` and `two`, both on the centre display.
+    /// The rules hold scene by scene: the focused window's scene active,
+    /// the other inactive; `two`'s window hidden, `two` leaves the front
+    /// (background) while `one` stays active, and the app with it.
+    @Test func eachWindowOfASceneAppIsOneScene() {
+        let windows = [
+            WindowFact(app: "s", scene: "one", display: "main", focused: true, visible: true, rank: 0),
+            WindowFact(app: "s", scene: "two", display: "main", focused: false, visible: true, rank: 1),
+        ]
+        #expect(
+            Follow.fronts(windows, policies: ["main": .seat])["main"]
+                == ShownFront(visible: ["s/two", "s/one"], focused: "s/one"))
+
+        var p = AppPolicy()
+        p.scenes = true
+        var h = Harness(slots: 1, ["s": p])
+        h.linesUntilQuiet("s", after: h.send(.activateScene("s", scene: "one", display: nil)))
+        h.linesUntilQuiet("s", after: h.send(.activateScene("s", scene: "two", display: nil)))
+        #expect(
+            h.linesUntilQuiet("s", after: h.send(.shown("main", ShownFront(visible: ["s/two", "s/one"], focused: "s/one"))))
+                == ["sceneWillResignActive two main", "sceneWillEnterForeground one main", "sceneDidBecomeActive one main"])
+        #expect(
+            h.linesUntilQuiet("s", after: h.send(.shown("main", ShownFront(visible: ["s/one"], hidden: ["s/two"], focused: "s/one"))))
+                == ["sceneDidEnterBackground two main"])
+        #expect(h.state("s") == .active)
+        let scenes = h.supervisor.snapshot("s")!.scenes
+        #expect(scenes.first { $0.name == "one" }?.state == .active)
+        #expect(scenes.first { $0.name == "two" }?.state == .background)
+    }
+
     @Test func anActivationOnAFollowedDisplayEvictsNothingShown() {
         var h = Harness(slots: 1, apps: ["a", "b", "c"])
         h.launchActive("a")

@@ -50,8 +50,8 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         func tail(_ id: AppID, lines: Int, offset: UInt64?) -> Result<TailReport, CommandFailure> {
             .success(TailReport(journal: true))
         }
-        func shown(_ report: ShownReport, fresh: Bool) -> [Effect] { [] }
-        func raise(_ id: AppID, display: DisplayID?) {}
+        func shown(_ report: ShownReport, fresh: Bool, reporter: String?) -> [Effect] { [] }
+        func raise(_ id: AppID, display: DisplayID?, scene: SceneID?) {}
         func home(_ display: DisplayID?) {}
     }
 

@@ -104,6 +104,11 @@ void lc_front_record(lc_front *front, const char *app, const char *record);
 /// Monitors open now.
 size_t lc_front_monitors(const lc_front *front);
 
+/// What the daemon asks of a compositor that reports over the bus
+/// (ReportShown): a CompositorRequest signal with `request` (the JSON the
+/// socket's follower gets on its connection), to `destination` alone.
+int lc_front_to_reporter(lc_front *front, const char *destination, const char *request);
+
 /// The bus daemon takes no messages now (signals wait, gathered).
 int lc_front_stalled(lc_front *front);
 /// Before the process goes (an execve): held replies sent and what is

@@ -18,7 +18,7 @@ import LifecycleOS
 extension Daemon {
     func freeze(_ id: AppID) {
         guard let run = runs[id] else { return }
-        if let f = follower, f.lost, f.fronts.values.contains(where: { $0.hidden.contains(id) }) {
+        if let f = follower, f.lost, f.fronts.values.contains(where: { $0.hidden.contains { $0.app == id } }) {
             // Hidden when the follower was last heard: perhaps shown since.
             logger.info("\(id): not frozen while the compositor's follower is lost", metadata: ["app": "\(id)"])
             unseen.insert(id)

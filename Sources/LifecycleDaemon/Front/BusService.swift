@@ -62,6 +62,7 @@ final class BusService: RecordSink {
             case "Launch", "Activate", "OpenURL", "Home": "launch"
             case "Stop", "Kill", "Restart", "Signal", "Discard": "stop"
             case "Lock", "Unlock", "BeginInterruption": "display"
+            case "ReportShown": "launch"  // what it changes, activate changes
             case "Fetch", "Push": "wake"
             default: nil
             }
@@ -152,6 +153,17 @@ extension Daemon {
         case .success(let c): command = c
         }
         let caller = Self.caller(call)
+        if case .shown(let report, _, _) = command {
+            // Reported over the bus: this caller is the follower now, and what
+            // the daemon asks back goes to it as CompositorRequest signals.
+            let fresh = follower?.reporter != call.sender
+            switch front.execute(.shown(report, fresh: fresh, reporter: call.sender), from: caller) {
+            case .failure(let f): return BusErrors.answer(f)
+            case .success:
+                control?.forgetFollower()
+                return .done
+            }
+        }
         let before = Goal.of(request, before: statusReport(request.app.map { [$0] } ?? [], shown: false))
         let since = wallTime(now())
         switch front.execute(command, from: caller) {
@@ -249,7 +261,7 @@ extension Daemon {
         let commands: [String: ControlRequest.Command] = [
             "Launch": .launch, "Activate": .activate, "Stop": .stop, "Kill": .kill, "Restart": .restart,
             "Fetch": .fetch, "Push": .push, "Signal": .signal, "Home": .home, "Lock": .lock, "Unlock": .unlock,
-            "OpenURL": .open, "Discard": .discard, "BeginInterruption": .interruptionBegin,
+            "OpenURL": .open, "Discard": .discard, "BeginInterruption": .interruptionBegin, "ReportShown": .shown,
         ]
         guard let command = commands[call.verb] else { return .failure(BadCall(message: "unknown method \(call.verb)")) }
         var r = ControlRequest(command, app: call.app)
@@ -274,6 +286,11 @@ extension Daemon {
         case .push: r.payload = call.argument
         case .signal: r.signal = call.argument
         case .open: r.url = call.argument
+        case .shown:
+            // The same JSON document as the socket's `shown` (docs/protocol.md).
+            do { r.shown = try JSONDecoder().decode(ShownReport.self, from: Data((call.argument ?? "").utf8)) } catch {
+                return .failure(BadCall(message: "the report is not a shown report (docs/protocol.md): \(error)"))
+            }
         default: break
         }
         return .success(r)

@@ -63,7 +63,9 @@ enum Command: Sendable, Equatable {
     /// What the compositor shows, from its follower (Follower.swift);
     /// `fresh`: the first report on its connection (a follower started,
     /// or come back), whose count of requests carried out starts anew.
-    case shown(ShownReport, fresh: Bool = false)
+    /// `reporter`: the bus name of a compositor that reports over D-Bus
+    /// (nil: over the control socket).
+    case shown(ShownReport, fresh: Bool = false, reporter: String? = nil)
 
     /// Commands that change something need permission, and so does an
     /// app's output (it may hold what only its operators should read); the rest only read.
@@ -130,9 +132,9 @@ protocol CommandTarget: AnyObject {
     /// An app's recent output, or why there is none to show.
     func tail(_ id: AppID, lines: Int, offset: UInt64?) -> Result<TailReport, CommandFailure>
     /// A follower's report of what the compositor shows; the core's effects.
-    func shown(_ report: ShownReport, fresh: Bool) -> [Effect]
+    func shown(_ report: ShownReport, fresh: Bool, reporter: String?) -> [Effect]
     /// An activation was accepted: the compositor is asked to show the app.
-    func raise(_ id: AppID, display: DisplayID?)
+    func raise(_ id: AppID, display: DisplayID?, scene: SceneID?)
     /// A home was accepted: the compositor is asked to show the display's home.
     func home(_ display: DisplayID?)
 }
@@ -198,7 +200,7 @@ final class CommandFront {
             let input: Input =
                 scene == nil && display == nil ? .activate(id) : .activateScene(id, scene: scene, display: display)
             let result = outcome(target.submit(input))
-            if case .success = result { target.raise(id, display: display) }
+            if case .success = result { target.raise(id, display: display, scene: scene) }
             return result
         case .display(let d, let c):
             let result = outcome(target.submit(.display(d, c)))
@@ -211,7 +213,8 @@ final class CommandFront {
         case .fetch(let id): return outcome(target.submit(.fetch(id)))
         case .push(let id, let payload): return outcome(target.submit(.push(id, payload: payload)))
         case .open(let url): return outcome(target.submit(.openURL(url)))
-        case .shown(let report, let fresh): return outcome(target.shown(report, fresh: fresh))
+        case .shown(let report, let fresh, let reporter):
+            return outcome(target.shown(report, fresh: fresh, reporter: reporter))
         case .signal(let id, let number):
             if let why = target.sendSignal(id, number) { return outcome([.refused(why)]) }
             return .success(.done)

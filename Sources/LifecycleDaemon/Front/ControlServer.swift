@@ -285,7 +285,7 @@ final class ControlServer: RecordSink {
         case .success(let decoded): command = decoded
         case .failure(let failure): return .failure(failure.code, failure.message)
         }
-        if case .shown(let report, _) = command, front.permissions.mayChange(c.caller) {
+        if case .shown(let report, _, _) = command, front.permissions.mayChange(c.caller) {
             command = .shown(report, fresh: !c.compositor)
             for other in connections.values where other !== c { other.compositor = false }
             c.compositor = true  // the most recent follower's connection
@@ -348,6 +348,11 @@ final class ControlServer: RecordSink {
     }
 
     var wantsRecords: Bool { connections.values.contains { $0.following != nil } }
+
+    /// A compositor reports over D-Bus now: no connection here is its.
+    func forgetFollower() {
+        for c in connections.values { c.compositor = false }
+    }
 
     /// Asks the follower something (a raise, a home command); false when
     /// no follower is connected.

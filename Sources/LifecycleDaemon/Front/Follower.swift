@@ -1,3 +1,4 @@
+import Foundation
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
@@ -28,12 +29,18 @@ final class FollowerState {
     /// Fires when the next report is overdue.
     var timer: EventLoop.Source?
     /// An activation's raise asked while the follower was lost: sent when it is back.
-    var pendingRaise: (app: AppID, display: DisplayID?)?
+    var pendingRaise: (app: AppID, display: DisplayID?, scene: SceneID?)?
     /// Back from lost: the apps held while it was away are let go at the
     /// first report that counts.
     var backFromLost = false
     /// The processes that play through the session's sound server, as last reported.
     var playing: [Int32] = []
+    /// Windows of apps with scenes, each bound to the scene it shows (by
+    /// the window's key in the reports): one window, one scene.
+    var sceneOf: [String: (app: AppID, scene: SceneID)] = [:]
+    /// The bus name of a follower that reports over D-Bus (ReportShown):
+    /// what the daemon asks goes to it as signals. Nil: the control socket.
+    var reporter: String?
 
     init(source: String) { self.source = source }
 
@@ -54,8 +61,9 @@ final class FollowerState {
 
 extension Daemon {
     /// A report from the follower: the fronts it shows, to the core.
-    func shown(_ report: ShownReport, fresh: Bool) -> [Effect] {
+    func shown(_ report: ShownReport, fresh: Bool, reporter: String? = nil) -> [Effect] {
         let state = follower ?? FollowerState(source: report.source)
+        state.reporter = reporter
         if follower == nil {
             logger.notice("a compositor follower reports what is shown (\(report.source))")
             follower = state
@@ -68,7 +76,8 @@ extension Daemon {
         state.lastReport = wallTime(now())
         state.timer?.arm(at: loop.now + FollowerState.silence(report.interval))
 
-        let facts = windowFacts(report)
+        var facts = windowFacts(report)
+        bindScenes(report, &facts, state)
         state.windows = facts.count
         state.unmanaged = facts.filter { $0.app == nil }.count
         state.outputs = report.outputs
@@ -90,7 +99,7 @@ extension Daemon {
             // report, taken before, then changes no front).
             if let p = state.pendingRaise {
                 state.pendingRaise = nil
-                raise(p.app, display: p.display)
+                raise(p.app, display: p.display, scene: p.scene)
             }
         }
         // Taken before the compositor carried out what the daemon last asked:
@@ -139,6 +148,37 @@ extension Daemon {
         }
     }
 
+    /// One window, one scene, for apps with scenes: a window keeps the scene
+    /// it was bound to while both last; a new window (the oldest first:
+    /// the compositors' keys grow) is bound to its app's most recently
+    /// activated scene that no window shows, which is the scene the app
+    /// opened it for when it opens one window per scene as each connects.
+    /// A window with no scene left to take shows the app's most recent
+    /// scene on its display, as an app without scenes does.
+    func bindScenes(_ report: ShownReport, _ facts: inout [WindowFact], _ state: FollowerState) {
+        let present = Set(report.windows.map(\.id))
+        state.sceneOf = state.sceneOf.filter { key, bound in
+            present.contains(key) && supervisor.scenesByRecency(bound.app).contains(bound.scene)
+        }
+        let order = report.windows.indices.sorted {
+            (Int(report.windows[$0].id) ?? Int.max, $0) < (Int(report.windows[$1].id) ?? Int.max, $1)
+        }
+        for i in order {
+            guard let app = facts[i].app, manifests[app]?.policy.scenes == true else { continue }
+            let key = report.windows[i].id
+            if let bound = state.sceneOf[key], bound.app == app {
+                facts[i].scene = bound.scene
+                continue
+            }
+            let taken = Set(state.sceneOf.values.filter { $0.app == app }.map(\.scene))
+            if let free = supervisor.scenesByRecency(app).first(where: { !taken.contains($0) }) {
+                state.sceneOf[key] = (app, free)
+                facts[i].scene = free
+                logger.info("\(app)'s window \(key) shows its scene \(free)")
+            }
+        }
+    }
+
     /// The displays a report covers: each with an output in it (an output
     /// no display lists is the first display's), with its focus policy.
     func followedDisplays(_ outputs: [String]) -> [DisplayID: FocusPolicy] {
@@ -169,10 +209,16 @@ extension Daemon {
     /// focused window there; else its most recently focused one, moved).
     /// Nothing when no follower is there or the app has no window yet (sway
     /// focuses a new window itself).
-    func raise(_ id: AppID, display: DisplayID?) {
-        guard let state = follower, let windows = state.windowsOf[id], !windows.isEmpty else { return }
+    func raise(_ id: AppID, display: DisplayID?, scene: SceneID? = nil) {
+        guard let state = follower, var windows = state.windowsOf[id], !windows.isEmpty else { return }
+        // A scene named: its own window; none yet, none raised (a scene
+        // app opens it as the scene connects, and the compositor focuses it).
+        if let scene, manifests[id]?.policy.scenes == true {
+            windows = windows.filter { state.sceneOf[$0.id]?.scene == scene }
+            if windows.isEmpty { return }
+        }
         if state.lost {
-            state.pendingRaise = (id, display)
+            state.pendingRaise = (id, display, scene)
             logger.info("the compositor follower is silent: \(id)'s window is shown when it is back")
             return
         }
@@ -185,7 +231,7 @@ extension Daemon {
         var ask = ControlResponse(ok: true)
         ask.raise = RaiseRequest(
             window: window.id, output: output, sequence: state.asked + 1, offscreen: window.output == nil ? true : nil)
-        if control?.toFollower(ask) == true {
+        if toFollower(ask) {
             state.asked += 1
             logger.info("asking the compositor to show \(id)'s window \(window.id)\(output.map { " on \($0)" } ?? "")")
         }
@@ -201,11 +247,19 @@ extension Daemon {
         where (display == nil || display == d) && followed.contains(d) {
             var ask = ControlResponse(ok: true)
             ask.run = CompositorCommand(command: command, display: d, sequence: state.asked + 1)
-            if control?.toFollower(ask) == true {
+            if toFollower(ask) {
                 state.asked += 1
                 logger.info("asking the compositor to show \(d)'s home: \(command)")
             }
         }
+    }
+
+    /// A request to the follower, on its transport: its connection to the
+    /// control socket, or a CompositorRequest signal to its bus name.
+    func toFollower(_ ask: ControlResponse) -> Bool {
+        guard let reporter = follower?.reporter else { return control?.toFollower(ask) == true }
+        guard let bus, let data = try? JSONEncoder().encode(ask) else { return false }
+        return bus.front.toReporter(reporter, String(decoding: data, as: UTF8.self))
     }
 
     /// No report in time: shown `lost` in status, and nothing changes on
