@@ -11,7 +11,9 @@ import Foundation
 // image type (at most 8 types, 1 MiB each, 1 s each) and offers the
 // same types itself. After that the owner is the follower, which the
 // daemon never freezes, and the app that copied may be frozen with no
-// harm. A selection it cannot read in time stays where it was.
+// harm. A selection it cannot read in time stays where it was. The same
+// for the primary selection (what middle-click pastes), where the
+// compositor's data-control is version 2.
 
 public final class ClipboardKeeper {
     let wayland: WaylandConnection
@@ -20,11 +22,18 @@ public final class ClipboardKeeper {
     var manager: UInt32 = 0
     /// Offers announced, with their types, until a selection names one.
     var offers: [UInt32: [String]] = [:]
-    /// What the follower offers now: its source, and the data by type.
-    var source: UInt32 = 0
-    var kept: [(type: String, data: [UInt8])] = []
-    /// The next selection event is the one the follower just set.
-    var ownNext = false
+    /// The two selections: the clipboard, and the primary selection.
+    enum Which: Int { case clipboard = 0, primary = 1 }
+    struct Held {
+        /// What the follower offers now: its source, and the data by type.
+        var source: UInt32 = 0
+        var kept: [(type: String, data: [UInt8])] = []
+        /// The next selection event is the one the follower just set.
+        var ownNext = false
+    }
+    var held = [Held(), Held()]
+    /// The compositor's data-control has the primary selection (version 2).
+    var primary = false
     /// The selection there when the follower starts is left where it is:
     /// its owner may be frozen already, and a request to a frozen owner
     /// stays pending in the compositor (later transfers were seen to stall
@@ -50,7 +59,8 @@ public final class ClipboardKeeper {
             throw FollowError("the compositor offers no seat: the clipboard is not kept")
         }
         let seat = try wayland.bind(registry, s, 1)
-        manager = try wayland.bind(registry, m, 1)
+        primary = m.version >= 2
+        manager = try wayland.bind(registry, m, primary ? 2 : 1)
         device = wayland.newID()
         var a = WaylandConnection.Args()
         a.uint(device)
@@ -71,15 +81,9 @@ public final class ClipboardKeeper {
         if e.object == device {
             switch e.opcode {
             case 0: offers[e.uint()] = []  // data_offer(new_id)
-            case 1:  // selection(offer or null)
-                let offer = e.uint()
-                if ownNext || starting {
-                    ownNext = false
-                    forget(offer)
-                } else if offer != 0 {
-                    keep(offer)
-                }
+            case 1: selection(.clipboard, e.uint())  // selection(offer or null)
             case 2: throw FollowError("the compositor finished the data device", ended: true)
+            case 3: selection(.primary, e.uint())  // primary_selection(offer or null), version 2
             default: break
             }
             return
@@ -96,22 +100,32 @@ public final class ClipboardKeeper {
             }
             return
         }
-        if e.object == source {
+        if let w = held.firstIndex(where: { $0.source != 0 && $0.source == e.object }) {
             switch e.opcode {
             case 0:  // send(mime, fd): the data, written for whoever pastes
                 let type = e.string()
                 let fd = wayland.takeDescriptor()
                 if fd >= 0 {
-                    if let data = kept.first(where: { $0.type == type })?.data { Self.write(data, to: fd) }
+                    if let data = held[w].kept.first(where: { $0.type == type })?.data { Self.write(data, to: fd) }
                     close(fd)
                 }
             case 1:  // cancelled: someone else copied
-                try? wayland.send(source, 1)  // destroy
-                retired.insert(source)
-                source = 0
-                kept = []
+                try? wayland.send(e.object, 1)  // destroy
+                retired.insert(e.object)
+                held[w] = Held()
             default: break
             }
+        }
+    }
+
+    /// A new selection (clipboard or primary): kept, unless it is the
+    /// follower's own or was there when it started.
+    func selection(_ which: Which, _ offer: UInt32) {
+        if held[which.rawValue].ownNext || starting {
+            held[which.rawValue].ownNext = false
+            forget(offer)
+        } else if offer != 0 {
+            keep(offer, which)
         }
     }
 
@@ -121,7 +135,7 @@ public final class ClipboardKeeper {
     }
 
     /// Reads the selection's data and offers it as the follower's own.
-    func keep(_ offer: UInt32) {
+    func keep(_ offer: UInt32, _ which: Which) {
         let types = (offers[offer] ?? []).filter(Self.worthKeeping).prefix(Self.typeLimit)
         var data: [(type: String, data: [UInt8])] = []
         for type in types {
@@ -129,17 +143,18 @@ public final class ClipboardKeeper {
             guard let d = read(offer, type) else { break }
             if !d.isEmpty { data.append((type, d)) }
         }
-        for (id, _) in offers where id != offer { forget(id) }
         forget(offer)
+        let what = which == .primary ? "the primary selection's" : "the clipboard's"
         guard !data.isEmpty else {
-            return say("the clipboard's data could not be read (\(types.count) types offered): it stays with its owner")
+            return say("\(what) data could not be read (\(types.count) types offered): it stays with its owner")
         }
         do {
-            if source != 0 {
-                try wayland.send(source, 1)  // destroy the one before
-                retired.insert(source)
+            let old = held[which.rawValue].source
+            if old != 0 {
+                try wayland.send(old, 1)  // destroy the one before
+                retired.insert(old)
             }
-            source = wayland.newID()
+            let source = wayland.newID()
             var a = WaylandConnection.Args()
             a.uint(source)
             try wayland.send(manager, 0, a)  // create_data_source(new_id)
@@ -150,9 +165,8 @@ public final class ClipboardKeeper {
             }
             var s = WaylandConnection.Args()
             s.uint(source)
-            try wayland.send(device, 0, s)  // set_selection(source)
-            kept = data
-            ownNext = true
+            try wayland.send(device, which == .primary ? 2 : 0, s)  // set_selection / set_primary_selection(source)
+            held[which.rawValue] = Held(source: source, kept: data, ownNext: true)
         } catch {
             say("keeping the clipboard: \(error)")
         }
