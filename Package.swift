@@ -120,7 +120,8 @@ let package = Package(
         .testTarget(
             name: "LifecycleDaemonTests",
             dependencies: [
-                "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire", "LifecycleTestKit",
+                "LifecycleDaemon", "LifecycleOS", "LifecycleControl", "LifecycleCore", "LifecycleWire",
+                "LifecycleTestKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ], swiftSettings: strict),
@@ -138,14 +139,16 @@ let package = Package(
         .executableTarget(
             name: "lifecycled-bench",
             dependencies: [
-                "LifecycleTestKit", "LifecycleControl", "LifecycleOS", "CLifecycleShim", "LifecycleWire", "LifecycleCore",
+                "LifecycleTestKit", "LifecycleControl", "LifecycleOS", "CLifecycleShim", "LifecycleWire",
+                "LifecycleCore",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ], path: "Benchmarks",
             // Benchmarks/memory is a C + Python harness (hog.c, reaction.py), memory-vm/ the same in a
             // virtual machine (make bench-memory-vm), Benchmarks/systemd a script run inside
             // systemd-nspawn (make bench-systemd), hostile/, output/, status/, dbus/, focus/ and lib/ Python: not
             // this target.
-            exclude: ["memory", "memory-vm", "systemd", "hostile", "output", "status", "lib", "dbus", "focus"], swiftSettings: strict),
+            exclude: ["memory", "memory-vm", "systemd", "hostile", "output", "status", "lib", "dbus", "focus"],
+            swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [

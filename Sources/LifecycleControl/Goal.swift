@@ -104,7 +104,8 @@ extension Goal {
     public func outcome(_ r: StatusReport, since: Double) -> Outcome? {
         if reached(r) { return .done }
         guard let f = failure(r, since: since) else { return nil }
-        let user = f.reason == TerminationCode.stoppedByUser.rawValue || f.reason == TerminationCode.killedByUser.rawValue
+        let user =
+            f.reason == TerminationCode.stoppedByUser.rawValue || f.reason == TerminationCode.killedByUser.rawValue
         return user ? .superseded(f) : .failed(f)
     }
 

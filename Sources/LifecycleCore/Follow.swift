@@ -155,7 +155,8 @@ public enum Follow {
                 case .display: seat ?? visible.last
                 }
             fronts[display] = ShownFront(
-                visible: visible, hidden: hidden, focused: focused, overlaid: overlaid.contains(display), locked: locked)
+                visible: visible, hidden: hidden, focused: focused, overlaid: overlaid.contains(display), locked: locked
+            )
         }
         return fronts
     }

@@ -52,7 +52,9 @@ public struct Foreground: Sendable, Equatable, Codable {
         self.slots = slots
     }
 
-    private enum CodingKeys: String, CodingKey { case name, slots, scenes, apps, interruptions, locked, followed, focus, overlaid, sessionLocked }
+    private enum CodingKeys: String, CodingKey {
+        case name, slots, scenes, apps, interruptions, locked, followed, focus, overlaid, sessionLocked
+    }
 
     /// A front saved before displays (0.14 and earlier) had no name and
     /// held apps: each is its app's main scene on the default display.
@@ -132,7 +134,8 @@ public struct Foreground: Sendable, Equatable, Codable {
     /// rest keep their place; `focus` is the one active scene, unless the
     /// display is `overlaid`; `sessionLocked` the session's lock.
     mutating func show(
-        _ shown: [SceneRef], hidden: Set<SceneRef>, focus: SceneRef?, overlaid: Bool = false, sessionLocked: Bool = false
+        _ shown: [SceneRef], hidden: Set<SceneRef>, focus: SceneRef?, overlaid: Bool = false,
+        sessionLocked: Bool = false
     ) {
         scenes.removeAll { hidden.contains($0) || shown.contains($0) }
         scenes.append(contentsOf: shown)

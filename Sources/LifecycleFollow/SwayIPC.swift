@@ -51,7 +51,9 @@ final class SwayConnection {
     /// The next message: its type and payload.
     func receive() throws(FollowError) -> (type: UInt32, payload: [UInt8]) {
         let header = try read(14)
-        guard header.starts(with: Array("i3-ipc".utf8)) else { throw FollowError("sway sent something that is not i3-ipc") }
+        guard header.starts(with: Array("i3-ipc".utf8)) else {
+            throw FollowError("sway sent something that is not i3-ipc")
+        }
         let length = header[6..<10].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
         let type = header[10..<14].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
         guard length <= 64 << 20 else { throw FollowError("sway sent a message of \(length) bytes") }
@@ -204,7 +206,9 @@ public final class SwaySource: FocusSource {
     /// Out of the scratchpad if it is there, moved to `output` when given,
     /// then focused (which shows its workspace).
     public func raise(_ r: RaiseRequest) {
-        guard let id = Int(r.window) else { return say("the daemon asked to raise window '\(r.window)', not one of sway's") }
+        guard let id = Int(r.window) else {
+            return say("the daemon asked to raise window '\(r.window)', not one of sway's")
+        }
         var commands: [String] = []
         if r.offscreen == true { commands.append("[con_id=\(id)] scratchpad show") }
         if let output = r.output { commands.append("[con_id=\(id)] move container to output \(output)") }

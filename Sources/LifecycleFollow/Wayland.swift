@@ -123,7 +123,9 @@ final class WaylandConnection {
         var fds = [Int32](repeating: -1, count: 28)
         var count: Int32 = 0
         let n = chunk.withUnsafeMutableBytes { buf in
-            fds.withUnsafeMutableBufferPointer { lc_recv_with_fds(fd, buf.baseAddress, UInt(buf.count), $0.baseAddress, 28, &count) }
+            fds.withUnsafeMutableBufferPointer {
+                lc_recv_with_fds(fd, buf.baseAddress, UInt(buf.count), $0.baseAddress, 28, &count)
+            }
         }
         passed += fds.prefix(Int(count))
         if n < 0 && (errno == EAGAIN || errno == EINTR) { return [] }
@@ -239,7 +241,9 @@ public final class WlrSource: FocusSource {
             throw FollowError("the compositor offers no zwlr_foreign_toplevel_manager_v1")
         }
         for g in globals where g.interface == "wl_output" {
-            guard g.version >= 4 else { throw FollowError("the compositor's wl_output is version \(g.version): 4 names outputs") }
+            guard g.version >= 4 else {
+                throw FollowError("the compositor's wl_output is version \(g.version): 4 names outputs")
+            }
             outputs.append((try bind(g, 4), ""))
         }
         if let s = globals.first(where: { $0.interface == "wl_seat" }) { seat = try bind(s, 1) }

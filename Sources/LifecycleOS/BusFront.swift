@@ -89,7 +89,9 @@ public final class BusFront {
         polkitAction: @escaping (Request) -> String? = { _ in nil }, handle: @escaping (Request) -> Answer,
         connected: @escaping () -> Void, log: @escaping (Int32, String) -> Void
     ) throws(SystemError) {
-        guard let event = loop.event else { throw SystemError("lc_front_open", "a loop driven by hand", errno: .invalidArgument) }
+        guard let event = loop.event else {
+            throw SystemError("lc_front_open", "a loop driven by hand", errno: .invalidArgument)
+        }
         self.handle = handle
         self.polkitAction = polkitAction
         self.connected = connected
@@ -122,7 +124,6 @@ public final class BusFront {
         lastError = (nil, nil)  // frees the last pair
         for a in actions.values { free(a) }
     }
-
 
     private static func request(_ r: lc_front_request) -> Request {
         func string(_ p: UnsafePointer<CChar>?) -> String? { p.map { String(cString: $0) } }

@@ -12,16 +12,22 @@ public final class PipeWireSession {
     private var children: [(pid: Int32, pidfd: Int32)] = []
 
     public init(dir: String, user: String = "nobody") throws {
-        for tool in ["/usr/bin/pipewire", "/usr/bin/wireplumber", "/usr/bin/pw-cli", "/usr/bin/pw-dump", "/usr/bin/dbus-run-session"]
+        for tool in [
+            "/usr/bin/pipewire", "/usr/bin/wireplumber", "/usr/bin/pw-cli", "/usr/bin/pw-dump",
+            "/usr/bin/dbus-run-session",
+        ]
         where !Posix.exists(tool) {
-            throw TestFailure("\(tool) is not installed (scripts/install-deps.sh installs pipewire, wireplumber, pipewire-bin)")
+            throw TestFailure(
+                "\(tool) is not installed (scripts/install-deps.sh installs pipewire, wireplumber, pipewire-bin)")
         }
         self.dir = dir
         self.user = user
         try spawn(["/usr/bin/pipewire"], log: "pipewire.log")
         let deadline = Date().addingTimeInterval(20)
         while !Posix.exists(dir + "/pipewire-0") {
-            guard Date() < deadline else { throw TestFailure("PipeWire did not start within 20 s: \(log("pipewire.log"))") }
+            guard Date() < deadline else {
+                throw TestFailure("PipeWire did not start within 20 s: \(log("pipewire.log"))")
+            }
             usleep(10_000)
         }
         try spawn(["/usr/bin/dbus-run-session", "--", "/usr/bin/wireplumber"], log: "wireplumber.log")
@@ -29,7 +35,8 @@ public final class PipeWireSession {
             { factory.name=support.null-audio-sink node.name=lifecycled-test-sink media.class=Audio/Sink \
             object.linger=true audio.position=[FL FR] }
             """
-        let (code, _, err) = try run(asUser(user, ["/usr/bin/pw-cli", "create-node", "adapter", sink]), environment: environment)
+        let (code, _, err) = try run(
+            asUser(user, ["/usr/bin/pw-cli", "create-node", "adapter", sink]), environment: environment)
         guard code == 0 else { throw TestFailure("pw-cli create-node: \(err)") }
         // Ready when WirePlumber has connected (it links streams to the sink).
         while try !run(asUser(user, ["/usr/bin/pw-dump"]), environment: environment).1.contains("\"WirePlumber\"") {
@@ -51,7 +58,8 @@ public final class PipeWireSession {
         let full = asUser(user, argv)
         let p = try Spawner.spawn(
             SpawnRequest(
-                executable: full[0], arguments: Array(full.dropFirst()), environment: environment, workingDirectory: dir,
+                executable: full[0], arguments: Array(full.dropFirst()), environment: environment,
+                workingDirectory: dir,
                 group: AppProcessGroup(), inherit: [(fd, 1), (fd, 2)]))
         children.append((p.pid, p.pidfd))
     }

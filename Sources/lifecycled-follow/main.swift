@@ -24,13 +24,20 @@ struct FollowCommand: ParsableCommand {
     @Option(help: "Control socket of lifecycled (default: $LIFECYCLED_SOCKET or /run/lifecycled/control.sock).")
     var socket: String?
 
-    @Option(help: "Where windows come from: sway (its IPC, with each window's process), wlr (wlr-foreign-toplevel: apps matched by their manifest's app_id), or auto (sway when $SWAYSOCK or --sway-socket is given, else wlr).")
+    @Option(
+        help:
+            "Where windows come from: sway (its IPC, with each window's process), wlr (wlr-foreign-toplevel: apps matched by their manifest's app_id), or auto (sway when $SWAYSOCK or --sway-socket is given, else wlr)."
+    )
     var source: Source = .auto
 
     @Option(name: .customLong("sway-socket"), help: "sway's IPC socket (default: $SWAYSOCK).")
     var swaySocket: String?
 
-    @Option(name: .customLong("wayland-display"), help: "The Wayland display, for the wlr source, for keeping the clipboard and, with sway, for seeing at once a launcher take the keyboard (default: $WAYLAND_DISPLAY).")
+    @Option(
+        name: .customLong("wayland-display"),
+        help:
+            "The Wayland display, for the wlr source, for keeping the clipboard and, with sway, for seeing at once a launcher take the keyboard (default: $WAYLAND_DISPLAY)."
+    )
     var waylandDisplay: String?
 
     @Option(help: "Seconds between reports when nothing changes (the daemon calls a follower lost after twice this).")
@@ -41,12 +48,16 @@ struct FollowCommand: ParsableCommand {
 
     @Flag(
         inversion: .prefixedNo,
-        help: "Keep the clipboard: take every new selection over, so that freezing the app that copied never hangs a paste (wlr-data-control; needs the Wayland display).")
+        help:
+            "Keep the clipboard: take every new selection over, so that freezing the app that copied never hangs a paste (wlr-data-control; needs the Wayland display)."
+    )
     var keepClipboard = true
 
     @Flag(
         inversion: .prefixedNo,
-        help: "Follow the session's lock: while logind says it is locked (LockedHint, set by the screen locker), so are the followed displays.")
+        help:
+            "Follow the session's lock: while logind says it is locked (LockedHint, set by the screen locker), so are the followed displays."
+    )
     var followLock = true
 
     @Flag(
@@ -80,7 +91,8 @@ struct FollowCommand: ParsableCommand {
                 focus = try SwaySource(socket: sway, hints: hints, say: say)
             case .wlr:
                 guard let display = waylandDisplay ?? env["WAYLAND_DISPLAY"] else {
-                    throw ValidationError("no Wayland display: give --wayland-display or run in the session ($WAYLAND_DISPLAY)")
+                    throw ValidationError(
+                        "no Wayland display: give --wayland-display or run in the session ($WAYLAND_DISPLAY)")
                 }
                 focus = try WlrSource(display: display, say: say)
             }

@@ -38,7 +38,8 @@ import Testing
     /// The Python shell (Tests/dbus/shell.py): each step's outcome, the
     /// signals it saw, the snapshots before and after.
     static func shell(_ bus: PrivateBus, _ steps: [String]) throws -> [String: Any] {
-        let (code, out, err) = try run(["/usr/bin/python3", repositoryRoot + "/Tests/dbus/shell.py", bus.address] + steps)
+        let (code, out, err) = try run(
+            ["/usr/bin/python3", repositoryRoot + "/Tests/dbus/shell.py", bus.address] + steps)
         guard code == 0, let json = try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any] else {
             throw TestFailure("shell.py failed (\(code)): \(err)")
         }
@@ -212,7 +213,9 @@ import Testing
         let s = scratch()
         let (bus, d) = try Self.daemon(["a": recorder(s + "/a")])
         let manager = Self.name + ".Manager"
-        #expect(try Self.error(bus, Self.root, manager + ".GetApp", ["nope"]).contains("Lifecycle1.Error.NoSuchApp: unknown app 'nope'"))
+        #expect(
+            try Self.error(bus, Self.root, manager + ".GetApp", ["nope"]).contains(
+                "Lifecycle1.Error.NoSuchApp: unknown app 'nope'"))
         let bogus = try Self.error(bus, Self.root + "/app/a", Self.name + ".App.Launch", ["{'bogus': <true>}"])
         #expect(bogus.contains("org.freedesktop.DBus.Error.InvalidArgs: unknown option 'bogus'"), "\(bogus)")
         let wrongType = try Self.error(bus, Self.root + "/app/a", Self.name + ".App.Activate", ["{'scene': <1>}"])
@@ -240,8 +243,12 @@ import Testing
         #expect(denied != 0 && why.contains("ccess denied"), "\(why)")
         #expect(try d.status("a").state == .notRunning)
         let member = try run(
-            asUser("nobody", groups: "daemon", ["/usr/bin/busctl",
-             "--address=\(bus.address)", "call", Self.name, app, Self.name + ".App", "Launch", "a{sv}", "0"]))
+            asUser(
+                "nobody", groups: "daemon",
+                [
+                    "/usr/bin/busctl",
+                    "--address=\(bus.address)", "call", Self.name, app, Self.name + ".App", "Launch", "a{sv}", "0",
+                ]))
         #expect(member.0 == 0, "a member of the control group was refused: \(member.2)")
         try waitUntil("a runs") { try d.status("a").state != .notRunning }
         #expect(try d.stop() == 0)
@@ -284,7 +291,8 @@ import Testing
         let reload = "exec:\(binary("supervisorctl")) reload --socket \(d.socket)"
         let quiet = try Self.shell(bus, [reload])
         #expect(quiet["results"] as? [[String]] == [["ran", "0"]])
-        #expect((quiet["signals"] as? [Any])?.isEmpty == true, "a reload that changed nothing: \(quiet["signals"] ?? "")")
+        #expect(
+            (quiet["signals"] as? [Any])?.isEmpty == true, "a reload that changed nothing: \(quiet["signals"] ?? "")")
 
         try recorder(s + "/c").write(toFile: d.dir + "/apps/c.toml", atomically: true, encoding: .utf8)
         unlink(d.dir + "/apps/b.toml")
@@ -292,7 +300,9 @@ import Testing
         let signals = (changed["signals"] as? [[String: Any]] ?? []).map {
             "\($0["signal"] ?? "") \(($0["path"] as? String ?? "").split(separator: "/").last ?? "")"
         }
-        #expect(signals == ["InterfacesRemoved b", "InterfacesAdded c"] || signals == ["InterfacesAdded c", "InterfacesRemoved b"], "\(signals)")
+        #expect(
+            signals == ["InterfacesRemoved b", "InterfacesAdded c"]
+                || signals == ["InterfacesAdded c", "InterfacesRemoved b"], "\(signals)")
         #expect(try Self.call(bus, Self.root, "Manager", "GetApp", ["s", "c"]).0 == 0)
         #expect(try Self.call(bus, Self.root, "Manager", "GetApp", ["s", "b"]).0 != 0)
         let list = try Self.call(bus, Self.root, "Manager", "ListApps")
@@ -316,11 +326,16 @@ import Testing
             ["call", Self.name, Self.root, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects"], user: "nobody")
         #expect(objects.0 == 0, "\(objects.2)")
         let (_, _, denied) = try Self.asNobody(bus, app, Self.name + ".App.Launch")
-        #expect(denied.contains("permission denied: 'launch' needs root"), "the daemon refused it, not the bus: \(denied)")
+        #expect(
+            denied.contains("permission denied: 'launch' needs root"), "the daemon refused it, not the bus: \(denied)")
         let own = try run(
-            asUser("nobody", ["/usr/bin/python3", "-c",
-             "import dbus, sys; b = dbus.bus.BusConnection(sys.argv[1]); b.request_name('io.lifecycled.Lifecycle1')",
-             bus.address]))
+            asUser(
+                "nobody",
+                [
+                    "/usr/bin/python3", "-c",
+                    "import dbus, sys; b = dbus.bus.BusConnection(sys.argv[1]); b.request_name('io.lifecycled.Lifecycle1')",
+                    bus.address,
+                ]))
         #expect(own.0 != 0 && own.2.contains("AccessDenied"), "nobody may not own the name: \(own)")
         // Every interface reaches the daemon: a display's, a scene's, a monitor's.
         #expect(try d.ctl(["activate", "a"]).0 == 0)
@@ -331,15 +346,18 @@ import Testing
             let refused = try Self.asNobody(bus, path, method)
             #expect(refused.2.contains("permission denied"), "\(method): the daemon decides, not the bus: \(refused.2)")
         }
-        let monitor = try run(asUser("nobody", [
-            "/usr/bin/python3", "-c",
-            """
-            import dbus, sys
-            n, b = "\(Self.name)", dbus.bus.BusConnection(sys.argv[1])
-            m = b.get_object(n, "\(Self.root)").CreateMonitor(dbus.Dictionary({}, signature="sv"), dbus_interface=n + ".Manager")
-            b.get_object(n, m).Close(dbus_interface=n + ".Monitor")
-            """, bus.address,
-        ]))
+        let monitor = try run(
+            asUser(
+                "nobody",
+                [
+                    "/usr/bin/python3", "-c",
+                    """
+                    import dbus, sys
+                    n, b = "\(Self.name)", dbus.bus.BusConnection(sys.argv[1])
+                    m = b.get_object(n, "\(Self.root)").CreateMonitor(dbus.Dictionary({}, signature="sv"), dbus_interface=n + ".Manager")
+                    b.get_object(n, m).Close(dbus_interface=n + ".Monitor")
+                    """, bus.address,
+                ]))
         #expect(monitor.0 == 0, "nobody may watch and close its monitor: \(monitor.2)")
         #expect(try Self.call(bus, app, "App", "Stop", ["a{sv}", "0"]).0 == 0, "root may")
         #expect(try d.stop() == 0)
@@ -347,7 +365,10 @@ import Testing
 
     /// A call as nobody, with gdbus (which names the error it gets).
     static func asNobody(_ bus: PrivateBus, _ path: String, _ method: String) throws -> (Int32, String, String) {
-        try run(asUser("nobody", ["/usr/bin/gdbus", "call", "--address", bus.address, "-d", name, "-o", path, "-m", method, "{}"]))
+        try run(
+            asUser(
+                "nobody",
+                ["/usr/bin/gdbus", "call", "--address", bus.address, "-d", name, "-o", path, "-m", method, "{}"]))
     }
 
     /// polkit decides for callers who are neither root nor in the control
@@ -381,8 +402,13 @@ import Testing
         #expect(try d.status("b").state == .notRunning && d.status("a").state == .active)
         // The control group needs no polkit.
         let member = try run(
-            asUser("nobody", groups: "daemon", ["/usr/bin/busctl",
-             "--address=\(bus.address)", "call", Self.name, Self.root + "/app/b", Self.name + ".App", "Launch", "a{sv}", "0"]))
+            asUser(
+                "nobody", groups: "daemon",
+                [
+                    "/usr/bin/busctl",
+                    "--address=\(bus.address)", "call", Self.name, Self.root + "/app/b", Self.name + ".App", "Launch",
+                    "a{sv}", "0",
+                ]))
         #expect(member.0 == 0, "\(member.2)")
         #expect(try d.stop() == 0)
 
@@ -401,7 +427,9 @@ import Testing
     /// refuses, saying polkit is not running; the control group may either way.
     @Test func withoutPolkitdAutoFallsBackAndPolkitRefuses() throws {
         let s = scratch()
-        for (mode, expected) in [("auto", "needs root or membership of the control group"), ("polkit", "polkit is not running")] {
+        for (mode, expected) in [
+            ("auto", "needs root or membership of the control group"), ("polkit", "polkit is not running"),
+        ] {
             let bus = try PrivateBus()
             let d = try DaemonUnderTest(
                 apps: ["a": recorder(s + "/a-\(mode)")],
@@ -411,9 +439,14 @@ import Testing
             let nobody = try Self.asNobody(bus, Self.root + "/app/a", Self.name + ".App.Activate")
             #expect(nobody.2.contains("AccessDenied") && nobody.2.contains(expected), "\(mode): \(nobody.2)")
             let member = try run(
-                asUser("nobody", groups: "daemon", ["/usr/bin/busctl",
-                 "--address=\(bus.address)", "call", Self.name, Self.root + "/app/a", Self.name + ".App", "Launch",
-                 "a{sv}", "0"]))
+                asUser(
+                    "nobody", groups: "daemon",
+                    [
+                        "/usr/bin/busctl",
+                        "--address=\(bus.address)", "call", Self.name, Self.root + "/app/a", Self.name + ".App",
+                        "Launch",
+                        "a{sv}", "0",
+                    ]))
             #expect(member.0 == 0, "\(mode): \(member.2)")
             #expect(try d.stop() == 0)
         }
@@ -432,8 +465,10 @@ import Testing
         chmod(d.dir, 0o755)
         try bus.waitForName()
         let (code, out, err) = try run(
-            ["/usr/bin/python3", repositoryRoot + "/Tests/dbus/flood.py", bus.address, "\(polkit.pid)",
-             Self.root + "/app/a", "40"])
+            [
+                "/usr/bin/python3", repositoryRoot + "/Tests/dbus/flood.py", bus.address, "\(polkit.pid)",
+                Self.root + "/app/a", "40",
+            ])
         #expect(code == 0, "\(err)")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])
         let early = json["early"] as? [String] ?? []
@@ -452,7 +487,8 @@ import Testing
         let s = scratch()
         let (bus, d) = try Self.daemon(["a": recorder(s + "/a"), "b": recorder(s + "/b")])
         #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
-        let script = "\(binary("supervisorctl")) activate a --socket \(d.socket) && \(binary("supervisorctl")) home --socket \(d.socket)"
+        let script =
+            "\(binary("supervisorctl")) activate a --socket \(d.socket) && \(binary("supervisorctl")) home --socket \(d.socket)"
         let (code, out, err) = try run(
             ["/usr/bin/python3", repositoryRoot + "/Tests/dbus/monitor.py", bus.address, "a", "/bin/sh", "-c", script])
         #expect(code == 0, "\(err)")
@@ -474,7 +510,9 @@ import Testing
         #expect((json["again"] as? String ?? "").contains("/monitor/"), "one closed makes room for another")
         // Its owner gone, the monitors end, and the daemon serves on (an
         // owner's end once left sd-bus re-dispatching the tracker for ever).
-        let after = try bus.busctl(["--timeout=5", "call", Self.name, Self.root, Self.name + ".Manager", "GetApp", "s", "a"])
+        let after = try bus.busctl([
+            "--timeout=5", "call", Self.name, Self.root, Self.name + ".Manager", "GetApp", "s", "a",
+        ])
         #expect(after.0 == 0, "\(after.2)")
         #expect(try d.stop() == 0)
     }
@@ -491,7 +529,10 @@ import Testing
         let (bus, d) = try Self.daemon(["a": recorder(s + "/a")])
         #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
         let (code, out, err) = try run(
-            ["/usr/bin/python3", repositoryRoot + "/Tests/dbus/lost.py", bus.address, "\(bus.pid)", d.socket, "a", "150"])
+            [
+                "/usr/bin/python3", repositoryRoot + "/Tests/dbus/lost.py", bus.address, "\(bus.pid)", d.socket, "a",
+                "150",
+            ])
         #expect(code == 0, "\(err)")
         let json = try #require(try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: [[Any]]])
         #expect(json.count == 8)
@@ -568,7 +609,8 @@ import Testing
         #expect(try property(Self.root + "/display/cluster", "Display", "Front") == "as 1 \"s/map\"")
         #expect(try property(app, "App", "Scenes") == "as 1 \"map\"")
 
-        let notHere = try Self.error(bus, Self.root + "/display/cluster", Self.name + ".Display.Home", ["{'display': <'centre'>}"])
+        let notHere = try Self.error(
+            bus, Self.root + "/display/cluster", Self.name + ".Display.Home", ["{'display': <'centre'>}"])
         #expect(notHere.contains("InvalidArgs: option 'display' is the object's own here"), "\(notHere)")
         let lock = try operation(Self.call(bus, Self.root + "/display/cluster", "Display", "Lock", ["a{sv}", "0"]))
         #expect(try wait(lock) == "ss \"done\" \"\"")
@@ -579,7 +621,9 @@ import Testing
 
         let discard = try operation(Self.call(bus, scene, "Scene", "Discard", ["a{sv}", "0"]))
         #expect(try wait(discard) == "ss \"done\" \"\"")
-        let objects = try bus.busctl(["call", Self.name, Self.root, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects"])
+        let objects = try bus.busctl([
+            "call", Self.name, Self.root, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects",
+        ])
         #expect(!objects.1.contains("/scene/map"), "the discarded scene's object is gone")
         #expect(try d.status("s").scenes?.contains { $0.name == "map" } != true)
         #expect(try d.stop() == 0)
@@ -602,9 +646,13 @@ import Testing
         _ = try f.state("a", "suspended")
         #expect(try d.status("a").frozen == true)
         bus.pause(false)
-        let state = try bus.busctl(["--timeout=10", "get-property", Self.name, Self.root + "/app/a", Self.name + ".App", "State"])
+        let state = try bus.busctl([
+            "--timeout=10", "get-property", Self.name, Self.root + "/app/a", Self.name + ".App", "State",
+        ])
         #expect(state.1.contains("\"suspended\""), "\(state)")
-        let frozen = try bus.busctl(["--timeout=10", "get-property", Self.name, Self.root + "/app/a", Self.name + ".App", "Frozen"])
+        let frozen = try bus.busctl([
+            "--timeout=10", "get-property", Self.name, Self.root + "/app/a", Self.name + ".App", "Frozen",
+        ])
         #expect(frozen.1.contains("true"), "\(frozen)")
         #expect(try d.stop() == 0)
     }
@@ -713,7 +761,9 @@ import Testing
             "Kill:p", "Launch:a", "Activate:a",
         ]
         let out = try Self.shell(bus, steps)
-        #expect(out["results"] as? [[String]] == Array(repeating: ["done", ""], count: steps.count), "\(out["results"] ?? "")")
+        #expect(
+            out["results"] as? [[String]] == Array(repeating: ["done", ""], count: steps.count),
+            "\(out["results"] ?? "")")
         for app in ["a", "p"] {
             let log = lines(s + "/" + app)
             #expect(legalOrder(log) == nil, "\(app): \(legalOrder(log) ?? "")")
@@ -740,7 +790,8 @@ import Testing
         let page = try String(contentsOfFile: repositoryRoot + "/docs/dbus.md", encoding: .utf8)
         let start = try #require(page.range(of: "## A shell in C (sd-bus)\n\n```c\n"))
         let end = try #require(page[start.upperBound...].range(of: "```"))
-        try String(page[start.upperBound..<end.lowerBound]).write(toFile: s + "/shell.c", atomically: true, encoding: .utf8)
+        try String(page[start.upperBound..<end.lowerBound]).write(
+            toFile: s + "/shell.c", atomically: true, encoding: .utf8)
         let flags = try run(["/usr/bin/pkg-config", "--cflags", "--libs", "libsystemd"]).1
             .split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
         let cc = try run(["/usr/bin/gcc", "-Wall", "-Werror", "-o", s + "/shell", s + "/shell.c"] + flags)
@@ -789,7 +840,9 @@ import Testing
             #expect(try d.ctl(["activate", "b"]).0 == 0)
         }
         _ = try f.acknowledged("b", "didBecomeActive")
-        let state = try bus.busctl(["--timeout=10", "get-property", Self.name, Self.root + "/app/b", Self.name + ".App", "State"])
+        let state = try bus.busctl([
+            "--timeout=10", "get-property", Self.name, Self.root + "/app/b", Self.name + ".App", "State",
+        ])
         #expect(state.1.contains("\"active\""), "\(state)")
         kill(stuck.processIdentifier, SIGKILL)
         stuck.waitUntilExit()

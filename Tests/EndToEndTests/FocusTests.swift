@@ -160,7 +160,9 @@ import Testing
         #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
         _ = try Self.window(sway, d, "a")
         try waitUntil("a active") { try Self.state(d, "a") == "active" }
-        func overlay() throws -> Bool? { try d.command(ControlRequest(.status)).status?.daemon.displays?.first?.overlay }
+        func overlay() throws -> Bool? {
+            try d.command(ControlRequest(.status)).status?.daemon.displays?.first?.overlay
+        }
         #expect(try overlay() == nil)
 
         let launcher = try Running(
@@ -193,7 +195,8 @@ import Testing
     @Test func eachWindowOfASceneAppIsOneScene() throws {
         let sway = try HeadlessSway()
         let env = [
-            "WAYLAND_DISPLAY": sway.display, "XDG_RUNTIME_DIR": sway.dir, "RECORDER_SCENE_WINDOW": "/usr/bin/weston-flower",
+            "WAYLAND_DISPLAY": sway.display, "XDG_RUNTIME_DIR": sway.dir,
+            "RECORDER_SCENE_WINDOW": "/usr/bin/weston-flower",
         ].map { "\($0.key) = \"\($0.value)\"" }.sorted().joined(separator: "\n")
         let d = try DaemonUnderTest(apps: [
             "s": recorder(
@@ -206,7 +209,9 @@ import Testing
         func scene(_ name: String) throws -> SceneStatus? { try d.status("s").scenes?.first { $0.name == name } }
         func window(of scene: String) throws -> Int? {
             d.daemonLog.split(separator: "\n").compactMap { line -> Int? in
-                guard line.contains("shows its scene \(scene)"), let r = line.range(of: "s's window ") else { return nil }
+                guard line.contains("shows its scene \(scene)"), let r = line.range(of: "s's window ") else {
+                    return nil
+                }
                 return Int(line[r.upperBound...].prefix { $0.isNumber })
             }.last
         }
@@ -267,7 +272,9 @@ import Testing
 
         // Activated: its workspace shown, its window focused; the compositor says so.
         #expect(try d.ctl(["activate", "b"]).0 == 0)
-        try waitUntil("sway shows b focused") { try sway.windows().contains { $0.id == b.id && $0.focused && $0.visible } }
+        try waitUntil("sway shows b focused") {
+            try sway.windows().contains { $0.id == b.id && $0.focused && $0.visible }
+        }
         try waitUntil("b active") { try Self.state(d, "b") == "active" }
 
         // To the cluster: moved to its output, focused there.
@@ -304,7 +311,9 @@ import Testing
         try waitUntil("b frozen") { try d.status("b").frozen == true }
         #expect(try d.status("b").window == "hidden")
         #expect(try d.ctl(["activate", "b"]).0 == 0)
-        try waitUntil("sway shows b, focused") { try sway.windows().contains { $0.id == b.id && $0.focused && $0.visible } }
+        try waitUntil("sway shows b, focused") {
+            try sway.windows().contains { $0.id == b.id && $0.focused && $0.visible }
+        }
         try waitUntil("b active") { try Self.state(d, "b") == "active" }
         #expect(try d.stop() == 0)
     }
@@ -393,7 +402,9 @@ import Testing
         activate.ended = true
         #expect(st.exited != 0 && st.value == 0, "supervisorctl activate b: \(st.value)")
         kill(follower.pid, SIGCONT)
-        try waitUntil("sway shows b focused") { try sway.windows().contains { $0.id == b.id && $0.focused && $0.visible } }
+        try waitUntil("sway shows b focused") {
+            try sway.windows().contains { $0.id == b.id && $0.focused && $0.visible }
+        }
         try waitUntil("the follower's report of it") { try d.status("b").window == "focused" }
         #expect(try Self.state(d, "b") == "active")
         #expect(try d.stop() == 0)
@@ -586,8 +597,12 @@ import Testing
             r.shown = ShownReport(
                 source: "test", outputs: ["OUT-1"],
                 windows: [
-                    ShownWindow(id: "1", pid: pa, output: "OUT-1", focused: focused == "a", visible: true, rank: focused == "a" ? 0 : 1),
-                    ShownWindow(id: "2", pid: pb, output: "OUT-1", focused: focused == "b", visible: true, rank: focused == "b" ? 0 : 1),
+                    ShownWindow(
+                        id: "1", pid: pa, output: "OUT-1", focused: focused == "a", visible: true,
+                        rank: focused == "a" ? 0 : 1),
+                    ShownWindow(
+                        id: "2", pid: pb, output: "OUT-1", focused: focused == "b", visible: true,
+                        rank: focused == "b" ? 0 : 1),
                 ], interval: 30, carriedOut: carriedOut)
             try follower.write(r)
             while true {

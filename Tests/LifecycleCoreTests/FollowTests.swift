@@ -105,7 +105,8 @@ import Testing
         h.ackAll("a")
         h.ackAll("b")
         #expect(h.state("a") == .active)
-        h.eventsUntilQuiet("a", after: h.send(.shown("main", ShownFront(visible: ["b", "a"], focused: "a", overlaid: true))))
+        h.eventsUntilQuiet(
+            "a", after: h.send(.shown("main", ShownFront(visible: ["b", "a"], focused: "a", overlaid: true))))
         #expect(h.state("a") == .inactive)
         #expect(h.state("b") == .inactive)
         h.advance(.seconds(60))
@@ -171,10 +172,15 @@ import Testing
         h.linesUntilQuiet("s", after: h.send(.activateScene("s", scene: "one", display: nil)))
         h.linesUntilQuiet("s", after: h.send(.activateScene("s", scene: "two", display: nil)))
         #expect(
-            h.linesUntilQuiet("s", after: h.send(.shown("main", ShownFront(visible: ["s/two", "s/one"], focused: "s/one"))))
-                == ["sceneWillResignActive two main", "sceneWillEnterForeground one main", "sceneDidBecomeActive one main"])
+            h.linesUntilQuiet(
+                "s", after: h.send(.shown("main", ShownFront(visible: ["s/two", "s/one"], focused: "s/one"))))
+                == [
+                    "sceneWillResignActive two main", "sceneWillEnterForeground one main",
+                    "sceneDidBecomeActive one main",
+                ])
         #expect(
-            h.linesUntilQuiet("s", after: h.send(.shown("main", ShownFront(visible: ["s/one"], hidden: ["s/two"], focused: "s/one"))))
+            h.linesUntilQuiet(
+                "s", after: h.send(.shown("main", ShownFront(visible: ["s/one"], hidden: ["s/two"], focused: "s/one"))))
                 == ["sceneDidEnterBackground two main"])
         #expect(h.state("s") == .active)
         let scenes = h.supervisor.snapshot("s")!.scenes

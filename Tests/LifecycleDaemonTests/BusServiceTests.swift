@@ -7,8 +7,10 @@ import Testing
 /// The daemon's half of the D-Bus interface that needs no bus: a call as
 /// the JSON request it stands for, and the error names.
 @Suite struct BusServiceTests {
-    static func call(_ verb: String, app: String? = "a", scene: String? = nil, display: String? = nil,
-                     background: Bool? = nil, argument: String? = nil) -> BusFront.Request {
+    static func call(
+        _ verb: String, app: String? = "a", scene: String? = nil, display: String? = nil,
+        background: Bool? = nil, argument: String? = nil
+    ) -> BusFront.Request {
         BusFront.Request(
             verb: verb, app: app, scene: scene, display: display, background: background, argument: argument,
             sender: ":1.1", uid: 0, pid: nil, groups: [])
@@ -16,7 +18,8 @@ import Testing
 
     @Test func aCallIsTheJSONRequestItStandsFor() throws {
         let activate = try Daemon.controlRequest(Self.call("Activate", scene: "s", display: "d")).get()
-        #expect(activate.command == .activate && activate.app == "a" && activate.scene == "s" && activate.display == "d")
+        #expect(
+            activate.command == .activate && activate.app == "a" && activate.scene == "s" && activate.display == "d")
         let launch = try Daemon.controlRequest(Self.call("Launch", background: true)).get()
         #expect(launch.command == .launch && launch.background == true)
         #expect(try Daemon.controlRequest(Self.call("Push", argument: "{}")).get().payload == "{}")
@@ -35,7 +38,8 @@ import Testing
         #expect(
             Daemon.controlRequest(Self.call("Home", app: nil, scene: "s"))
                 == .failure(BadCall(message: "option 'scene' does not apply to Home")))
-        #expect(Daemon.controlRequest(Self.call("Frobnicate")) == .failure(BadCall(message: "unknown method Frobnicate")))
+        #expect(
+            Daemon.controlRequest(Self.call("Frobnicate")) == .failure(BadCall(message: "unknown method Frobnicate")))
     }
 
     /// Every refusal code is a valid D-Bus error name, CamelCase, and the
@@ -52,11 +56,13 @@ import Testing
         for code in codes {
             let name = BusErrors.refused(code)
             let last = String(name.split(separator: ".").last ?? "")
-            #expect(name.hasPrefix("io.lifecycled.Lifecycle1.Refused.") && last.wholeMatch(of: element) != nil, "\(name)")
+            #expect(
+                name.hasPrefix("io.lifecycled.Lifecycle1.Refused.") && last.wholeMatch(of: element) != nil, "\(name)")
             #expect(last.lowercased() == code.replacingOccurrences(of: "-", with: ""))
         }
         #expect(BusErrors.refused("screen-locked") == "io.lifecycled.Lifecycle1.Refused.ScreenLocked")
-        let answer = BusErrors.answer(CommandFailure(code: .refused, message: "the screen is locked", refusal: "screen-locked"))
+        let answer = BusErrors.answer(
+            CommandFailure(code: .refused, message: "the screen is locked", refusal: "screen-locked"))
         #expect(
             answer
                 == .error(

@@ -179,7 +179,8 @@ extension Daemon {
             if let change {
                 // An earlier operation on the same front that asked for something else
                 // is superseded by this one, unless its goal is reached in this turn.
-                for i in bus.pending.indices where bus.pending[i].front?.meets(change) == true && bus.pending[i].goal != before {
+                for i in bus.pending.indices
+                where bus.pending[i].front?.meets(change) == true && bus.pending[i].goal != before {
                     bus.pending[i].contested = bus.pending[i].contested ?? request.command.rawValue
                 }
             }
@@ -263,7 +264,9 @@ extension Daemon {
             "Fetch": .fetch, "Push": .push, "Signal": .signal, "Home": .home, "Lock": .lock, "Unlock": .unlock,
             "OpenURL": .open, "Discard": .discard, "BeginInterruption": .interruptionBegin, "ReportShown": .shown,
         ]
-        guard let command = commands[call.verb] else { return .failure(BadCall(message: "unknown method \(call.verb)")) }
+        guard let command = commands[call.verb] else {
+            return .failure(BadCall(message: "unknown method \(call.verb)"))
+        }
         var r = ControlRequest(command, app: call.app)
         let takes: (scene: Bool, display: Bool, background: Bool) =
             switch command {
@@ -305,7 +308,9 @@ extension Daemon {
         if bus.resync || bus.published.count != manifests.count {
             let now = Set(manifests.keys)
             for gone in bus.published.subtracting(now) {
-                for scene in bus.scenes.removeValue(forKey: gone) ?? [] { bus.front.removeScene(app: gone, name: scene) }
+                for scene in bus.scenes.removeValue(forKey: gone) ?? [] {
+                    bus.front.removeScene(app: gone, name: scene)
+                }
                 bus.front.removeApp(gone)
             }
             push = now
@@ -399,7 +404,8 @@ extension Daemon {
         p.frozen = s.frozen == true
         p.awaiting = s.awaiting?.rawValue ?? ""
         p.band = s.band?.rawValue ?? MemoryBand.normal.rawValue
-        p.display = s.scenes?.first?.display ?? manifests[id]?.policy.display ?? supervisor.displays.all.first?.name ?? ""
+        p.display =
+            s.scenes?.first?.display ?? manifests[id]?.policy.display ?? supervisor.displays.all.first?.name ?? ""
         p.delivery = s.delivery.rawValue
         p.tasks = s.backgroundTasks.map { ($0.id, $0.name) }
         p.scenes = s.scenes?.map(\.name) ?? []

@@ -57,7 +57,8 @@ extension ControlServer {
                     CommandFailure(
                         code: .badRequest,
                         message: "a report names at most 64 outputs (and 64 overlaid) and 1024 windows "
-                            + "(got \(report.outputs.count), \(report.overlaid?.count ?? 0) and \(report.windows.count))"))
+                            + "(got \(report.outputs.count), \(report.overlaid?.count ?? 0) and \(report.windows.count))"
+                    ))
             }
             if let playing = report.playing, playing.count > 1024 || playing.contains(where: { $0 <= 0 }) {
                 return .failure(

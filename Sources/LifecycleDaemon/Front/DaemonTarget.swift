@@ -69,7 +69,11 @@ extension Daemon: CommandTarget {
         if !s.scenes.isEmpty { status.scenes = s.scenes }
         status.held = s.holds.isEmpty ? nil : s.holds.map(\.rawValue)
         status.window = follower.flatMap { f in
-            f.lost ? nil : f.windowsOf[id].map { w in w.contains { $0.focused } ? "focused" : w.contains { $0.visible } ? "shown" : "hidden" }
+            f.lost
+                ? nil
+                : f.windowsOf[id].map { w in
+                    w.contains { $0.focused } ? "focused" : w.contains { $0.visible } ? "shown" : "hidden"
+                }
         }
         status.failed = s.failure.map {
             FailureInfo(

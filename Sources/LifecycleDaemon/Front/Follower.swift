@@ -106,7 +106,8 @@ extension Daemon {
         // it would undo it. The next one says.
         if let done = report.carriedOut, done < state.asked { return effects }
         let overlaid = Set((report.overlaid ?? []).map(display(ofOutput:)))
-        for (display, front) in Follow.fronts(facts, policies: followed, overlaid: overlaid, locked: report.locked == true).sorted(by: { $0.key < $1.key }) {
+        let fronts = Follow.fronts(facts, policies: followed, overlaid: overlaid, locked: report.locked == true)
+        for (display, front) in fronts.sorted(by: { $0.key < $1.key }) {
             guard state.fronts[display] != front else { continue }
             state.fronts[display] = front
             effects += submit(.shown(display, front))
