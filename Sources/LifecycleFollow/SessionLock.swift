@@ -22,7 +22,7 @@ public final class SessionLock {
         self.say = say
         var b: OpaquePointer?
         var r = sd_bus_open_system(&b)
-        guard r >= 0, let b else { throw FollowError("no system bus: \(Self.errno(r))") }
+        guard r >= 0, let b else { throw FollowError("no system bus (\(Self.errno(r)))") }
         bus = b
         sd_bus_set_method_call_timeout(b, 500_000)
         // The session's own path: signals come from it, not from `auto`.
@@ -36,7 +36,7 @@ public final class SessionLock {
             let why = error.message.map { String(cString: $0) } ?? Self.errno(r)
             sd_bus_unref(b)
             bus = nil
-            throw FollowError("logind names no session of this user: \(why)")
+            throw FollowError("logind names no session of this user (\(why))")
         }
         var encoded: UnsafeMutablePointer<CChar>?
         r = sd_bus_path_encode("/org/freedesktop/login1/session", id, &encoded)
