@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-vm chaos test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-durable bench-hostile bench-dbus bench-focus format
+.PHONY: deps build release run test test-vm chaos test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-durable bench-hostile bench-dbus bench-focus bench-counted format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -137,6 +137,11 @@ bench-focus: release
 # BEFORE=DIR (a release lifecycled from before the interface): the socket side by side with it.
 bench-dbus: release clib
 	/usr/bin/python3 Benchmarks/dbus/bench.py
+
+# The daemon's instructions per event, freeze and thaw, launch and status of
+# 1,000 apps, counted by callgrind, each build in BUILDS (issue 31): docs/performance.md.
+bench-counted: release clib
+	/usr/bin/python3 Benchmarks/counted/bench.py
 
 # An app writing as fast as it can, against another app's event round trip
 # (issue 13): docs/performance.md.

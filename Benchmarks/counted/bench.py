@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""Counted, not only timed (issue 31, docs/performance.md): the daemon's
+instructions per operation, counted by callgrind. This machine has no
+hardware counters and its wall clock swings several-fold from one run to
+the next; callgrind's counts repeat.
+
+    BUILDS="DIR [DIR ...]" make bench-counted      (default: .build/release)
+    N=100 to change the repetitions; KEEP=1 keeps each window's dump
+    (callgrind_annotate --inclusive=yes DUMP shows where they go).
+
+For each build: its lifecycled (debug info stripped: valgrind 3.19 cannot
+read the static binary's) under valgrind --tool=callgrind, 1,000
+configured apps (a C recorder, a plain program, the rest never launched),
+no memory monitor. Each operation is repeated N times inside one window:
+callgrind_control --zero before, --dump after; the dump's total over N.
+Everything the daemon does in the window counts (all its threads, its
+timers): nothing else runs.
+
+  event        interruption-begin then -end on the active recorder, each one
+               event (willResignActive, didBecomeActive) delivered and
+               acknowledged, with its control request: per event
+  freeze/thaw  home then activate of the plain program (signals, grace 1 ms):
+               frozen (cgroup.events), then thawed and active: per pair
+  launch       launch --background then stop of the plain program: per pair
+  status       status of the 1,000 apps: per request
+
+Waiting adds nothing to the counts: the benchmark reads the recorder's own
+log and the cgroup's files, not the daemon.
+"""
+import glob, os, shutil, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from benchdaemon import BenchDaemon, C_RECORDER, RELEASE  # noqa: E402
+
+N = int(os.environ.get("N", "100"))
+APPS = 1000
+
+
+def wait_until(what, cond, seconds=120):
+    end = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > end:
+            raise SystemExit(f"never: {what}")
+        time.sleep(0.002)
+
+
+class Counted:
+    """A build's daemon under callgrind, and its counting windows."""
+
+    def __init__(self, bin_dir):
+        self.tmp = tempfile.mkdtemp(prefix="lifecycled-bench-counted-")
+        binary = os.path.join(self.tmp, "lifecycled.stripped")
+        subprocess.run(["objcopy", "--strip-debug", os.path.join(bin_dir, "lifecycled"), binary], check=True)
+        self.out = os.path.join(self.tmp, "callgrind.out")
+        with open(os.path.join(self.tmp, "lifecycled"), "w") as f:
+            f.write(f"#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={self.out} "
+                    f"{binary} \"$@\"\n")
+        os.chmod(os.path.join(self.tmp, "lifecycled"), 0o755)
+        self.log = os.path.join(self.tmp, "rec.events")
+        apps = {f"idle{i:04}": 'command = ["/bin/sleep", "100000"]\n' for i in range(APPS - 2)}
+        apps["rec"] = f'command = ["{C_RECORDER}", "--log", "{self.log}"]\n'
+        apps["plain"] = ('command = ["/bin/sleep", "100000"]\ndelivery = "signals"\n'
+                         '[timeouts]\nbackground_grace = 0.001\n')
+        self.d = BenchDaemon("counted", apps, settings="event_history = 0\n[memory]\nmonitor = false\n",
+                             bin_dir=self.tmp, ready_tries=6000)
+        self.pid = self.valgrind_pid()
+
+    def valgrind_pid(self):
+        # The wrapper execs valgrind: the daemon's pid is the wrapper's.
+        return self.d.proc.pid
+
+    def window(self, run):
+        """The instructions the daemon executes while `run` runs."""
+        subprocess.run(["callgrind_control", "--zero", str(self.pid)], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        before = set(glob.glob(self.out + "*"))
+        run()
+        subprocess.run(["callgrind_control", "--dump", str(self.pid)], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        wait_until("the dump", lambda: set(glob.glob(self.out + "*")) - before)
+        dump = sorted(set(glob.glob(self.out + "*")) - before)[-1]
+        wait_until("the dump written", lambda: any(line.startswith(("totals:", "summary:"))
+                                                   for line in open(dump, errors="replace")))
+        for line in open(dump, errors="replace"):
+            if line.startswith(("totals:", "summary:")):
+                return int(line.split()[1])
+
+    def lines(self):
+        try:
+            with open(self.log) as f:
+                return f.read().count("\n")
+        except OSError:
+            return 0
+
+    def groups(self, app):
+        """The app's cgroups now (one while it runs)."""
+        return glob.glob(f"/sys/fs/cgroup/unified{self.d.cgroup}/apps/{app}.*")
+
+    def events_file(self, app):
+        wait_until(f"{app}'s cgroup", lambda: self.groups(app))
+        return self.groups(app)[0] + "/cgroup.events"
+
+    def measure(self):
+        d = self.d
+        rows = {}
+        # The recorder active: the events' app.
+        d.request({"command": "activate", "app": "rec"})
+        wait_until("rec active", lambda: "didBecomeActive" in open(self.log).read() if os.path.exists(self.log)
+                   else False)
+
+        def events():
+            for _ in range(N):
+                n = self.lines()
+                d.request({"command": "interruption-begin"})
+                wait_until("willResignActive", lambda: self.lines() > n)
+                n = self.lines()
+                d.request({"command": "interruption-end"})
+                wait_until("didBecomeActive", lambda: self.lines() > n)
+        rows["event (delivered and acknowledged, with its request)"] = self.window(events) / (2 * N)
+
+        # The recorder home and frozen first: only the plain program moves in the window.
+        d.request({"command": "home"})
+        rec = self.events_file("rec")
+        wait_until("rec frozen", lambda: "frozen 1" in open(rec).read())
+        r = d.request({"command": "launch", "app": "plain", "background": True})
+        assert r.get("ok"), r
+        events_file = self.events_file("plain")
+        wait_until("plain frozen", lambda: "frozen 1" in open(events_file).read())
+
+        def freeze_thaw():
+            for _ in range(N):
+                d.request({"command": "activate", "app": "plain"})
+                wait_until("thawed", lambda: "frozen 0" in open(events_file).read())
+                d.request({"command": "home"})
+                wait_until("frozen", lambda: "frozen 1" in open(events_file).read())
+        rows["freeze and thaw (home, activate of a plain program)"] = self.window(freeze_thaw) / N
+
+        d.request({"command": "stop", "app": "plain"})
+        wait_until("plain stopped", lambda: not os.path.exists(events_file))
+
+        def launches():
+            for _ in range(N):
+                r = d.request({"command": "launch", "app": "plain", "background": True})
+                assert r.get("ok"), r
+                wait_until("plain running", lambda: self.groups("plain"))
+                d.request({"command": "stop", "app": "plain"})
+                wait_until("plain's cgroup gone", lambda: not self.groups("plain"))
+        rows["launch and stop (a plain program)"] = self.window(launches) / N
+
+        def statuses():
+            for _ in range(N):
+                r = d.request({"command": "status"})
+                assert len(r["status"]["apps"]) == APPS
+        rows[f"status of {APPS} apps"] = self.window(statuses) / N
+        return rows
+
+    def stop(self):
+        self.d.stop(timeout=300)
+        if not os.environ.get("KEEP"):  # KEEP=1: the dumps stay, for callgrind_annotate
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            shutil.rmtree(self.d.dir, ignore_errors=True)
+
+
+def main():
+    builds = os.environ.get("BUILDS", RELEASE).split()
+    results = []
+    for b in builds:
+        c = Counted(b)
+        try:
+            results.append(c.measure())
+        finally:
+            c.stop()
+    names = list(results[0])
+    print(f"| instructions in the daemon, {N} repetitions | " + " | ".join(builds) + " |")
+    print("|---|" + "---|" * len(builds))
+    for name in names:
+        print(f"| {name} | " + " | ".join(f"{r[name] / 1e3:,.0f} k" for r in results) + " |")
+
+
+if __name__ == "__main__":
+    main()
