@@ -267,8 +267,11 @@ struct PureV2MemoryTests {
         let k = try #require(jetsam.kill)
         #expect(k.reason == .memoryPressure && k.killer == nil && !k.simulated)
         // What came back by the time the record was written (right after
-        // process_mrelease; the dying app may still be freeing the rest).
-        #expect(try #require(k.freed) > 0, "\(k)")
+        // process_mrelease), which may be nothing yet: a dying app that got
+        // a CPU first tears its memory down itself, and process_mrelease
+        // then leaves it to it (seen once in CI: freed 0). That it came
+        // back is the level leaving critical, below.
+        #expect(k.freed != nil, "\(k)")
         try f.terminated("s1")
         try f.acknowledged("front", "didBecomeActive")
         // Back to warning, not normal: the front app holds what s1 held (less 64 MiB).
