@@ -187,7 +187,16 @@ extension Supervisor {
         var shown: [SceneRef] = []
         for ref in pairs.map(\.1).reversed() where !shown.contains(ref) { shown.insert(ref, at: 0) }
         let hidden = Set(front.hidden.compactMap { scene($0, bring: false) }).subtracting(shown)
-        let focus = front.focused.flatMap { f in pairs.first { $0.0 == f }?.1 }
+        var focus = front.focused.flatMap { f in pairs.first { $0.0 == f }?.1 }
+        // The compositor focuses nothing of ours: an app with no window at
+        // all that has the focus (a windowless app an operator activated, an
+        // app whose window is not there yet) keeps it: it keeps its place.
+        // Before the first report, the focus is the most recent front scene.
+        if focus == nil, let kept = before.followed ? before.focus : before.scenes.last,
+            !(front.visible + front.hidden).contains(where: { $0.app == kept.app })
+        {
+            focus = kept
+        }
         if let focus, focus != before.focus { recordUse(focus.app) }
         displays.with(d) {
             $0.show(shown, hidden: hidden, focus: focus, overlaid: front.overlaid, sessionLocked: front.locked)

@@ -188,6 +188,31 @@ import Testing
         #expect(scenes.first { $0.name == "two" }?.state == .background)
     }
 
+    /// An app with no window at all keeps its place, its activeness with
+    /// it: activated by an operator (or launching, its window not there
+    /// yet), it stays active through a report that focuses nothing of
+    /// ours; a window of another app focused takes the focus from it.
+    @Test func anAppWithNoWindowKeepsTheFocusTheCompositorDoesNotGiveElsewhere() {
+        var h = Harness(slots: 1, apps: ["a", "b"])
+        h.launchActive("b")
+        h.send(.shown("main", ShownFront(visible: ["b"], focused: "b")))
+        h.launchActive("a")  // no window: an operator's activation
+        h.ackAll("b")
+        #expect(h.state("a") == .active)
+        h.eventsUntilQuiet("a", after: h.send(.shown("main", ShownFront(visible: ["b"]))))
+        #expect(h.state("a") == .active, "the compositor focuses nothing of ours: a keeps the focus")
+        #expect(h.state("b") == .inactive)
+        h.eventsUntilQuiet("a", after: h.send(.shown("main", ShownFront(visible: ["b"], focused: "b"))))
+        #expect(h.state("b") == .active)
+        #expect(h.state("a") == .inactive, "b's window focused: the focus is b's")
+
+        // Activated before the compositor's first report: the same.
+        var first = Harness(slots: 1, apps: ["c"])
+        first.launchActive("c")
+        first.eventsUntilQuiet("c", after: first.send(.shown("main", ShownFront())))
+        #expect(first.state("c") == .active)
+    }
+
     @Test func anActivationOnAFollowedDisplayEvictsNothingShown() {
         var h = Harness(slots: 1, apps: ["a", "b", "c"])
         h.launchActive("a")

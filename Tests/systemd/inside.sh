@@ -143,7 +143,7 @@ journalctl -u lifecycled -o cat --no-pager | grep -q "219/CGROUP\|Failed at step
 # session of root's, beside a headless sway of nobody's) locks the followed
 # display while logind's LockedHint says the session is locked, as a screen
 # locker sets it; `unlock` is the locker's; the recorder is in front again
-# after (inactive: the compositor's next report focuses no window of it).
+# after.
 state() { apps | grep "^$1 " | cut -d' ' -f2; }
 locked() { $CTL status --json | python3 -c '
 import json, sys
