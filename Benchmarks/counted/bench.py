@@ -30,7 +30,7 @@ log and the cgroup's files, not the daemon.
 import glob, os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from benchdaemon import BenchDaemon, C_RECORDER, RELEASE  # noqa: E402
+from benchdaemon import BenchDaemon, RELEASE  # noqa: E402
 
 N = int(os.environ.get("N", "100"))
 APPS = 1000
@@ -51,6 +51,15 @@ class Counted:
         self.tmp = tempfile.mkdtemp(prefix="lifecycled-bench-counted-")
         binary = os.path.join(self.tmp, "lifecycled.stripped")
         subprocess.run(["objcopy", "--strip-debug", os.path.join(bin_dir, "lifecycled"), binary], check=True)
+        # Each build with its own C recorder (the wire may differ): BUILD/../clib,
+        # as `make clib` leaves it beside .build/release.
+        recorder = os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "clib", "c-recorder")
+        if not os.access(recorder, os.X_OK):
+            raise SystemExit(f"no {recorder}: run make clib in that build's tree")
+        # A build that predates runtime_directory (the first release) gets a daemon file without it.
+        with open(binary, "rb") as f:
+            modern = b"runtime_directory" in f.read()
+        base = 'apps_dir = "apps"\nstate_directory = "state"\n' + ('runtime_directory = "run"\n' if modern else "")
         self.out = os.path.join(self.tmp, "callgrind.out")
         with open(os.path.join(self.tmp, "lifecycled"), "w") as f:
             f.write(f"#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={self.out} "
@@ -58,11 +67,11 @@ class Counted:
         os.chmod(os.path.join(self.tmp, "lifecycled"), 0o755)
         self.log = os.path.join(self.tmp, "rec.events")
         apps = {f"idle{i:04}": 'command = ["/bin/sleep", "100000"]\n' for i in range(APPS - 2)}
-        apps["rec"] = f'command = ["{C_RECORDER}", "--log", "{self.log}"]\n'
+        apps["rec"] = f'command = ["{recorder}", "--log", "{self.log}"]\n'
         apps["plain"] = ('command = ["/bin/sleep", "100000"]\ndelivery = "signals"\n'
                          '[timeouts]\nbackground_grace = 0.001\n')
         self.d = BenchDaemon("counted", apps, settings="event_history = 0\n[memory]\nmonitor = false\n",
-                             bin_dir=self.tmp, ready_tries=6000)
+                             bin_dir=self.tmp, ready_tries=6000, base=base)
         self.pid = self.valgrind_pid()
 
     def valgrind_pid(self):

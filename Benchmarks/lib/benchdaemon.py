@@ -10,12 +10,14 @@ C_RECORDER = os.path.join(ROOT, ".build", "clib", "c-recorder")
 
 
 class BenchDaemon:
-    def __init__(self, name, apps, settings="", bin_dir=RELEASE, follow=None, ready_tries=200, bus=None):
+    def __init__(self, name, apps, settings="", bin_dir=RELEASE, follow=None, ready_tries=200, bus=None,
+                 base='apps_dir = "apps"\nruntime_directory = "run"\nstate_directory = "state"\n'):
         """`apps`: name -> manifest text ({dir} is this daemon's directory);
         `settings`: daemon file lines after the defaults (tables last);
         `follow`: start following events (a list of apps, or [] for all);
         `bus`: the address of the system bus it serves D-Bus on (default:
-        none, never the machine's own)."""
+        none, never the machine's own); `base`: the daemon file's first
+        lines (an older build knows fewer keys)."""
         self.bin = bin_dir
         self.dir = tempfile.mkdtemp(prefix=f"lifecycled-{name}-")
         os.chmod(self.dir, 0o755)
@@ -24,7 +26,7 @@ class BenchDaemon:
             with open(os.path.join(self.dir, "apps", f"{app}.toml"), "w") as f:
                 f.write(text.replace("{dir}", self.dir))
         with open(os.path.join(self.dir, "lifecycled.toml"), "w") as f:
-            f.write('apps_dir = "apps"\nruntime_directory = "run"\nstate_directory = "state"\n' + settings)
+            f.write(base + settings)
         self.socket = os.path.join(self.dir, "control.sock")
         self.cgroup = f"/lifecycled-{name}-" + uuid.uuid4().hex[:8]
         self.proc = subprocess.Popen(
