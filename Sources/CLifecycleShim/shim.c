@@ -332,6 +332,18 @@ static ssize_t recv_with_control(int fd, void *buf, unsigned long len, void *spa
     return r;
 }
 
+/// The descriptors an SCM_RIGHTS message carried: kept in `fds` while
+/// there is room (`max`), closed past it.
+static void take_rights(struct cmsghdr *c, int *fds, int max, int *nfds) {
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; i++) {
+        int passed;
+        memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+        if (*nfds < max) fds[(*nfds)++] = passed;
+        else close(passed);
+    }
+}
+
 long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid) {
     union {
         struct cmsghdr align;
@@ -350,12 +362,8 @@ long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid) {
             memcpy(&cred, CMSG_DATA(c), sizeof cred);
             *pid = cred.pid;
         } else if (c->cmsg_type == SCM_RIGHTS) {
-            size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < count; i++) {
-                int passed;
-                memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
-                close(passed);
-            }
+            int none = 0;
+            take_rights(c, NULL, 0, &none);  // a notify message passes none we keep
         }
     }
     return (long)r;
@@ -398,14 +406,7 @@ long lc_recv_with_fds(int sock, void *buf, unsigned long len, int *fds, int max,
                                   &msg, &iov);
     if (r < 0) return -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < count; i++) {
-            int passed;
-            memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
-            if (*nfds < max) fds[(*nfds)++] = passed;
-            else close(passed);
-        }
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) take_rights(c, fds, max, nfds);
     }
     return (long)r;
 }

@@ -66,9 +66,32 @@ import Testing
     }
 
     static func follower(_ d: DaemonUnderTest, _ sway: HeadlessSway) throws -> Running {
-        try Running(
-            [binary("lifecycled-follow"), "--socket", d.socket, "--sway-socket", sway.socket, "--interval", "0.5"],
-            log: d.dir + "/follow.log")
+        try Running(followerArguments(d, sway), log: d.dir + "/follow.log")
+    }
+
+    /// lifecycled-follow's command line for `sway`: its IPC (or, `wlr`, its
+    /// wlr-foreign-toplevel), with its Wayland display when `wayland` (or
+    /// `wlr`), a report every `interval` seconds.
+    static func followerArguments(
+        _ d: DaemonUnderTest, _ sway: HeadlessSway, wlr: Bool = false, wayland: Bool = false, interval: String = "0.5"
+    ) -> [String] {
+        [binary("lifecycled-follow"), "--socket", d.socket]
+            + (wlr ? ["--source", "wlr"] : ["--sway-socket", sway.socket])
+            + (wlr || wayland ? ["--wayland-display", sway.dir + "/" + sway.display] : [])
+            + ["--interval", interval]
+    }
+
+    /// Two foot windows of apps a and b (app_ids a and b), launched in the
+    /// background, once sway has both.
+    static func twoTerminals(_ sway: HeadlessSway, _ d: DaemonUnderTest) throws -> [HeadlessSway.Window] {
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        var windows: [HeadlessSway.Window] = []
+        try waitUntil("two windows") {
+            windows = try sway.windows()
+            return windows.count == 2
+        }
+        return windows
     }
 
     /// The window of the app's process, once sway has it.
@@ -152,10 +175,7 @@ import Testing
     @Test func aLauncherTakingTheKeyboardIsAnInterruption() throws {
         let (sway, d) = try Self.daemon()
         let follower = try Running(
-            [
-                binary("lifecycled-follow"), "--socket", d.socket, "--sway-socket", sway.socket, "--wayland-display",
-                sway.dir + "/" + sway.display, "--interval", "30",
-            ], log: d.dir + "/follow.log")
+            Self.followerArguments(d, sway, wayland: true, interval: "30"), log: d.dir + "/follow.log")
         defer { follower.end() }
         #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
         _ = try Self.window(sway, d, "a")
@@ -423,7 +443,7 @@ import Testing
         ])
         chmod(d.dir, 0o755)
         let follower = try Running(
-            [binary("lifecycled-follow"), "--socket", d.socket, "--sway-socket", sway.socket, "--interval", "0.5"],
+            Self.followerArguments(d, sway),
             environment: ProcessInfo.processInfo.environment.merging(["XDG_RUNTIME_DIR": sway.dir]) { $1 },
             log: d.dir + "/follow.log")
         defer { follower.end() }
@@ -490,19 +510,9 @@ import Testing
         let sway = try HeadlessSway()
         let d = try DaemonUnderTest(apps: ["a": Self.terminal(sway, appID: "a"), "b": Self.terminal(sway, appID: "b")])
         chmod(d.dir, 0o755)
-        let follower = try Running(
-            [
-                binary("lifecycled-follow"), "--source", "wlr", "--socket", d.socket, "--wayland-display",
-                sway.dir + "/" + sway.display, "--interval", "0.5",
-            ], log: d.dir + "/follow.log")
+        let follower = try Running(Self.followerArguments(d, sway, wlr: true), log: d.dir + "/follow.log")
         defer { follower.end() }
-        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
-        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
-        var windows: [HeadlessSway.Window] = []
-        try waitUntil("two windows") {
-            windows = try sway.windows()
-            return windows.count == 2
-        }
+        let windows = try Self.twoTerminals(sway, d)
         let a = try #require(windows.first { $0.appID == "a" })
         let b = try #require(windows.first { $0.appID == "b" })
         try sway.command("[con_id=\(b.id)] focus")
@@ -545,18 +555,9 @@ import Testing
         let sway = try HeadlessSway()
         let d = try DaemonUnderTest(apps: ["a": Self.terminal(sway, appID: "a"), "b": Self.terminal(sway, appID: "b")])
         chmod(d.dir, 0o755)
-        let argv = [
-            binary("lifecycled-follow"), "--source", "wlr", "--socket", d.socket, "--wayland-display",
-            sway.dir + "/" + sway.display, "--interval", "0.5",
-        ]
+        let argv = Self.followerArguments(d, sway, wlr: true)
         let first = try Running(argv, log: d.dir + "/follow.log")
-        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
-        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
-        var windows: [HeadlessSway.Window] = []
-        try waitUntil("two windows") {
-            windows = try sway.windows()
-            return windows.count == 2
-        }
+        let windows = try Self.twoTerminals(sway, d)
         let a = try #require(windows.first { $0.appID == "a" })
         try sway.command("[con_id=\(a.id)] focus")
         try waitUntil("a active, b inactive") { try Self.state(d, "a") == "active" && Self.state(d, "b") == "inactive" }
@@ -652,10 +653,7 @@ import Testing
                 environment: sway.clientEnvironment.merging(["PATH": "/usr/bin:/bin"]) { $1 })
             return (code, out)
         }
-        let argv = [
-            binary("lifecycled-follow"), "--socket", d.socket, "--sway-socket", sway.socket, "--wayland-display",
-            sway.dir + "/" + sway.display, "--interval", "0.5",
-        ]
+        let argv = Self.followerArguments(d, sway, wayland: true)
         // Not kept: the owner frozen, a paste hangs (timeout's 124).
         let plain = try Running(argv + ["--no-keep-clipboard"], log: d.dir + "/follow.log")
         #expect(try d.ctl(["launch", "--background", "one"]).0 == 0)
@@ -689,11 +687,7 @@ import Testing
             "sel": Self.client(sway, ["/usr/bin/wl-copy", "--primary", "--foreground", "selected"])
         ])
         chmod(d.dir, 0o755)
-        let follower = try Running(
-            [
-                binary("lifecycled-follow"), "--socket", d.socket, "--sway-socket", sway.socket, "--wayland-display",
-                sway.dir + "/" + sway.display, "--interval", "0.5",
-            ], log: d.dir + "/follow.log")
+        let follower = try Running(Self.followerArguments(d, sway, wayland: true), log: d.dir + "/follow.log")
         defer { follower.end() }
         try waitUntil("the follower reports") { try Self.follower(d) == "following" }
         #expect(try d.ctl(["launch", "--background", "--no-block", "sel"]).0 == 0)
