@@ -107,9 +107,11 @@ let package = Package(
             name: "example-worker", dependencies: ["LifecycleClient"],
             path: "Examples/worker", swiftSettings: strict),
         .executableTarget(name: "example-plain", path: "Examples/plain", swiftSettings: strict),
-        // The test kit for its seeded random source alone: the core stays pure.
+        // The test kit for its seeded random source, LifecycleControl for the encoder the
+        // daemon writes its rows with (the simulation restores from them): the core stays pure.
         .testTarget(
-            name: "LifecycleCoreTests", dependencies: ["LifecycleCore", "LifecycleTestKit"], swiftSettings: strict),
+            name: "LifecycleCoreTests", dependencies: ["LifecycleCore", "LifecycleTestKit", "LifecycleControl"],
+            swiftSettings: strict),
         .testTarget(
             name: "LifecycleWireTests", dependencies: ["LifecycleWire", "CLifecycleHeader"],
             swiftSettings: strict),
@@ -147,7 +149,9 @@ let package = Package(
             // virtual machine (make bench-memory-vm), Benchmarks/systemd a script run inside
             // systemd-nspawn (make bench-systemd), hostile/, output/, status/, dbus/, focus/ and lib/ Python: not
             // this target.
-            exclude: ["memory", "memory-vm", "systemd", "hostile", "output", "status", "lib", "dbus", "focus", "counted"],
+            exclude: [
+                "memory", "memory-vm", "systemd", "hostile", "output", "status", "lib", "dbus", "focus", "counted",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "EndToEndTests",

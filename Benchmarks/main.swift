@@ -1,7 +1,8 @@
 // lifecycled-bench: the numbers of docs/performance.md, measured against a
 // real daemon and real apps. `make bench` builds in release mode and runs it;
 // it prints a Markdown report. Options: --quick (fewer iterations);
-// --durable, --wakeups, --scenes, --restarts: one section alone.
+// --durable, --wakeups, --scenes, --restarts, --events: one section alone;
+// --pin one|two: processes pinned to one core or two (below).
 import Foundation
 @preconcurrency import Glibc
 import CLifecycleShim
@@ -13,6 +14,28 @@ import LifecycleWire
 
 let quick = CommandLine.arguments.contains("--quick")
 let iterations = quick ? 200 : 2000
+
+/// --pin one: every process on CPU 0 (the bench, the daemon, the apps, the
+/// floor's echo); --pin two: the apps and the echo on CPU 1, the rest on
+/// CPU 0. The bench re-executes itself under taskset, which every child
+/// inherits; apps get their own taskset in front of their command.
+let pin: String? = CommandLine.arguments.firstIndex(of: "--pin").map { i in
+    guard i + 1 < CommandLine.arguments.count, ["one", "two"].contains(CommandLine.arguments[i + 1]) else {
+        FileHandle.standardError.write(Data("--pin takes one or two\n".utf8))
+        exit(2)
+    }
+    return CommandLine.arguments[i + 1]
+}
+if pin != nil, getenv("LIFECYCLED_BENCH_PINNED") == nil {
+    setenv("LIFECYCLED_BENCH_PINNED", "1", 1)
+    let argv = ["/usr/bin/taskset", "-c", "0"] + CommandLine.arguments
+    var cArgs = argv.map { strdup($0) } + [nil]
+    execv(argv[0], &cArgs)
+    FileHandle.standardError.write(Data("cannot run taskset: \(String(cString: strerror(errno)))\n".utf8))
+    exit(2)
+}
+/// What goes in front of an app's command (and the floor's echo) to put it on its core.
+let appCore: [String] = pin == "two" ? ["/usr/bin/taskset", "-c", "1"] : []
 
 /// Microsecond percentiles of a series, through an HdrHistogram.
 struct Series {
@@ -44,7 +67,8 @@ func rawFloor() throws -> Series {
     try Posix.setNonBlocking(mine, false)
     let p = try Spawner.spawn(
         SpawnRequest(
-            executable: CommandLine.arguments[0], arguments: ["--echo"],
+            executable: appCore.first ?? CommandLine.arguments[0],
+            arguments: Array(appCore.dropFirst()) + (appCore.isEmpty ? [] : [CommandLine.arguments[0]]) + ["--echo"],
             environment: [:], workingDirectory: nil, group: AppProcessGroup(),
             inherit: [(theirs, 3)]))
     close(theirs)
@@ -77,9 +101,10 @@ func recorderCommand(_ client: String, _ log: String) -> String {
     let root = FileManager.default.currentDirectoryPath
     let argv: [String] =
         switch client {
-        case "c": [root + "/.build/clib/c-recorder", "--log", log]
-        case "python": ["/usr/bin/env", "python3", root + "/Examples/python-recorder/recorder.py", "--log", log]
-        default: ["example-recorder", "--log", log]
+        case "c": appCore + [root + "/.build/clib/c-recorder", "--log", log]
+        case "python":
+            appCore + ["/usr/bin/env", "python3", root + "/Examples/python-recorder/recorder.py", "--log", log]
+        default: appCore + [buildDirectory + "/example-recorder", "--log", log]
         }
     return "command = [" + argv.map { "\"\($0)\"" }.joined(separator: ", ") + "]\n"
 }
@@ -455,6 +480,22 @@ if CommandLine.arguments.contains("--scenes") {
     out("| scenes against today, p50 / p99 | \(ratio(scenes, today, 50))× / \(ratio(scenes, today, 99))× |")
     try? FileManager.default.createDirectory(atPath: "bench-results", withIntermediateDirectories: true)
     try? report.joined(separator: "\n").write(toFile: "bench-results/scenes.md", atomically: true, encoding: .utf8)
+    exit(0)
+}
+
+if CommandLine.arguments.contains("--events") {
+    // The event path alone (issue 31's target: within 2x the floor), for
+    // --pin one and --pin two; run from a build's tree, it measures that
+    // build's daemon and recorders.
+    let floor = try rawFloor()
+    let rt = try roundTrip()
+    let rtC = try roundTrip(client: "c")
+    func ratio(_ a: Series) -> String { String(format: "%.2f", Double(a.p(50)) / Double(max(floor.p(50), 1))) }
+    out("| pinned: \(pin ?? "no") | p50 / p99 µs | p50 over the floor's |")
+    out("|---|---|---|")
+    out("| raw SOCK_SEQPACKET round trip (floor) | \(floor.p(50)) / \(floor.p(99)) | 1.00× |")
+    out("| event round trip, Swift client | \(rt.p(50)) / \(rt.p(99)) | \(ratio(rt))× |")
+    out("| event round trip, C client | \(rtC.p(50)) / \(rtC.p(99)) | \(ratio(rtC))× |")
     exit(0)
 }
 

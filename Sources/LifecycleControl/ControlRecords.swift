@@ -40,6 +40,10 @@ public struct EventRecord: Codable, Sendable, Equatable {
         /// A suspended app's memory was pushed to swap before any kill
         /// (`detail`: how much, in how long, and why it stopped short).
         case reclaimed
+        /// What the compositor's follower says of its windows changed (`from`,
+        /// `to`: focused, shown, hidden; none when it has no window; unknown
+        /// while the follower is lost): the status field `window`.
+        case window
     }
 
     /// The `app` of records about no app in particular (memory levels).

@@ -11,7 +11,7 @@ import Foundation
 
 /// Appends JSON values to a byte buffer.
 public struct JSONBytes {
-    public private(set) var bytes: [UInt8] = []
+    public internal(set) var bytes: [UInt8] = []
 
     public init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
 
@@ -23,26 +23,50 @@ public struct JSONBytes {
 
     mutating func string(_ s: String) {
         bytes.append(0x22)
-        for b in s.utf8 {
-            switch b {
-            case 0x22: bytes += [0x5C, 0x22]
-            case 0x5C: bytes += [0x5C, 0x5C]
-            case 0x0A: bytes += [0x5C, 0x6E]
-            case 0x0D: bytes += [0x5C, 0x72]
-            case 0x09: bytes += [0x5C, 0x74]
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes += [0x5C, 0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 15)]]
-            default: bytes.append(b)
+        var s = s
+        s.withUTF8 { u in
+            // Most strings need no escape: appended whole.
+            guard u.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) else {
+                return bytes.append(contentsOf: u)
+            }
+            for b in u {
+                switch b {
+                case 0x22: bytes += [0x5C, 0x22]
+                case 0x5C: bytes += [0x5C, 0x5C]
+                case 0x0A: bytes += [0x5C, 0x6E]
+                case 0x0D: bytes += [0x5C, 0x72]
+                case 0x09: bytes += [0x5C, 0x74]
+                case 0..<0x20:
+                    let hex = Array("0123456789abcdef".utf8)
+                    bytes += [0x5C, 0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 15)]]
+                default: bytes.append(b)
+                }
             }
         }
         bytes.append(0x22)
     }
 
-    mutating func number<T: BinaryInteger>(_ n: T) { bytes += Array(String(n).utf8) }
+    /// Digits written in place (no String made on the way).
+    mutating func number<T: BinaryInteger>(_ n: T) {
+        guard let v = Int64(exactly: n) else { return bytes += Array(String(n).utf8) }
+        if v < 0 { bytes.append(0x2D) }
+        var m = v.magnitude
+        if m < 10 { return bytes.append(0x30 + UInt8(m)) }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var i = 20
+            while m > 0 {
+                i -= 1
+                digits[i] = 0x30 + UInt8(m % 10)
+                m /= 10
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
+        }
+    }
 
     mutating func number(_ d: Double) {
-        bytes += Array((d.isFinite ? (d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : "\(d)") : "0").utf8)
+        guard d.isFinite else { return bytes.append(0x30) }
+        if d == d.rounded() && abs(d) < 1e15 { return number(Int64(d)) }
+        bytes += Array("\(d)".utf8)
     }
 
     mutating func bool(_ b: Bool) { b ? raw("true") : raw("false") }
@@ -69,10 +93,10 @@ public struct JSONBytes {
 
 extension StatusReport {
     /// `{"ok":true,"status":{...}}` and a newline: the daemon's answer to `status`.
-    public func responseLine(daemonEncoder: JSONEncoder) throws -> [UInt8] {
+    public func responseLine() throws -> [UInt8] {
         var j = JSONBytes(capacity: 96 + apps.count * 320)
         j.raw("{\"ok\":true,\"status\":{\"daemon\":")
-        j.raw(try daemonEncoder.encode(daemon))
+        j.bytes += try JSONStreamEncoder().encodeBytes(daemon)
         j.raw(",\"apps\":[")
         for (i, app) in apps.enumerated() {
             if i > 0 { j.raw(",") }

@@ -154,6 +154,47 @@ struct AppRecord: Sendable, Equatable, Codable {
         discarded = try get(.discarded, [])
         reclaimed = try get(.reclaimed, false)
     }
+
+    /// The decoder's mirror: a field at the value the decoder falls back
+    /// to is left out. The row written on every step that touches the app
+    /// is then the part that says something (issue 31: the save was most of
+    /// an event's cost), and it reads back the same, here and in daemons
+    /// before this one, whose decoders have the same fallbacks.
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        func put<T: Encodable & Equatable>(_ value: T, _ key: CodingKeys, unless fallback: T) throws {
+            if value != fallback { try c.encode(value, forKey: key) }
+        }
+        try put(phase, .phase, unless: .notRunning)
+        try put(state, .state, unless: .notRunning)
+        try put(since, .since, unless: .zero)
+        try put(generation, .generation, unless: 0)
+        try put(generationFloor, .generationFloor, unless: 0)
+        try put(launchMode, .launchMode, unless: .foreground)
+        try put(sequence, .sequence, unless: 0)
+        try c.encodeIfPresent(awaiting, forKey: .awaiting)
+        try put(tasks, .tasks, unless: [:])
+        try put(nextTask, .nextTask, unless: 1)
+        try put(expired, .expired, unless: [])
+        try c.encodeIfPresent(budgetEnd, forKey: .budgetEnd)
+        try c.encodeIfPresent(stop, forKey: .stop)
+        try c.encodeIfPresent(freezeRefusal, forKey: .freezeRefusal)
+        try c.encodeIfPresent(killing, forKey: .killing)
+        try c.encodeIfPresent(last, forKey: .last)
+        try put(warningPending, .warningPending, unless: false)
+        try put(lastUsed, .lastUsed, unless: .zero)
+        try c.encodeIfPresent(lastNotice, forKey: .lastNotice)
+        try c.encodeIfPresent(restarts, forKey: .restarts)
+        try c.encodeIfPresent(restartTo, forKey: .restartTo)
+        try put(wakes, .wakes, unless: Wakes())
+        try put(history, .history, unless: AppHistory())
+        try put(launchReason, .launchReason, unless: .user)
+        try c.encodeIfPresent(launchURL, forKey: .launchURL)
+        try c.encodeIfPresent(launchPush, forKey: .launchPush)
+        try put(scenes, .scenes, unless: [:])
+        try put(discarded, .discarded, unless: [])
+        try put(reclaimed, .reclaimed, unless: false)
+    }
 }
 
 extension AppPolicy {

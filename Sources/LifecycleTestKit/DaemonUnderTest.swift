@@ -285,7 +285,12 @@ public func run(_ argv: [String], environment: [String: String]? = nil) throws -
             environment: environment ?? ProcessInfo.processInfo.environment, workingDirectory: nil,
             group: AppProcessGroup(), inherit: [(out, 1), (err, 2)]))
     var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
-    guard poll(&pfd, 1, 60_000) == 1 else { kill(p.pid, SIGKILL); throw TestFailure("\(argv[0]) did not finish") }
+    // Longer than supervisorctl's own 60 s wait, so that its message says why.
+    guard poll(&pfd, 1, 90_000) == 1 else {
+        kill(p.pid, SIGKILL)
+        let said = [dir + ".out", dir + ".err"].compactMap { try? String(contentsOfFile: $0, encoding: .utf8) }
+        throw TestFailure("\(argv.joined(separator: " ")) did not finish in 90 s; it said: \(said.joined())")
+    }
     var st = lc_child_status()
     lc_reap(p.pid, &st)
     close(p.pidfd)

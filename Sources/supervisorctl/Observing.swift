@@ -300,6 +300,7 @@ struct Events: ParsableCommand {
             s += "acknowledged \(r.event?.rawValue ?? "?") in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
         case .frozen: s += "frozen in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
         case .memoryLevel: s += "memory \(r.from ?? "?") -> \(r.to ?? "?")"
+        case .window: s += "window \(r.from ?? "?") -> \(r.to ?? "?")"
         case .jetsam: s += "jetsam"
         default: s += r.kind.rawValue
         }

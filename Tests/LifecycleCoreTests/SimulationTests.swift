@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import LifecycleCore
+import LifecycleControl
 import LifecycleTestKit
 
 /// A simulated world around the real core: apps that acknowledge late or
@@ -135,10 +136,13 @@ struct Simulation {
     /// The saves a daemon makes after a step: the parts of the apps the
     /// core says changed, and the rest. A change the core did not report
     /// leaves a stale part on `disk`, and the restored twin diverges.
+    /// Written as the daemon writes them (JSONStreamEncoder), read as it
+    /// reads them (JSONDecoder).
     mutating func persist() {
         let saved = sup.saved
-        for id in sup.takeChanged() { disk[id] = saved.app(id).map { try! JSONEncoder().encode($0) } }
-        diskShared = try! JSONEncoder().encode(saved.shared)
+        let encoder = JSONStreamEncoder()
+        for id in sup.takeChanged() { disk[id] = saved.app(id).map { try! encoder.encode($0) } }
+        diskShared = try! encoder.encode(saved.shared)
     }
 
     /// The core through the bytes a daemon would save and read back: half
@@ -356,8 +360,10 @@ struct Simulation {
                 case 0: break
                 case 1...3:
                     schedule(after: .milliseconds(1), .freezeRefused(id, generation: gen, why: "EMFILE"))
-                    schedule(after: .milliseconds(Int64.random(in: 0...7000, using: &rng)), .frozen(id, generation: gen))
-                default: schedule(after: .milliseconds(Int64.random(in: 0...20, using: &rng)), .frozen(id, generation: gen))
+                    schedule(
+                        after: .milliseconds(Int64.random(in: 0...7000, using: &rng)), .frozen(id, generation: gen))
+                default:
+                    schedule(after: .milliseconds(Int64.random(in: 0...20, using: &rng)), .frozen(id, generation: gen))
                 }
             case .thaw(let id): frozen.remove(id)
             case .reclaim(let id, _):

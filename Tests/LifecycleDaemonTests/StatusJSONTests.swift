@@ -45,7 +45,7 @@ import Testing
                 shuttingDown: false),
             apps: (0..<4).map { app($0, full: $0 % 2 == 0) })
         let encoder = JSONEncoder()
-        let line = try report.responseLine(daemonEncoder: encoder)
+        let line = try report.responseLine()
         #expect(line.last == 0x0A)
         let byHand = try JSONDecoder().decode(ControlResponse.self, from: Data(line.dropLast()))
         let byCodable = try JSONDecoder().decode(

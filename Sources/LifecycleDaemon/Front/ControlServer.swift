@@ -52,7 +52,7 @@ final class ControlServer: RecordSink {
     let front: CommandFront
     private var connections: [Int32: Connection] = [:]
     private var listenSources: [Int32: EventLoop.Source] = [:]
-    private let encoder = JSONEncoder()
+    private let encoder = JSONStreamEncoder()
     /// Who may connect, and how often they may ask (Admission.swift).
     private var admission: Admission
     /// Connections with requests left over from their turn, and the
@@ -318,7 +318,7 @@ final class ControlServer: RecordSink {
     func send(_ response: ControlResponse, to c: Connection) {
         // status, the one large answer, is written by hand (StatusJSON.swift).
         if response.ok, let status = response.status, response.events == nil,
-            let line = try? status.responseLine(daemonEncoder: encoder)
+            let line = try? status.responseLine()
         {
             return send(line: Data(line), to: c)
         }

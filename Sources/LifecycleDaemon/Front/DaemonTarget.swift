@@ -68,13 +68,7 @@ extension Daemon: CommandTarget {
         status.restorationBytes = history.blobs[id]?.count
         if !s.scenes.isEmpty { status.scenes = s.scenes }
         status.held = s.holds.isEmpty ? nil : s.holds.map(\.rawValue)
-        status.window = follower.flatMap { f in
-            f.lost
-                ? nil
-                : f.windowsOf[id].map { w in
-                    w.contains { $0.focused } ? "focused" : w.contains { $0.visible } ? "shown" : "hidden"
-                }
-        }
+        status.window = windowSummary(id)
         status.failed = s.failure.map {
             FailureInfo(
                 reason: $0.reason.code.rawValue, description: $0.description, ends: $0.ends,

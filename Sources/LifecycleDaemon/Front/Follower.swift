@@ -62,6 +62,8 @@ final class FollowerState {
 extension Daemon {
     /// A report from the follower: the fronts it shows, to the core.
     func shown(_ report: ShownReport, fresh: Bool, reporter: String? = nil) -> [Effect] {
+        let windowsBefore = windowSummaries()
+        defer { recordWindows(since: windowsBefore) }
         let state = follower ?? FollowerState(source: report.source)
         state.reporter = reporter
         if follower == nil {
@@ -180,6 +182,33 @@ extension Daemon {
         }
     }
 
+    /// What `status` says of the app's windows: focused, shown or hidden;
+    /// nil when it has none, or no follower (or a lost one) to say.
+    func windowSummary(_ id: AppID) -> String? {
+        guard let f = follower, !f.lost, let w = f.windowsOf[id] else { return nil }
+        return w.contains { $0.focused } ? "focused" : w.contains { $0.visible } ? "shown" : "hidden"
+    }
+
+    /// Every app's summary, where there is one.
+    func windowSummaries() -> [AppID: String] {
+        guard let f = follower, !f.lost else { return [:] }
+        var all: [AppID: String] = [:]
+        for id in f.windowsOf.keys { all[id] = windowSummary(id) }
+        return all
+    }
+
+    /// A `window` record for each app whose summary changed: what a client
+    /// waiting for an app to be shown (supervisorctl's activate) looks
+    /// again on, when no transition comes with it (the app was made active
+    /// before the compositor showed its window).
+    func recordWindows(since before: [AppID: String]) {
+        let after = windowSummaries()
+        let gone = follower?.lost == true ? "unknown" : "none"
+        for id in Set(before.keys).union(after.keys).sorted() where before[id] != after[id] {
+            record(id, .window, from: before[id] ?? "none", to: after[id] ?? gone)
+        }
+    }
+
     /// The displays a report covers: each with an output in it (an output
     /// no display lists is the first display's), with its focus policy.
     func followedDisplays(_ outputs: [String]) -> [DisplayID: FocusPolicy] {
@@ -268,7 +297,9 @@ extension Daemon {
     /// app it last saw hidden is not frozen (Apps/Freezer.swift holds it).
     func followerSilent() {
         guard let state = follower, !state.lost else { return }
+        let windowsBefore = windowSummaries()
         state.lost = true
+        recordWindows(since: windowsBefore)
         logger.warning(
             "the compositor follower (\(state.source)) is silent: the fronts stay as it last reported them")
     }

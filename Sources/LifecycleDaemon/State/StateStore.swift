@@ -102,6 +102,8 @@ final class StateStore {
     /// What the file holds, by app (a row per app the state knows): a save
     /// writes the rows that differ.
     private var written: [AppID: SavedApp] = [:]
+    /// The same for the other rows (the shared part, the handoff, the leases).
+    private var writtenMeta: [String: Data] = [:]
     /// Every row is written at the next save (the state came from state.json,
     /// or the file was opened without reading it).
     private var rewrite = false
@@ -259,6 +261,7 @@ final class StateStore {
             database = nil
             statements = nil
             written = [:]
+            writtenMeta = [:]
             holdingMore = []
             Posix.unlink(path + "-wal")
         }
@@ -298,7 +301,10 @@ final class StateStore {
                     consider(id)
                 }
             }
-            let encoder = JSONEncoder()
+            // One pass to JSON (JSONStreamEncoder): JSONEncoder's tree was
+            // most of an event's instructions (docs/performance.md).
+            let encoder = JSONStreamEncoder()
+            var meta: [(String, Data)] = []
             try db.transaction { () throws(DatabaseError) in
                 do {
                     if rewrite { try statements.clear.run() }
@@ -311,23 +317,27 @@ final class StateStore {
                         }
                     }
                     if all {  // constant while the file is open
-                        try statements.meta.run([Data("format".utf8), Data(Self.format.utf8)])
-                        try statements.meta.run([Data("boot".utf8), Data(state.bootID.utf8)])
-                        try statements.meta.run([Data("crashes".utf8), Data(String(crashes).utf8)])
+                        meta += [
+                            ("format", Data(Self.format.utf8)), ("boot", Data(state.bootID.utf8)),
+                            ("crashes", Data(String(crashes).utf8)),
+                        ]
                     }
-                    try statements.meta.run([Data("shared".utf8), try encoder.encode(state.core.shared)])
-                    try statements.meta.run([
-                        Data("handoff".utf8), try state.handoff.map { try encoder.encode($0) } ?? Data(),
-                    ])
-                    try statements.meta.run([
-                        Data("leases".utf8), state.leases.isEmpty ? Data() : try encoder.encode(state.leases),
-                    ])
+                    meta += [
+                        ("shared", try encoder.encode(state.core.shared)),
+                        ("handoff", try state.handoff.map { try encoder.encode($0) } ?? Data()),
+                        ("leases", state.leases.isEmpty ? Data() : try encoder.encode(state.leases)),
+                    ]
+                    // What the file holds already is not written again.
+                    for (key, value) in meta where all || writtenMeta[key] != value {
+                        try statements.meta.run([Data(key.utf8), value])
+                    }
                 } catch let error as DatabaseError {
                     throw error
                 } catch {
                     throw DatabaseError(code: -1, message: "cannot encode: \(error)")
                 }
             }
+            for (key, value) in meta { writtenMeta[key] = value }
             for (id, app) in rows {
                 written[id] = app
                 if app?.run != nil || app?.termination != nil { holdingMore.insert(id) } else { holdingMore.remove(id) }
@@ -385,6 +395,7 @@ final class StateStore {
         statements = nil
         database = nil
         written = [:]
+        writtenMeta = [:]
         holdingMore = []
     }
 

@@ -1,0 +1,160 @@
+import Foundation
+import LifecycleControl
+import LifecycleCore
+import Testing
+
+@testable import LifecycleDaemon
+
+/// The one-pass encoder writes what JSONEncoder writes (the same JSON
+/// value; spacing and escapes aside), and JSONDecoder reads it back.
+@Suite struct JSONStreamEncoderTests {
+    enum Colour: String, Codable, Equatable, CodingKeyRepresentable { case red, green }
+    struct Point: Codable, Hashable { var x: Int32, y: Int32 }
+
+    /// A part encoded into the same encoder first, then the rest (as CoreState does).
+    struct Split: Codable, Equatable {
+        var inner: [String: String]
+        var outer: String
+        enum Keys: String, CodingKey { case outer }
+        init(inner: [String: String], outer: String) {
+            self.inner = inner
+            self.outer = outer
+        }
+        init(from decoder: any Decoder) throws {
+            inner = try [String: String](from: decoder).filter { $0.key != "outer" }
+            outer = try decoder.container(keyedBy: Keys.self).decode(String.self, forKey: .outer)
+        }
+        func encode(to encoder: any Encoder) throws {
+            try inner.encode(to: encoder)
+            var c = encoder.container(keyedBy: Keys.self)
+            try c.encode(outer, forKey: .outer)
+        }
+    }
+
+    /// Nested containers and a super encoder, by hand.
+    struct ByHand: Codable, Equatable {
+        var a: [Int]
+        var b: [String: Bool]
+        var parent: String
+        enum Keys: String, CodingKey { case a, b, `super`, after }
+        init(a: [Int], b: [String: Bool], parent: String) {
+            (self.a, self.b, self.parent) = (a, b, parent)
+        }
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: Keys.self)
+            var u = try c.nestedUnkeyedContainer(forKey: .a)
+            a = []
+            while !u.isAtEnd { a.append(try u.decode(Int.self)) }
+            b = try c.decode([String: Bool].self, forKey: .b)
+            parent = try String(from: try c.superDecoder())
+            #expect(try c.decode(Int.self, forKey: .after) == 1)
+        }
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: Keys.self)
+            var u = c.nestedUnkeyedContainer(forKey: .a)
+            for x in a { try u.encode(x) }
+            var k = c.nestedContainer(keyedBy: AnyKey.self, forKey: .b)
+            for (key, v) in b.sorted(by: { $0.key < $1.key }) { try k.encode(v, forKey: AnyKey(key)) }
+            try parent.encode(to: c.superEncoder())
+            try c.encode(1, forKey: .after)
+        }
+    }
+
+    struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ s: String) { stringValue = s }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    struct Empty: Codable, Equatable {}
+
+    struct Everything: Codable, Equatable {
+        var bool = true
+        var text = "quote \" backslash \\ newline \n tab \t control \u{1} slash / é 🙂"
+        var int = Int.min
+        var int8 = Int8.min
+        var int16 = Int16.max
+        var int32 = Int32.min
+        var int64 = Int64.max
+        var uint = UInt.max
+        var uint8 = UInt8.max
+        var uint16 = UInt16.max
+        var uint32 = UInt32.max
+        var uint64 = UInt64.max
+        var doubles = [0.0, -0.5, 0.1, 1e-7, 1e300, 123_456_789.125, 2.0, -3e15]
+        var float: Float = 1.25
+        var none: String? = nil
+        var some: String? = "x"
+        var optionals: [Int?] = [1, nil, 3]
+        var nested: [[String: [Point]]] = [["p": [Point(x: 1, y: -2)]], [:]]
+        var byString: [String: Int] = ["a": 1, "b": 2]
+        var byInt: [Int: String] = [1: "one", -2: "minus two"]
+        var byColour: [Colour: Int] = [.red: 1, .green: 2]
+        var byPoint: [Point: String] = [Point(x: 1, y: 2): "a point"]
+        var colour = Colour.green
+        var data = Data([0, 1, 2, 254, 255])
+        var date = Date(timeIntervalSinceReferenceDate: 12.5)
+        var url = URL(string: "file:///run/lifecycled/state.db")!
+        var empty = Empty()
+        var empties: [Empty] = [Empty(), Empty()]
+        var split = Split(inner: ["k": "v"], outer: "o")
+        var byHand = ByHand(a: [1, 2], b: ["t": true, "f": false], parent: "p")
+        var noList: [Int] = []
+        var noMap: [String: Int] = [:]
+    }
+
+    /// The same JSON value: both parsed, written again with sorted keys.
+    func sameJSON(_ a: Data, _ b: Data) throws -> Bool {
+        func canonical(_ d: Data) throws -> Data {
+            try JSONSerialization.data(
+                withJSONObject: JSONSerialization.jsonObject(with: d, options: [.fragmentsAllowed]),
+                options: [.sortedKeys, .fragmentsAllowed])
+        }
+        return try canonical(a) == canonical(b)
+    }
+
+    func agrees<T: Codable & Equatable>(_ value: T) throws {
+        let ours = try JSONStreamEncoder().encode(value)
+        let theirs = try JSONEncoder().encode(value)
+        #expect(try sameJSON(ours, theirs), "\(String(decoding: ours, as: UTF8.self))")
+        #expect(try JSONDecoder().decode(T.self, from: ours) == value)
+    }
+
+    @Test func everyKindOfValueAsJSONEncoderWritesIt() throws {
+        try agrees(Everything())
+        try agrees(Empty())
+        try agrees([Everything(), Everything()])
+        try agrees("top-level string")
+        try agrees(42)
+        try agrees([String: Everything]())
+        try agrees(Optional<Int>.none)
+    }
+
+    @Test func aNumberJSONCannotHoldIsRefused() {
+        #expect(throws: EncodingError.self) { try JSONStreamEncoder().encode([Double.nan]) }
+        #expect(throws: EncodingError.self) { try JSONStreamEncoder().encode(["x": Double.infinity]) }
+    }
+
+    /// The daemon's own saved state, through a core that ran: the rows the
+    /// store writes, read back equal (the simulation reads a core back from
+    /// these bytes on every run, LifecycleCoreTests/SimulationTests).
+    @Test func theSavedStateAsJSONEncoderWritesIt() throws {
+        var policy = AppPolicy()
+        policy.scenes = true
+        var core = Supervisor(apps: ["a": policy, "b": AppPolicy()])
+        _ = core.handle(.launch("a", .foreground), now: .zero)
+        _ = core.handle(.launch("b", .background), now: Instant(nanoseconds: 5_000_000))
+        let saved = core.saved
+        for id in ["a", "b"] {
+            let app = SavedApp(
+                core: saved.app(id),
+                run: SavedRun(generation: 1, pid: 7, startTime: 99, notifyName: "n", statusLine: "ready \"ok\""),
+                termination: TerminationInfo(reason: .exited, description: "exited 1", time: 1.5, pid: 6))
+            try agrees(app)
+        }
+        let ours = try JSONStreamEncoder().encode(saved.shared)
+        #expect(try sameJSON(ours, JSONEncoder().encode(saved.shared)))
+    }
+}
