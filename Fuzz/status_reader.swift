@@ -11,7 +11,7 @@ public func fuzzStatusReader(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32
     guard let report = StatusReport.fromResponseLine(bytes) else { return 0 }
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys]
-    guard let line = try? report.responseLine(daemonEncoder: encoder),
+    guard let line = try? report.responseLine(),
         let again = StatusReport.fromResponseLine(line),
         let decoded = try? JSONDecoder().decode(ControlResponse.self, from: Data(line)).status,
         let want = try? encoder.encode(report.apps),

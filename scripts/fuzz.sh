@@ -28,6 +28,7 @@ control=(Sources/LifecycleControl/ControlProtocol.swift Sources/LifecycleControl
     Sources/LifecycleControl/ControlRecords.swift Sources/LifecycleControl/ShownReport.swift)
 build control-request Sources/LifecycleModel/*.swift "${control[@]}" Fuzz/control_request.swift
 build status-reader Sources/LifecycleModel/*.swift "${control[@]}" Sources/LifecycleControl/StatusJSON.swift \
+    Sources/LifecycleControl/JSONStreamEncoder.swift \
     Sources/LifecycleControl/StatusFields.swift Fuzz/status_reader.swift
 # Swift's decoders against the C client's: wire.c built by clang (coverage, ASan), called through wire.h.
 build wire-differential Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/wire_differential.swift \
