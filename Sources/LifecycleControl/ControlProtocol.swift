@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 // The fuzzers compile this module's files together with LifecycleModel's
 // into one module, where there is nothing to import.
 #if canImport(LifecycleModel)

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 // Codable values written straight to JSON bytes, in one pass. Foundation's
 // JSONEncoder first builds a tree of every value and key, then writes it;

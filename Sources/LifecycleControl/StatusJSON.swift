@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 // The status answer written and read by hand: with 1,000 apps, JSONEncoder's
 // generic path cost the daemon 5 ms of a 7 ms answer, and JSONDecoder a

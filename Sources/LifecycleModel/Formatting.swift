@@ -42,3 +42,20 @@ extension Duration {
         return s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
     }
 }
+
+/// `x` with `digits` digits after the point, rounded ("12", "3.5"): what
+/// String(format: "%.Nf") wrote, without Foundation's formatter.
+public func fixed(_ x: Double, _ digits: Int = 0) -> String {
+    guard x.isFinite else { return "\(x)" }
+    var scale = 1.0
+    for _ in 0..<digits { scale *= 10 }
+    let scaled = (x * scale).rounded()
+    guard abs(scaled) < 9e18 else { return "\(x.rounded())" }
+    let n = Int64(scaled)
+    let sign = n < 0 ? "-" : ""
+    let m = n.magnitude
+    let unit = UInt64(scale)
+    guard digits > 0 else { return sign + "\(m)" }
+    let fraction = String(m % unit)
+    return sign + "\(m / unit)." + String(repeating: "0", count: digits - fraction.count) + fraction
+}

@@ -1,5 +1,9 @@
 import ArgumentParser
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleControl
 
@@ -122,9 +126,9 @@ enum StatusTable {
             if let a = m.reading.available, let t = m.reading.total {
                 line +=
                     ", available \(bytes(a)) of \(bytes(t)) "
-                    + "(\(String(format: "%.0f", Double(a) * 100 / Double(max(t, 1)))) %)"
+                    + "(\(fixed(Double(a) * 100 / Double(max(t, 1)))) %)"
             }
-            if let s = m.reading.stallPercent { line += ", stall \(String(format: "%.1f", s)) %" }
+            if let s = m.reading.stallPercent { line += ", stall \(fixed(s, 1)) %" }
             if let u = m.reading.appsTotal, let b = m.reading.budget {
                 line += ", apps \(bytes(u)) of \(bytes(b)) budget"
             }
@@ -285,20 +289,27 @@ struct Events: ParsableCommand {
         }
     }
 
-    static let formatter: DateFormatter = {
-        let f = DateFormatter()
-        f.dateFormat = "HH:mm:ss.SSS"
-        return f
-    }()
+    /// "HH:mm:ss.SSS" in local time (localtime_r: no date formatter, no ICU).
+    static func clock(_ time: Double) -> String {
+        var seconds = time_t(time.rounded(.down))
+        var t = tm()
+        localtime_r(&seconds, &t)
+        let ms = min(999, Int((time - time.rounded(.down)) * 1000))
+        func pad(_ v: Int, _ width: Int) -> String {
+            let s = String(v)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        return "\(pad(Int(t.tm_hour), 2)):\(pad(Int(t.tm_min), 2)):\(pad(Int(t.tm_sec), 2)).\(pad(ms, 3))"
+    }
 
     static func line(_ r: EventRecord) -> String {
-        var s = "\(formatter.string(from: Date(timeIntervalSince1970: r.time)))  \(r.app)  "
+        var s = "\(clock(r.time))  \(r.app)  "
         switch r.kind {
         case .transition: s += "\(r.from ?? "?") -> \(r.to ?? "?")"
         case .delivered: s += "delivered \(r.event?.rawValue ?? "?")" + (r.sequence.map { " #\($0)" } ?? "")
         case .acknowledged:
-            s += "acknowledged \(r.event?.rawValue ?? "?") in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
-        case .frozen: s += "frozen in \(String(format: "%.0f", r.latencyMicroseconds ?? 0)) µs"
+            s += "acknowledged \(r.event?.rawValue ?? "?") in \(fixed(r.latencyMicroseconds ?? 0)) µs"
+        case .frozen: s += "frozen in \(fixed(r.latencyMicroseconds ?? 0)) µs"
         case .memoryLevel: s += "memory \(r.from ?? "?") -> \(r.to ?? "?")"
         case .window: s += "window \(r.from ?? "?") -> \(r.to ?? "?")"
         case .jetsam: s += "jetsam"
@@ -339,7 +350,7 @@ struct Jetsam: ParsableCommand {
         for k in kills {
             var reading = [String]()
             if let a = k.reading.available { reading.append("avail \(StatusTable.bytes(a))") }
-            if let s = k.reading.stallPercent { reading.append("stall \(String(format: "%.0f", s))%") }
+            if let s = k.reading.stallPercent { reading.append("stall \(fixed(s))%") }
             if let u = k.reading.appsTotal, let b = k.reading.budget {
                 reading.append("apps \(StatusTable.bytes(u))/\(StatusTable.bytes(b))")
             }
@@ -348,7 +359,7 @@ struct Jetsam: ParsableCommand {
             if let l = k.limit { footprint += " > \(StatusTable.bytes(l))" }
             let others = k.candidates.filter { $0.app != k.app }.prefix(3).map(\.app)
             rows.append([
-                Events.formatter.string(from: Date(timeIntervalSince1970: k.time)), k.app,
+                Events.clock(k.time), k.app,
                 k.pid.map { String($0) } ?? "-",
                 k.reason.rawValue + (k.lastNotice ? " (noticed)" : "") + (k.killer.map { " (\($0.rawValue))" } ?? ""),
                 footprint,

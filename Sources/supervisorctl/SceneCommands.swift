@@ -1,5 +1,9 @@
 import ArgumentParser
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import LifecycleControl
 
 // Scenes and displays: discard (the app switcher's swipe) and the scenes

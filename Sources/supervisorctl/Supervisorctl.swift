@@ -1,5 +1,9 @@
 import ArgumentParser
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleControl
 
@@ -58,7 +62,8 @@ struct Connection: ParsableArguments {
 }
 
 func printError(_ s: String) {
-    FileHandle.standardError.write(Data("supervisorctl: \(s)\n".utf8))
+    let line = Array("supervisorctl: \(s)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
 }
 
 func fail(_ error: ControlError?) throws -> Never {

@@ -1,5 +1,9 @@
 import ArgumentParser
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 import LifecycleControl
 
 // Commands that wait for their outcome, as systemctl does: `launch`,

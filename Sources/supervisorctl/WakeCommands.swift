@@ -1,5 +1,10 @@
 import ArgumentParser
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 import LifecycleControl
 
 // The commands that wake apps for work in the background, or open a URL:
@@ -50,11 +55,19 @@ struct Push: ParsableCommand {
             }
             text = String(decoding: data, as: UTF8.self)
         } else if payload == "-" {
-            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            var bytes: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = read(0, &chunk, chunk.count)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                bytes += chunk[0..<n]
+            }
+            text = String(decoding: bytes, as: UTF8.self)
         } else {
             text = payload!
         }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = String(text.drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
         if case .failure(let problem) = PushPayload.check(trimmed) { throw ValidationError("\(problem)") }
         var request = ControlRequest(.push, app: app)
         request.payload = trimmed

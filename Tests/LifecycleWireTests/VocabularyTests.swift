@@ -42,6 +42,20 @@ import Testing
         #expect(formatBytesCompact(3_355_443) == "3.2M")
         #expect(formatBytesCompact(15 << 30) == "15G")
     }
+
+    /// What String(format: "%.Nf") wrote in supervisorctl, without Foundation.
+    @Test func fixedPointAsPrintfWroteIt() {
+        #expect(fixed(0) == "0")
+        #expect(fixed(12.4) == "12")
+        #expect(fixed(12.6) == "13")
+        #expect(fixed(3.14159, 1) == "3.1")
+        #expect(fixed(0.05, 2) == "0.05")
+        #expect(fixed(7, 3) == "7.000")
+        #expect(fixed(-1.25, 1) == "-1.3")
+        #expect(fixed(-0.4) == "0")
+        #expect(fixed(1e300) == "1e+300")
+        #expect(fixed(.infinity) == "inf")
+    }
 }
 
 /// Every client rejects a message over Wire.maxMessageSize: the daemon's
