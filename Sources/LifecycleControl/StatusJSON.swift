@@ -23,8 +23,6 @@ public struct JSONBytes {
         s.withUTF8Buffer { bytes.append(contentsOf: $0) }
     }
 
-    mutating func raw(_ data: Data) { bytes.append(contentsOf: data) }
-
     mutating func string(_ s: String) {
         bytes.append(0x22)
         var s = s
@@ -69,7 +67,10 @@ public struct JSONBytes {
 
     mutating func number(_ d: Double) {
         guard d.isFinite else { return bytes.append(0x30) }
-        if d == d.rounded() && abs(d) < 1e15 { return number(Int64(d)) }
+        if d == d.rounded() && abs(d) < 1e15 {
+            if d == 0 && d.sign == .minus { bytes.append(0x2D) }  // -0, as JSONEncoder writes it
+            return number(Int64(d))
+        }
         bytes += Array("\(d)".utf8)
     }
 

@@ -589,32 +589,45 @@ import Testing
         #expect(try next.stop() == 0)
     }
 
+    /// Two plain programs, a and b, launched into the background, and their
+    /// pids: for the tests that speak the follower's side themselves.
+    static func twoSleepers() throws -> (DaemonUnderTest, Int32, Int32) {
+        let sleeper = "command = [\"/bin/sleep\", \"100000\"]\ndelivery = \"signals\"\n"
+        let d = try DaemonUnderTest(apps: ["a": sleeper, "b": sleeper])
+        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        return (d, try #require(try d.status("a").pid), try #require(try d.status("b").pid))
+    }
+
+    /// A `shown` report of a's window "1" and b's window "2" on one output:
+    /// `focused` names the app whose window has the keyboard; the other is
+    /// visible beside it, or hidden when `othersHidden`.
+    static func twoWindows(
+        _ pa: Int32, _ pb: Int32, focused: String, othersHidden: Bool = false, carriedOut: UInt64
+    ) -> ControlRequest {
+        func window(_ id: String, _ pid: Int32, _ app: String) -> ShownWindow {
+            ShownWindow(
+                id: id, pid: pid, output: "OUT-1", focused: focused == app, visible: focused == app || !othersHidden,
+                rank: focused == app ? 0 : 1)
+        }
+        var r = ControlRequest(.shown)
+        r.shown = ShownReport(
+            source: "test", outputs: ["OUT-1"], windows: [window("1", pa, "a"), window("2", pb, "b")], interval: 30,
+            carriedOut: carriedOut)
+        return r
+    }
+
     /// The follower's side of the protocol, spoken by the test itself: a
     /// report taken before the follower carried out the daemon's latest
     /// request (its `sequence`) changes no front, so a heartbeat caught
     /// between an activate and the compositor's raise cannot undo it.
     @Test func aReportTakenBeforeARaiseChangesNoFront() throws {
-        let sleeper = "command = [\"/bin/sleep\", \"100000\"]\ndelivery = \"signals\"\n"
-        let d = try DaemonUnderTest(apps: ["a": sleeper, "b": sleeper])
-        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
-        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
-        let pa = try #require(try d.status("a").pid), pb = try #require(try d.status("b").pid)
+        let (d, pa, pb) = try Self.twoSleepers()
         let follower = try d.client()
         var asked: [RaiseRequest] = []
         func report(focused: String, carriedOut: UInt64, on client: ControlClient? = nil) throws {
             let follower = client ?? follower
-            var r = ControlRequest(.shown)
-            r.shown = ShownReport(
-                source: "test", outputs: ["OUT-1"],
-                windows: [
-                    ShownWindow(
-                        id: "1", pid: pa, output: "OUT-1", focused: focused == "a", visible: true,
-                        rank: focused == "a" ? 0 : 1),
-                    ShownWindow(
-                        id: "2", pid: pb, output: "OUT-1", focused: focused == "b", visible: true,
-                        rank: focused == "b" ? 0 : 1),
-                ], interval: 30, carriedOut: carriedOut)
-            try follower.write(r)
+            try follower.write(Self.twoWindows(pa, pb, focused: focused, carriedOut: carriedOut))
             while true {
                 let line = try follower.readResponse()
                 if let raise = line.raise {
@@ -655,23 +668,10 @@ import Testing
     /// its timeout (CI saw it once, under load); which comes first is a
     /// race this test cannot force, so it holds the records that close it.
     @Test func activateReturnsWhenTheWindowIsShownAfterTheAppIsActive() throws {
-        let sleeper = "command = [\"/bin/sleep\", \"100000\"]\ndelivery = \"signals\"\n"
-        let d = try DaemonUnderTest(apps: ["a": sleeper, "b": sleeper])
-        #expect(try d.ctl(["launch", "--background", "a"]).0 == 0)
-        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
-        let pa = try #require(try d.status("a").pid), pb = try #require(try d.status("b").pid)
+        let (d, pa, pb) = try Self.twoSleepers()
         let follower = try d.client()
         func report(focused: String, carriedOut: UInt64) throws {
-            var r = ControlRequest(.shown)
-            r.shown = ShownReport(
-                source: "test", outputs: ["OUT-1"],
-                windows: [
-                    ShownWindow(
-                        id: "1", pid: pa, output: "OUT-1", focused: focused == "a", visible: focused == "a", rank: 0),
-                    ShownWindow(
-                        id: "2", pid: pb, output: "OUT-1", focused: focused == "b", visible: focused == "b", rank: 1),
-                ], interval: 30, carriedOut: carriedOut)
-            try follower.write(r)
+            try follower.write(Self.twoWindows(pa, pb, focused: focused, othersHidden: true, carriedOut: carriedOut))
             #expect(try follower.readResponse().ok)
         }
         try report(focused: "a", carriedOut: 0)

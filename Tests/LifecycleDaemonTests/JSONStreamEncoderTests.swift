@@ -83,7 +83,7 @@ import Testing
         var uint16 = UInt16.max
         var uint32 = UInt32.max
         var uint64 = UInt64.max
-        var doubles = [0.0, -0.5, 0.1, 1e-7, 1e300, 123_456_789.125, 2.0, -3e15]
+        var doubles = [0.0, -0.0, -0.5, 0.1, 1e-7, 1e300, 123_456_789.125, 2.0, -3e15]
         var float: Float = 1.25
         var none: String? = nil
         var some: String? = "x"
@@ -130,6 +130,14 @@ import Testing
         try agrees(42)
         try agrees([String: Everything]())
         try agrees(Optional<Int>.none)
+    }
+
+    /// Negative zero stays negative (the status reader's fuzzer found a
+    /// status whose -0 came back as 0; Fuzz/corpus/status-reader/negative-zero.json).
+    @Test func negativeZeroIsWrittenAsSuch() throws {
+        let bytes = try JSONStreamEncoder().encode([-0.0, 0.0])
+        #expect(String(decoding: bytes, as: UTF8.self) == "[-0,0]")
+        #expect(try JSONDecoder().decode([Double].self, from: bytes).map(\.sign) == [.minus, .plus])
     }
 
     @Test func aNumberJSONCannotHoldIsRefused() {
