@@ -1,5 +1,9 @@
 import CLifecycleShim
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 
 // The clipboard, kept by the follower (docs/focus.md, "Holds"): on Wayland

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 
 // Who plays audio through the session's sound server. An app that plays
@@ -142,22 +146,21 @@ public final class SoundServer {
     }
 
     private func apply(_ json: [UInt8]) {
-        guard let array = try? JSONSerialization.jsonObject(with: Data(json)) as? [[String: Any]] else {
+        guard let array = try? JSONDecoder().decode([Dumped].self, from: Data(json)) else {
             return say("pw-dump printed something that is not a JSON array of objects")
         }
         for o in array {
-            guard let id = o["id"] as? Int else { continue }
-            guard let info = o["info"] as? [String: Any] else {
+            guard let id = o.id else { continue }
+            guard let info = o.info else {
                 objects[id] = nil  // removed
                 continue
             }
-            let props = info["props"] as? [String: Any] ?? [:]
             var object = Object()
-            object.type = o["type"] as? String ?? ""
-            object.state = info["state"] as? String
-            object.mediaClass = props["media.class"] as? String
-            object.client = Self.integer(props["client.id"])
-            object.secPID = Self.integer(props["pipewire.sec.pid"]).map(Int32.init)
+            object.type = o.type
+            object.state = info.state
+            object.mediaClass = info.props["media.class"]?.string
+            object.client = info.props["client.id"]?.integer
+            object.secPID = info.props["pipewire.sec.pid"]?.integer.map(Int32.init)
             objects[id] = object
         }
         var pids = Set<Int32>()
@@ -170,9 +173,56 @@ public final class SoundServer {
         playing = pids.sorted()
     }
 
-    static func integer(_ v: Any?) -> Int? {
-        if let i = v as? Int { return i }
-        if let s = v as? String { return Int(s) }
-        return nil
+    /// One object of pw-dump's array, as far as it is read: a field of
+    /// another type than expected reads as absent, and an `info` that is
+    /// not an object (null) says the object was removed.
+    struct Dumped: Decodable {
+        var id: Int?
+        var type = ""
+        var info: Info?
+
+        struct Info {
+            var state: String?
+            var props: [String: Loose] = [:]
+        }
+
+        enum Keys: String, CodingKey { case id, type, info }
+        enum InfoKeys: String, CodingKey { case state, props }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: Keys.self)
+            id = try? c.decode(Int.self, forKey: .id)
+            type = (try? c.decode(String.self, forKey: .type)) ?? ""
+            guard let i = try? c.nestedContainer(keyedBy: InfoKeys.self, forKey: .info) else { return }
+            info = Info(
+                state: try? i.decode(String.self, forKey: .state),
+                props: (try? i.decode([String: Loose].self, forKey: .props)) ?? [:])
+        }
+    }
+
+    /// A property's value: pw-dump writes numbers as numbers or strings.
+    enum Loose: Decodable {
+        case int(Int), string(String), other
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.singleValueContainer()
+            if let i = try? c.decode(Int.self) {
+                self = .int(i)
+            } else if let s = try? c.decode(String.self) {
+                self = .string(s)
+            } else {
+                self = .other
+            }
+        }
+
+        var integer: Int? {
+            switch self {
+            case .int(let i): i
+            case .string(let s): Int(s)
+            case .other: nil
+            }
+        }
+
+        var string: String? { if case .string(let s) = self { s } else { nil } }
     }
 }

@@ -1,6 +1,8 @@
 // The one byte formatter, in the two spellings people see: the long one in
 // logs, kill records and termination descriptions, the compact one in
-// supervisorctl's tables.
+// supervisorctl's tables. And the few text helpers the CLI took from full
+// Foundation (String(format:), trimming), which brings ICU
+// into a static binary (docs/performance.md, small binaries).
 
 /// "512 B", "3.2 MiB", "1.5 GiB".
 public func formatBytes(_ bytes: UInt64) -> String {
@@ -58,4 +60,13 @@ public func fixed(_ x: Double, _ digits: Int = 0) -> String {
     guard digits > 0 else { return sign + "\(m)" }
     let fraction = String(m % unit)
     return sign + "\(m / unit)." + String(repeating: "0", count: digits - fraction.count) + fraction
+}
+
+extension StringProtocol {
+    /// Without whitespace, newlines included, at either end.
+    public var trimmed: String {
+        guard let first = firstIndex(where: { !$0.isWhitespace }), let last = lastIndex(where: { !$0.isWhitespace })
+        else { return "" }
+        return String(self[first...last])
+    }
 }

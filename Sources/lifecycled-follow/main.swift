@@ -1,5 +1,10 @@
 import ArgumentParser
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 import LifecycleControl
 import LifecycleFollow
 
@@ -71,7 +76,10 @@ struct FollowCommand: ParsableCommand {
 
     func run() throws {
         let env = ProcessInfo.processInfo.environment
-        let say: (String) -> Void = { FileHandle.standardError.write(Data("lifecycled-follow: \($0)\n".utf8)) }
+        let say: (String) -> Void = { text in
+            let line = Array("lifecycled-follow: \(text)\n".utf8)
+            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        }
         let control = socket ?? env[ControlDefaults.socketEnvironmentKey] ?? ControlDefaults.socketPath
         let sway = swaySocket ?? env["SWAYSOCK"]
         let chosen: Source = source != .auto ? source : (sway != nil ? .sway : .wlr)

@@ -67,7 +67,7 @@ struct Push: ParsableCommand {
         } else {
             text = payload!
         }
-        let trimmed = String(text.drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
+        let trimmed = text.trimmed
         if case .failure(let problem) = PushPayload.check(trimmed) { throw ValidationError("\(problem)") }
         var request = ControlRequest(.push, app: app)
         request.payload = trimmed

@@ -56,6 +56,13 @@ import Testing
         #expect(fixed(1e300) == "1e+300")
         #expect(fixed(.infinity) == "inf")
     }
+
+    @Test func trimmedAsFoundationTrimmedWhitespaceAndNewlines() {
+        #expect(" \t{\"a\": 1}\n\n".trimmed == "{\"a\": 1}")
+        #expect("inner  space".trimmed == "inner  space")
+        #expect(" \n\t ".trimmed == "")
+        #expect("".trimmed == "")
+    }
 }
 
 /// Every client rejects a message over Wire.maxMessageSize: the daemon's
