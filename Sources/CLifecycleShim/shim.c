@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -32,6 +33,9 @@
 #endif
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef CLONE_PARENT
+#define CLONE_PARENT 0x00008000
 #endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -64,6 +68,23 @@ static void close_from(unsigned lo, unsigned hi) {
     if (lo > hi) return;
     if (syscall(SYS_close_range, lo, hi, 0) == 0) return;
     for (unsigned fd = lo; fd <= hi && fd < 65536; fd++) close((int)fd);
+}
+
+/// Every signal unblocked and back to its default disposition (async-signal-safe).
+/// The raw system call: glibc's sigaction refuses its reserved signals
+/// (32, 33), which a parent such as make may have ignored.
+static int reset_signals(void) {
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) return -1;
+    struct { void (*handler)(int); unsigned long flags; void (*restorer)(void); unsigned long mask; } dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.handler = SIG_DFL;
+    for (int s = 1; s <= 64; s++) {
+        if (s == SIGKILL || s == SIGSTOP) continue;
+        syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof dfl.mask);
+    }
+    return 0;
 }
 
 /// The child's side: put the fds in place (closing the daemon's), join the
@@ -127,18 +148,7 @@ __attribute__((noreturn)) static void child(const struct lc_spawn_request *req, 
 
     // Signals: the daemon blocks SIGCHLD, SIGTERM, ... for its signalfd and
     // ignores SIGPIPE; both would be inherited across exec. Reset them.
-    sigset_t none;
-    sigemptyset(&none);
-    if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) child_fail(pipe_fd, LC_STEP_SIGNALS);
-    // The raw system call: glibc's sigaction refuses its reserved signals
-    // (32, 33), which a parent such as make may have ignored.
-    struct { void (*handler)(int); unsigned long flags; void (*restorer)(void); unsigned long mask; } dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.handler = SIG_DFL;
-    for (int s = 1; s <= 64; s++) {
-        if (s == SIGKILL || s == SIGSTOP) continue;
-        syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof dfl.mask);
-    }
+    if (reset_signals() != 0) child_fail(pipe_fd, LC_STEP_SIGNALS);
 
     // Its own session and process group: the fallback signals the group.
     if (setsid() < 0) child_fail(pipe_fd, LC_STEP_SESSION);
@@ -174,7 +184,11 @@ static ssize_t read_full(int fd, void *buf, size_t len) {
     return (ssize_t)got;
 }
 
-pid_t lc_spawn(const struct lc_spawn_request *req, int *pidfd_out, int *failed_step, int *placed_atomically) {
+/// clone3 (with `extra` flags: CLONE_PARENT from the helper), the child's
+/// set-up, and the wait for its exec or its failure. `reap`: the failed
+/// child is ours to reap (not so under CLONE_PARENT: the daemon reaps it).
+static pid_t spawn_with(const struct lc_spawn_request *req, uint64_t extra, int reap, int *pidfd_out,
+                        int *failed_step, int *placed_atomically, pid_t *failed_pid) {
     *failed_step = LC_STEP_CLONE;
     *pidfd_out = -1;
     *placed_atomically = 1;
@@ -188,15 +202,17 @@ pid_t lc_spawn(const struct lc_spawn_request *req, int *pidfd_out, int *failed_s
     int pidfd = -1;
     struct lc_clone_args args;
     memset(&args, 0, sizeof args);
-    args.flags = CLONE_PIDFD;
+    args.flags = CLONE_PIDFD | extra;
     args.pidfd = (uint64_t)(uintptr_t)&pidfd;
-    args.exit_signal = SIGCHLD;
+    // Under CLONE_PARENT the kernel takes the caller's own exit signal
+    // (SIGCHLD: the helper was forked) and refuses any other.
+    args.exit_signal = (extra & CLONE_PARENT) ? 0 : SIGCHLD;
     if (req->cgroup_fd >= 0) {
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = (uint64_t)req->cgroup_fd;
     }
     pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
-    if (pid < 0 && errno == ENOSYS) {
+    if (pid < 0 && errno == ENOSYS && extra == 0) {
         // No clone3 (Linux < 5.3): fork, and the caller learns the child was
         // not placed atomically (it is moved below, before exec can run).
         pid = fork();
@@ -236,7 +252,10 @@ pid_t lc_spawn(const struct lc_spawn_request *req, int *pidfd_out, int *failed_s
     if (got == (ssize_t)sizeof f) {
         // The child failed before exec and has _exited: reap it.
         siginfo_t info;
-        while (waitid(P_PID, (id_t)pid, &info, WEXITED) != 0 && errno == EINTR) {}
+        if (reap) {
+            while (waitid(P_PID, (id_t)pid, &info, WEXITED) != 0 && errno == EINTR) {}
+        }
+        if (failed_pid) *failed_pid = pid;
         if (pidfd >= 0) close(pidfd);
         *failed_step = f.step;
         errno = f.err;
@@ -245,6 +264,10 @@ pid_t lc_spawn(const struct lc_spawn_request *req, int *pidfd_out, int *failed_s
     *failed_step = 0;
     *pidfd_out = pidfd;
     return pid;
+}
+
+pid_t lc_spawn(const struct lc_spawn_request *req, int *pidfd_out, int *failed_step, int *placed_atomically) {
+    return spawn_with(req, 0, 1, pidfd_out, failed_step, placed_atomically, NULL);
 }
 
 int lc_pidfd_send_signal(int pidfd, int sig) {
@@ -369,29 +392,38 @@ long lc_recv_notify(int fd, void *buf, unsigned long len, pid_t *pid) {
     return (long)r;
 }
 
-long lc_send_with_fd(int sock, const void *buf, unsigned long len, int passfd) {
+/// One message with `n` descriptors as SCM_RIGHTS (none when n is 0).
+static ssize_t send_with_fds(int sock, const void *buf, size_t len, const int *fds, int n) {
     union {
         struct cmsghdr align;
-        char space[CMSG_SPACE(sizeof(int))];
+        char space[CMSG_SPACE(sizeof(int) * 28)];
     } control;
     struct iovec iov = {(void *)buf, len};
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    if (passfd >= 0) {
+    if (n > 28) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (n > 0) {
         memset(&control, 0, sizeof control);
         msg.msg_control = control.space;
-        msg.msg_controllen = sizeof control.space;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
         struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &passfd, sizeof passfd);
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
     }
     ssize_t r;
     do r = sendmsg(sock, &msg, MSG_NOSIGNAL); while (r < 0 && errno == EINTR);
-    return (long)r;
+    return r;
+}
+
+long lc_send_with_fd(int sock, const void *buf, unsigned long len, int passfd) {
+    return (long)send_with_fds(sock, buf, len, &passfd, passfd >= 0 ? 1 : 0);
 }
 
 long lc_recv_with_fds(int sock, void *buf, unsigned long len, int *fds, int max, int *nfds) {
@@ -556,4 +588,267 @@ unsigned long long lc_process_start_time(int pid) {
     // p is at the space before field 3; step to the space before field 22.
     for (int field = 3; field < 22 && p; field++) p = strchr(p + 1, ' ');
     return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+// MARK: - The spawn helper
+
+/// The request as it crosses the helper's socket: this header, then the
+/// fd map's targets (int32 each), the supplementary groups (gid_t each),
+/// then the strings, each NUL-terminated: path, cwd (when has_cwd), argv,
+/// envp. The descriptors ride along as SCM_RIGHTS, in this order: the
+/// cgroup directory (when has_cgroup), the v1 cgroup.procs (when has_v1),
+/// the fd map's sources.
+struct lc_helper_request {
+    uint32_t magic;
+    int32_t has_cgroup, has_v1, fd_map_count, has_cwd, has_credentials;
+    int32_t set_ids, group_count, no_new_privs, umask, nice, argc, envc;
+    uint32_t uid, gid;
+    uint64_t keep_caps;
+    uint32_t strings_length;
+};
+
+/// The answer: the pid (> 0) with its pidfd as SCM_RIGHTS, or the failed
+/// step and errno, with the pid of a child that failed before exec (the
+/// daemon's child under CLONE_PARENT, so the daemon reaps it) or 0.
+struct lc_helper_reply {
+    int32_t pid, step, err, atomic, failed_pid;
+};
+
+#define LC_HELPER_MAGIC 0x6c637331u   /* "lcs1" */
+#define LC_HELPER_MAX_MESSAGE (1u << 20)
+#define LC_HELPER_MAX_FDS (LC_MAX_FDS + 2)
+
+static void helper_reply(int sock, const struct lc_helper_reply *r, int pidfd) {
+    (void)send_with_fds(sock, r, sizeof *r, &pidfd, pidfd >= 0 ? 1 : 0);
+}
+
+/// Takes `n` NUL-terminated strings from [*at, end) into out[0..n), NULL after.
+static int take_strings(char **at, char *end, char **out, int n) {
+    for (int i = 0; i < n; i++) {
+        char *nul = memchr(*at, 0, (size_t)(end - *at));
+        if (!nul) return -1;
+        out[i] = *at;
+        *at = nul + 1;
+    }
+    out[n] = NULL;
+    return 0;
+}
+
+/// One request: parse, spawn with CLONE_PARENT, answer, close what came.
+static void helper_serve(int sock, char *buf, ssize_t len, int *fds, int nfds, char **pointers, size_t capacity) {
+    struct lc_helper_reply reply = {0, LC_STEP_HELPER, EPROTO, 0, 0};
+    struct lc_helper_request h;
+    if ((size_t)len < sizeof h) goto answer;
+    memcpy(&h, buf, sizeof h);
+    size_t fixed = sizeof h + (size_t)h.fd_map_count * sizeof(int32_t) + (size_t)h.group_count * sizeof(gid_t);
+    if (h.magic != LC_HELPER_MAGIC || h.fd_map_count < 0 || h.fd_map_count > LC_MAX_FDS || h.group_count < 0 ||
+        h.group_count > 65536 || h.argc < 1 || h.envc < 0 || (size_t)h.argc + (size_t)h.envc + 2 > capacity ||
+        fixed + h.strings_length != (size_t)len ||
+        nfds != !!h.has_cgroup + !!h.has_v1 + h.fd_map_count)
+        goto answer;
+    int32_t targets[LC_MAX_FDS];
+    memcpy(targets, buf + sizeof h, (size_t)h.fd_map_count * sizeof(int32_t));
+    gid_t *groups = (gid_t *)(void *)(buf + sizeof h + (size_t)h.fd_map_count * sizeof(int32_t));
+    char *at = buf + fixed, *end = buf + len;
+    char *path = NULL, *cwd = NULL;
+    char *one[2];
+    if (take_strings(&at, end, one, 1) != 0) goto answer;
+    path = one[0];
+    if (h.has_cwd) {
+        if (take_strings(&at, end, one, 1) != 0) goto answer;
+        cwd = one[0];
+    }
+    char **argv = pointers, **envp = pointers + h.argc + 1;
+    if (take_strings(&at, end, argv, h.argc) != 0 || take_strings(&at, end, envp, h.envc) != 0) goto answer;
+    int k = 0;
+    int cgroup_fd = h.has_cgroup ? fds[k++] : -1;
+    int v1_fd = h.has_v1 ? fds[k++] : -1;
+    int map[2 * LC_MAX_FDS];
+    for (int i = 0; i < h.fd_map_count; i++) {
+        map[2 * i] = fds[k++];
+        map[2 * i + 1] = targets[i];
+    }
+    struct lc_spawn_credentials creds = {h.set_ids, h.uid, h.gid, groups, h.group_count, h.no_new_privs,
+                                         h.keep_caps, h.umask, h.nice};
+    struct lc_spawn_request req = {path, argv, envp, cwd, cgroup_fd, v1_fd, map, h.fd_map_count,
+                                   h.has_credentials ? &creds : NULL};
+    int pidfd = -1, step = 0, atomic = 0;
+    pid_t failed = 0;
+    pid_t pid = spawn_with(&req, CLONE_PARENT, 0, &pidfd, &step, &atomic, &failed);
+    if (pid > 0) {
+        reply = (struct lc_helper_reply){pid, 0, 0, atomic, 0};
+        helper_reply(sock, &reply, pidfd);
+        close(pidfd);
+        for (int i = 0; i < nfds; i++) close(fds[i]);
+        return;
+    }
+    reply = (struct lc_helper_reply){0, step, errno, 0, failed};
+answer:
+    helper_reply(sock, &reply, -1);
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+}
+
+/// The helper's life: until the daemon's end of the socket closes (its
+/// exit, its crash or its execve), one request at a time.
+__attribute__((noreturn)) static void helper_main(int sock) {
+    // Nothing of the daemon's: its descriptors (a re-executed daemon holds
+    // every app's), its blocked signals and handlers.
+    sock = fcntl(sock, F_DUPFD_CLOEXEC, 3);
+    if (sock < 0) _exit(1);
+    if (sock != 3) {
+        if (dup3(sock, 3, O_CLOEXEC) < 0) _exit(1);
+        sock = 3;
+    }
+    close_from(4, ~0U);
+    (void)reset_signals();
+    prctl(PR_SET_NAME, "lifecycled-fork", 0, 0, 0);
+    // Buffers from mmap, not malloc (this is a fork of a threaded process).
+    char *buf = mmap(NULL, LC_HELPER_MAX_MESSAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t capacity = LC_HELPER_MAX_MESSAGE + 2;
+    char **pointers = mmap(NULL, capacity * sizeof(char *), PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (buf == MAP_FAILED || pointers == MAP_FAILED) _exit(1);
+    for (;;) {
+        union { struct cmsghdr align; char space[CMSG_SPACE(sizeof(int) * LC_HELPER_MAX_FDS)]; } control;
+        struct iovec iov;
+        struct msghdr msg;
+        ssize_t n = recv_with_control(sock, buf, LC_HELPER_MAX_MESSAGE, control.space, sizeof control.space,
+                                      MSG_CMSG_CLOEXEC, &msg, &iov);
+        if (n <= 0) _exit(0);
+        int fds[LC_HELPER_MAX_FDS], nfds = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) take_rights(c, fds, LC_HELPER_MAX_FDS, &nfds);
+        }
+        if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) n = 0;  // refused below as malformed
+        helper_serve(sock, buf, n, fds, nfds, pointers, capacity);
+    }
+}
+
+int lc_spawn_helper_start(pid_t *pid_out) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(sv[0]);
+        close(sv[1]);
+        errno = e;
+        return -1;
+    }
+    if (pid == 0) helper_main(sv[1]);
+    close(sv[1]);
+    *pid_out = pid;
+    return sv[0];
+}
+
+pid_t lc_spawn_via(int helper, const struct lc_spawn_request *req, int *pidfd_out, int *failed_step,
+                   int *placed_atomically) {
+    *failed_step = LC_STEP_HELPER;
+    *pidfd_out = -1;
+    *placed_atomically = 1;
+    const struct lc_spawn_credentials *c = req->credentials;
+    int argc = 0, envc = 0;
+    while (req->argv[argc]) argc++;
+    while (req->envp[envc]) envc++;
+    if (req->fd_map_count < 0 || req->fd_map_count > LC_MAX_FDS || argc < 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct lc_helper_request h;
+    memset(&h, 0, sizeof h);
+    h.magic = LC_HELPER_MAGIC;
+    h.has_cgroup = req->cgroup_fd >= 0;
+    h.has_v1 = req->v1_procs_fd >= 0;
+    h.fd_map_count = req->fd_map_count;
+    h.has_cwd = req->cwd != NULL;
+    h.has_credentials = c != NULL;
+    if (c) {
+        h.set_ids = c->set_ids;
+        h.uid = c->uid;
+        h.gid = c->gid;
+        h.group_count = c->group_count;
+        h.no_new_privs = c->no_new_privs;
+        h.keep_caps = c->keep_caps;
+        h.umask = c->umask;
+        h.nice = c->nice;
+    }
+    h.argc = argc;
+    h.envc = envc;
+    size_t strings = strlen(req->path) + 1 + (req->cwd ? strlen(req->cwd) + 1 : 0);
+    for (int i = 0; i < argc; i++) strings += strlen(req->argv[i]) + 1;
+    for (int i = 0; i < envc; i++) strings += strlen(req->envp[i]) + 1;
+    size_t fixed = sizeof h + (size_t)h.fd_map_count * sizeof(int32_t) + (size_t)h.group_count * sizeof(gid_t);
+    if (fixed + strings > LC_HELPER_MAX_MESSAGE) {
+        errno = EMSGSIZE;
+        return -1;
+    }
+    h.strings_length = (uint32_t)strings;
+    char *buf = malloc(fixed + strings);
+    if (!buf) return -1;
+    memcpy(buf, &h, sizeof h);
+    char *at = buf + sizeof h;
+    for (int i = 0; i < h.fd_map_count; i++) {
+        int32_t t = req->fd_map[2 * i + 1];
+        memcpy(at, &t, sizeof t);
+        at += sizeof t;
+    }
+    if (h.group_count > 0) {
+        memcpy(at, c->groups, (size_t)h.group_count * sizeof(gid_t));
+        at += (size_t)h.group_count * sizeof(gid_t);
+    }
+#define PUT(str) do { size_t l = strlen(str) + 1; memcpy(at, (str), l); at += l; } while (0)
+    PUT(req->path);
+    if (req->cwd) PUT(req->cwd);
+    for (int i = 0; i < argc; i++) PUT(req->argv[i]);
+    for (int i = 0; i < envc; i++) PUT(req->envp[i]);
+#undef PUT
+    int fds[LC_HELPER_MAX_FDS], nfds = 0;
+    if (req->cgroup_fd >= 0) fds[nfds++] = req->cgroup_fd;
+    if (req->v1_procs_fd >= 0) fds[nfds++] = req->v1_procs_fd;
+    for (int i = 0; i < req->fd_map_count; i++) fds[nfds++] = req->fd_map[2 * i];
+    ssize_t sent = send_with_fds(helper, buf, fixed + strings, fds, nfds);
+    int e = errno;
+    free(buf);
+    if (sent < 0) {
+        errno = e;
+        return -1;
+    }
+    // The answer; its pidfd arrives as SCM_RIGHTS.
+    struct lc_helper_reply reply;
+    union { struct cmsghdr align; char space[CMSG_SPACE(sizeof(int) * 2)]; } back;
+    struct iovec riov;
+    struct msghdr rmsg;
+    ssize_t got = recv_with_control(helper, &reply, sizeof reply, back.space, sizeof back.space, MSG_CMSG_CLOEXEC,
+                                    &rmsg, &riov);
+    int got_errno = errno;
+    int passed[2], npassed = 0;
+    for (struct cmsghdr *cm = got > 0 ? CMSG_FIRSTHDR(&rmsg) : NULL; cm; cm = CMSG_NXTHDR(&rmsg, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) take_rights(cm, passed, 2, &npassed);
+    }
+    int pidfd = npassed > 0 ? passed[0] : -1;
+    if (npassed > 1) close(passed[1]);
+    if (got != (ssize_t)sizeof reply) {
+        if (pidfd >= 0) close(pidfd);
+        errno = got < 0 ? got_errno : ECONNRESET;  // the helper is gone
+        return -1;
+    }
+    if (reply.failed_pid > 0) {  // our child now: reap it, as lc_spawn does
+        siginfo_t info;
+        while (waitid(P_PID, (id_t)reply.failed_pid, &info, WEXITED) != 0 && errno == EINTR) {}
+    }
+    if (reply.pid > 0 && pidfd < 0) {  // a child without its pidfd: ours, unreaped, so its pid is still its own
+        kill(reply.pid, SIGKILL);
+        siginfo_t info;
+        while (waitid(P_PID, (id_t)reply.pid, &info, WEXITED) != 0 && errno == EINTR) {}
+    }
+    if (reply.pid <= 0 || pidfd < 0) {
+        if (pidfd >= 0) close(pidfd);
+        *failed_step = reply.pid > 0 ? LC_STEP_HELPER : reply.step;
+        errno = reply.pid > 0 ? EPROTO : reply.err;
+        return -1;
+    }
+    *failed_step = 0;
+    *placed_atomically = reply.atomic;
+    *pidfd_out = pidfd;
+    return reply.pid;
 }

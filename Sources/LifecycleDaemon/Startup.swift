@@ -16,6 +16,10 @@ extension Daemon {
     /// socket, and tells systemd READY=1 (in `run`) only once all of that is done.
     public convenience init(options: Options, logger: Logger) throws {
         let began = Posix.monotonicNanoseconds()
+        // The spawn helper first, while this process is small: it starts
+        // every app, so that no launch copies the daemon (its memory, its
+        // descriptors), however many apps run (docs/architecture.md).
+        let spawner = HelperSpawner()
         // About three descriptors per running app (its pidfd, its group's
         // directory, its channel or notify socket): the soft limit (1,024
         // by default) would cap a daemon at about 330 apps. The table is
@@ -67,7 +71,7 @@ extension Daemon {
         let confined = Posix.monotonicNanoseconds()
         do {
             try self.init(
-                settings: settings, confinement: confinement, starter: KernelSpawner(), options: options,
+                settings: settings, confinement: confinement, starter: spawner, options: options,
                 logger: logger, standalone: false)
         } catch {
             // A start that fails (the control socket in use, say) leaves no
@@ -78,6 +82,8 @@ extension Daemon {
         }
         instanceLock = lock
         descriptorLimit = descriptors
+        spawner.trouble = { [logger] in logger.warning("\($0)") }
+        if let helper = spawner.helperPID { startPhases["spawn-helper"] = "\(helper)" }
         logger.info(
             "started",
             metadata: startPhases.merging([

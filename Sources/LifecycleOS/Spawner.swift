@@ -102,6 +102,8 @@ public struct SpawnedProcess: Sendable {
 }
 
 public struct SpawnError: Error, CustomStringConvertible, Sendable {
+    /// The step of a spawn helper that could not be asked (`HelperSpawner`).
+    public static let helperStep = "ask the spawn helper"
     public var step: String
     public var errno: Errno
     public var description: String { "\(step): \(errno)" }
@@ -116,28 +118,37 @@ public enum Spawner {
     /// Starts the process inside its group before it runs an instruction of
     /// its own (clone3 with CLONE_INTO_CGROUP, in the C shim). Exec errors
     /// come back here, synchronously: the group is fresh, never frozen.
-    public static func spawn(_ request: SpawnRequest) throws(SpawnError) -> SpawnedProcess {
+    public static func spawn(_ request: SpawnRequest, helper: Int32 = -1) throws(SpawnError) -> SpawnedProcess {
         let (cgroupFD, v1ProcsFD): (Int32, Int32) =
             switch request.group.placement {
             case .cgroup(let directory, let v1Procs): (directory, v1Procs)
             case .processGroup: (-1, -1)
             }
-        defer { request.group.spawned() }
-        let spawned = try start(
-            request.executable, argv: [request.argv0 ?? request.executable] + request.arguments,
-            environment: request.environment, workingDirectory: request.workingDirectory, cgroupFD: cgroupFD,
-            v1ProcsFD: v1ProcsFD, inherit: request.inherit, credentials: request.credentials)
+        let spawned: SpawnedProcess
+        do throws(SpawnError) {
+            spawned = try start(
+                request.executable, argv: [request.argv0 ?? request.executable] + request.arguments,
+                environment: request.environment, workingDirectory: request.workingDirectory, cgroupFD: cgroupFD,
+                v1ProcsFD: v1ProcsFD, inherit: request.inherit, credentials: request.credentials, helper: helper)
+        } catch {
+            // A helper that could not be asked started nothing: the group's
+            // descriptors stay for the next way of spawning.
+            if error.step != SpawnError.helperStep { request.group.spawned() }
+            throw error
+        }
+        request.group.spawned()
         request.group.pid = spawned.pid
         return spawned
     }
 
     /// The C shim's spawn, for callers with no group (the systemd scope's
     /// keeper): into the cgroup directory `cgroupFD` when it is not -1,
-    /// joining the v1 memory cgroup `v1ProcsFD` when it is not -1.
+    /// joining the v1 memory cgroup `v1ProcsFD` when it is not -1; through
+    /// the spawn helper on `helper` when it is not -1 (`HelperSpawner`).
     public static func start(
         _ executable: String, argv: [String], environment: [String: String], workingDirectory: String?,
         cgroupFD: Int32, v1ProcsFD: Int32, inherit: [(source: Int32, target: Int32)],
-        credentials: SpawnCredentials? = nil
+        credentials: SpawnCredentials? = nil, helper: Int32 = -1
     ) throws(SpawnError) -> SpawnedProcess {
         let argvCopies = argv.map { strdup($0) }
         let envp = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") }
@@ -169,7 +180,9 @@ public enum Spawner {
                                         cgroup_fd: cgroupFD, v1_procs_fd: v1ProcsFD,
                                         fd_map: m.baseAddress, fd_map_count: Int32(inherit.count),
                                         credentials: credentials == nil ? nil : c)
-                                    return lc_spawn(&req, &pidfd, &step, &atomic)
+                                    return helper >= 0
+                                        ? lc_spawn_via(helper, &req, &pidfd, &step, &atomic)
+                                        : lc_spawn(&req, &pidfd, &step, &atomic)
                                 }
                             }
                         }
@@ -182,6 +195,7 @@ public enum Spawner {
                 1: "clone3", 2: "join memory cgroup", 3: "set up file descriptors",
                 4: "reset signals", 5: "setsid", 6: "chdir", 7: "execve",
                 8: "drop capabilities", 9: "set user and groups", 10: "no_new_privileges",
+                Int(LC_STEP_HELPER.rawValue): SpawnError.helperStep,
             ]
             throw SpawnError(step: names[Int(step)] ?? "spawn", errno: Errno(rawValue: Glibc.errno))
         }
@@ -221,4 +235,103 @@ public protocol ProcessStarter: AnyObject {
 public final class KernelSpawner: ProcessStarter {
     public init() {}
     public func spawn(_ request: SpawnRequest) throws(SpawnError) -> SpawnedProcess { try Spawner.spawn(request) }
+}
+
+/// The daemon's: every app started by the spawn helper (lc_spawn_helper_start,
+/// docs/architecture.md "The spawn helper"), a small process forked while
+/// the daemon was small, so that a launch copies neither the daemon's
+/// address space nor its descriptor table (three per running app): its
+/// cost no longer grows with the number of running apps. The child is
+/// still the daemon's (CLONE_PARENT): reaped, signalled and adopted as
+/// before.
+///
+/// A helper that is gone (killed, say) is replaced at the next launch; if
+/// the new one cannot be asked either, or a request is too large for it
+/// (over 1 MiB of command line and environment), the launch is made from
+/// the daemon itself, as before the helper. `trouble` hears of each.
+public final class HelperSpawner: ProcessStarter {
+    private var socket: Int32 = -1
+    private var pid: Int32 = 0
+    private var pidfd: Int32 = -1
+    /// Set after a replacement could not be asked either: launches come from the daemon.
+    public private(set) var disabled = false
+    /// What went wrong with the helper, for the daemon's log.
+    public var trouble: ((String) -> Void)?
+
+    /// Starts the helper: call it while the process is small.
+    public init() {
+        if let problem = start() { disabled = true; pending = problem }
+    }
+
+    /// Why the first helper could not start, said once `trouble` is set.
+    private var pending: String?
+
+    /// The helper's pid, or nil when there is none.
+    public var helperPID: Int32? { socket >= 0 ? pid : nil }
+
+    private func start() -> String? {
+        var child: pid_t = 0
+        let fd = lc_spawn_helper_start(&child)
+        guard fd >= 0 else { return "cannot start the spawn helper: \(Errno(rawValue: Glibc.errno))" }
+        socket = fd
+        pid = child
+        pidfd = lc_pidfd_open(child)
+        return nil
+    }
+
+    /// The helper goes: its socket closed (it leaves at EOF), killed
+    /// through its pidfd (never a recycled pid), reaped unless the daemon's
+    /// reaper was first.
+    private func stop() {
+        guard socket >= 0 else { return }
+        Posix.close(socket)
+        socket = -1
+        if pidfd >= 0 {
+            _ = lc_pidfd_send_signal(pidfd, SIGKILL)
+            var pfd = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, 1000)
+            Posix.close(pidfd)
+            pidfd = -1
+            var st = lc_child_status()
+            _ = lc_reap(pid, &st)
+        }
+    }
+
+    deinit { stop() }
+
+    public func spawn(_ request: SpawnRequest) throws(SpawnError) -> SpawnedProcess {
+        if let problem = pending {
+            pending = nil
+            trouble?("\(problem): launching from the daemon itself")
+        }
+        if !disabled {
+            for attempt in 0..<2 {
+                if socket < 0, let problem = start() {
+                    disabled = true
+                    trouble?("\(problem): launching from the daemon itself")
+                    break
+                }
+                do { return try Spawner.spawn(request, helper: socket) } catch
+                    where error.step == SpawnError.helperStep
+                {
+                    if error.errno == .messageTooLong {
+                        trouble?(
+                            "\(request.executable): its command line and environment are over the spawn helper's 1 MiB: launched from the daemon itself"
+                        )
+                        break
+                    }
+                    stop()
+                    if attempt == 0 {
+                        trouble?("the spawn helper is gone (\(error.errno)): starting another")
+                    } else {
+                        disabled = true
+                        trouble?(
+                            "the new spawn helper cannot be asked either (\(error.errno)): launching from the daemon itself from now on"
+                        )
+                    }
+                }
+            }
+        }
+        return try Spawner.spawn(request)
+    }
 }

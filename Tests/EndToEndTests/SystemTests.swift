@@ -275,3 +275,74 @@ func zombies(of parent: Int32) -> [Int32] {
         #expect(poll(&pfd, 1, 20_000) == 1)
     }
 }
+
+/// The spawn helper (docs/architecture.md): apps are started by a small
+/// process the daemon forked while it was small, and are still the
+/// daemon's children; a helper that is killed is replaced at the next
+/// launch; a daemon-reexec starts a new one and leaves no zombie.
+@Suite struct SpawnHelperTests {
+    /// The daemon's children named lifecycled-fork (its spawn helper).
+    func helpers(of daemon: Int32) -> [Int32] {
+        let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap { Int32($0) } ?? []
+        return pids.filter { pid in
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return false }
+            let fields = status.split(separator: "\n")
+            return fields.contains("Name:\tlifecycled-fork") && fields.contains("PPid:\t\(daemon)")
+                && !fields.contains { $0.hasPrefix("State:\tZ") }
+        }
+    }
+
+    func parent(of pid: Int32) -> Int32? {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        return status.split(separator: "\n").first { $0.hasPrefix("PPid:") }.flatMap {
+            Int32($0.dropFirst(5).trimmingCharacters(in: .whitespaces))
+        }
+    }
+
+    @Test func appsComeFromTheHelperAndAreTheDaemonsChildren() throws {
+        let sleeper = "command = [\"sleep\", \"1000\"]\ndelivery = \"signals\"\n"
+        let d = try DaemonUnderTest(apps: ["a": sleeper, "b": sleeper, "c": sleeper])
+        let f = try d.follow()
+        let first = try #require(helpers(of: d.pid).first, "a spawn helper beside the daemon")
+        try d.command(ControlRequest(.launch, app: "a", background: true))
+        try f.state("a", "background")
+        #expect(parent(of: try #require(try d.status("a").pid)) == d.pid, "the app is the daemon's child")
+        // The helper holds stdio and its socket; the daemon holds far more
+        // (its control socket, the app's group, pidfd, notify socket...).
+        let held = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(first)/fd").count
+        let daemonHeld = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(d.pid)/fd").count
+        #expect(held <= 4 && daemonHeld > held, "helper \(held), daemon \(daemonHeld) descriptors")
+
+        // Killed: the next launch starts another helper and says so.
+        let watch = lc_pidfd_open(first)
+        try #require(watch >= 0)
+        kill(first, SIGKILL)
+        var p = pollfd(fd: watch, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 10_000) == 1)
+        close(watch)
+        try d.command(ControlRequest(.launch, app: "b", background: true))
+        try f.state("b", "background")
+        #expect(parent(of: try #require(try d.status("b").pid)) == d.pid)
+        #expect(d.daemonLog.contains("the spawn helper is gone"), "\(d.daemonLog)")
+        let second = helpers(of: d.pid)
+        #expect(second.count == 1 && second != [first], "one new helper: \(second)")
+
+        // daemon-reexec: the old helper leaves (its socket closed on exec),
+        // the new image has its own; no zombie is left behind.
+        let (code, _, err) = try d.ctl(["daemon-reexec"])
+        #expect(code == 0, "\(err)")
+        try d.command(ControlRequest(.launch, app: "c", background: true))
+        let f2 = try d.follow()
+        if try d.status("c").state != .background { try f2.state("c", "background") }
+        #expect(parent(of: try #require(try d.status("c").pid)) == d.pid)
+        let third = helpers(of: d.pid)
+        #expect(third.count == 1 && third != second, "the new image's own helper: \(third)")
+        var left = zombies(of: d.pid)
+        for _ in 0..<5000 where !left.isEmpty {  // reaping has no event to wait on: the bound is the failure
+            usleep(1000)
+            left = zombies(of: d.pid)
+        }
+        #expect(left.isEmpty, "zombie children of the daemon: \(left)")
+        #expect(try d.stop() == 0)
+    }
+}

@@ -6,6 +6,7 @@
 #include "CLifecycleShim.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,15 +15,19 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int passed, failed;
 extern char **environ;
+/// The spawn helper's end, or -1: the spawn tests run both ways.
+static int helper = -1;
+static const char *mode = "";
 
 #define CHECK(name, cond)                                                        \
     do {                                                                         \
-        if (cond) { passed++; printf("ok      %s\n", name); }                    \
-        else { failed++; printf("FAILED  %s (%s:%d, errno %s)\n", name, __FILE__, __LINE__, strerror(errno)); } \
+        if (cond) { passed++; printf("ok      %s%s\n", mode, name); }            \
+        else { failed++; printf("FAILED  %s%s (%s:%d, errno %s)\n", mode, name, __FILE__, __LINE__, strerror(errno)); } \
     } while (0)
 
 /// Waits for the child behind `pidfd` to exit, then reaps it.
@@ -39,7 +44,7 @@ static pid_t spawn(char *const argv[], const char *cwd, int cgroup_fd, int v1_fd
                    int *pidfd, int *step) {
     struct lc_spawn_request r = {argv[0], argv, environ, cwd, cgroup_fd, v1_fd, map, n, NULL};
     int atomic = 0;
-    return lc_spawn(&r, pidfd, step, &atomic);
+    return helper >= 0 ? lc_spawn_via(helper, &r, pidfd, step, &atomic) : lc_spawn(&r, pidfd, step, &atomic);
 }
 
 /// Reads everything from fd until EOF (the writers are gone).
@@ -50,7 +55,8 @@ static void slurp(int fd, char *buf, size_t len) {
     buf[got] = 0;
 }
 
-int main(void) {
+/// Everything a spawn must do, asked directly or through the helper.
+static void spawn_tests(void) {
     int pidfd, step;
     char buf[4096];
 
@@ -166,6 +172,92 @@ int main(void) {
             printf("skip    v1 memory cgroup (%s)\n", strerror(errno));
         }
     }
+}
+
+/// What only the helper does: its child is ours, it holds nothing of
+/// ours, it tells us when it cannot be asked, and it leaves with us.
+static void helper_tests(void) {
+    int pidfd, step;
+    char buf[4096];
+    pid_t helper_pid = 0;
+    int held = open("/dev/null", O_RDONLY);  // ours, open before the helper: never the helper's
+    helper = lc_spawn_helper_start(&helper_pid);
+    CHECK("the helper starts", helper >= 0 && helper_pid > 0);
+    {
+        int p[2];
+        pipe2(p, O_CLOEXEC);
+        int map[] = {p[1], 1};
+        char *sh[] = {"/bin/sh", "-c", "echo $PPID", NULL};
+        pid_t pid = spawn(sh, NULL, -1, -1, map, 1, &pidfd, &step);
+        close(p[1]);
+        slurp(p[0], buf, sizeof buf);
+        close(p[0]);
+        struct lc_child_status st = wait_exit(pid, pidfd);
+        CHECK("the helper's child is ours (CLONE_PARENT), reaped by us", pid > 0 && atoi(buf) == getpid() &&
+                                                                          st.pid == pid && st.exited);
+    }
+    {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/fd", helper_pid);
+        int n = 0;
+        DIR *d = opendir(path);
+        struct dirent *e;
+        while (d && (e = readdir(d))) n += e->d_name[0] != '.';
+        if (d) closedir(d);
+        CHECK("the helper holds its socket and stdio alone", d != NULL && n <= 4);
+        close(held);
+        snprintf(path, sizeof path, "/proc/%d/comm", helper_pid);
+        FILE *f = fopen(path, "r");
+        CHECK("the helper is named", f && fgets(buf, sizeof buf, f) && strcmp(buf, "lifecycled-fork\n") == 0);
+        if (f) fclose(f);
+    }
+    {
+        size_t big = 2u << 20;
+        char *huge = malloc(big);
+        memset(huge, 'x', big - 1);
+        memcpy(huge, "X=", 2);
+        huge[big - 1] = 0;
+        char *env[] = {huge, NULL};
+        char *t[] = {"/bin/true", NULL};
+        struct lc_spawn_request r = {t[0], t, env, NULL, -1, -1, NULL, 0, NULL};
+        int atomic;
+        pid_t pid = lc_spawn_via(helper, &r, &pidfd, &step, &atomic);
+        CHECK("a request over 1 MiB is refused before it is sent", pid == -1 && step == LC_STEP_HELPER && errno == EMSGSIZE);
+        free(huge);
+    }
+    {
+        kill(helper_pid, SIGKILL);
+        siginfo_t info;
+        waitid(P_PID, (id_t)helper_pid, &info, WEXITED);
+        char *t[] = {"/bin/true", NULL};
+        pid_t pid = spawn(t, NULL, -1, -1, NULL, 0, &pidfd, &step);
+        CHECK("a helper that is gone is reported as such", pid == -1 && step == LC_STEP_HELPER &&
+                                                           (errno == EPIPE || errno == ECONNRESET));
+        close(helper);
+    }
+    {
+        helper = lc_spawn_helper_start(&helper_pid);
+        close(helper);
+        helper = -1;
+        siginfo_t info;
+        memset(&info, 0, sizeof info);
+        int r = waitid(P_PID, (id_t)helper_pid, &info, WEXITED);
+        CHECK("the helper leaves when our end closes", r == 0 && info.si_code == CLD_EXITED && info.si_status == 0);
+    }
+}
+
+int main(void) {
+    spawn_tests();
+    pid_t ignored;
+    helper = lc_spawn_helper_start(&ignored);
+    mode = "[helper] ";
+    spawn_tests();
+    close(helper);
+    siginfo_t info;
+    waitid(P_PID, (id_t)ignored, &info, WEXITED);
+    helper = -1;
+    helper_tests();
+    mode = "";
     {   // credentials and subreaper
         int sv[2];
         socketpair(AF_UNIX, SOCK_STREAM, 0, sv);

@@ -61,6 +61,7 @@ enum lc_spawn_step {
     LC_STEP_CAPABILITIES = 8,
     LC_STEP_IDS = 9,
     LC_STEP_NO_NEW_PRIVS = 10,
+    LC_STEP_HELPER = 11, ///< the spawn helper could not be asked (gone, or the request too large)
 };
 
 /// Starts a child: clone3(CLONE_PIDFD | CLONE_INTO_CGROUP when cgroup_fd >= 0),
@@ -78,6 +79,26 @@ enum lc_spawn_step {
 /// failing errno and *failed_step to the enum lc_spawn_step value.
 pid_t lc_spawn(const struct lc_spawn_request *req, int *pidfd_out,
                int *failed_step, int *placed_atomically);
+
+/// The spawn helper: a small process, forked once, that starts the apps
+/// instead of the daemon, so that no launch copies the daemon's address
+/// space and descriptor table (docs/architecture.md, "The spawn helper").
+/// It keeps only its end of a SOCK_SEQPACKET pair (every other descriptor
+/// closed, signals back to their defaults), and starts each child with
+/// clone3(CLONE_PARENT): the child is the caller's, which reaps it and
+/// gets its pidfd back. It exits when the caller's end closes (its exit,
+/// its crash, its execve: the end is close-on-exec). Call it early, while
+/// the process is small. Returns the caller's end with *pid_out, or -1.
+int lc_spawn_helper_start(pid_t *pid_out);
+
+/// lc_spawn through the helper on `helper`: the request and its
+/// descriptors cross the socket, the answer and the pidfd come back.
+/// The same results as lc_spawn, with one more failed step:
+/// LC_STEP_HELPER when the helper could not be asked (gone: ECONNRESET or
+/// EPIPE; the request over 1 MiB: EMSGSIZE), for the caller to spawn
+/// another way. A child that failed before exec is reaped here.
+pid_t lc_spawn_via(int helper, const struct lc_spawn_request *req, int *pidfd_out, int *failed_step,
+                   int *placed_atomically);
 
 /// pidfd_send_signal(2). Returns 0 or -1 with errno.
 int lc_pidfd_send_signal(int pidfd, int sig);
