@@ -138,6 +138,11 @@ bench-focus: release
 bench-dbus: release clib
 	/usr/bin/python3 Benchmarks/dbus/bench.py
 
+# Launch to active with 10, 100 and 1,000 apps running, over a bare exec, and
+# the burst of background launches before it (issue 31): docs/performance.md.
+bench-launches: release clib
+	.build/release/lifecycled-bench --launches
+
 # The daemon's instructions per event, freeze and thaw, launch and status of
 # 1,000 apps, counted by callgrind, each build in BUILDS (issue 31): docs/performance.md.
 bench-counted: release clib

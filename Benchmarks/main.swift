@@ -1,7 +1,7 @@
 // lifecycled-bench: the numbers of docs/performance.md, measured against a
 // real daemon and real apps. `make bench` builds in release mode and runs it;
 // it prints a Markdown report. Options: --quick (fewer iterations);
-// --durable, --wakeups, --scenes, --restarts, --events: one section alone;
+// --durable, --wakeups, --scenes, --restarts, --events, --launches: one section alone;
 // --pin one|two: processes pinned to one core or two (below).
 import Foundation
 @preconcurrency import Glibc
@@ -89,6 +89,19 @@ func rawFloor() throws -> Series {
     return s
 }
 
+/// Reads the follower's stream until `count` apps reached suspended: a
+/// loop of its own, because `Follower.wait` keeps every record it did not
+/// match, and with the 10,000 records of 1,000 launches its scans of them
+/// took more of the machine than the daemon did (before issue 31 every
+/// burst below was measured that way, on both sides of a comparison).
+func awaitSuspended(_ f: Follower, _ count: Int) throws {
+    var n = 0
+    while n < count {
+        let r = try f.client.readResponse()
+        if let e = r.event, e.kind == .transition, e.to == "suspended" { n += 1 }
+    }
+}
+
 // MARK: - Through the daemon
 
 func recorderApp(_ extra: String = "") -> String {
@@ -171,28 +184,33 @@ func freezeAndThaw() throws -> (frozen: Series, thawToActive: Series) {
     return (frozen, thaw)
 }
 
+/// The Swift example recorder run standalone (no daemon) to its
+/// didBecomeActive and its exit, in microseconds.
+func bareExec() throws -> Double {
+    let devnull = open("/dev/null", O_WRONLY | O_CLOEXEC)
+    defer { close(devnull) }
+    let t0 = now()
+    let p = try Spawner.spawn(
+        SpawnRequest(
+            executable: binary("example-recorder"),
+            arguments: ["--log", "/dev/null", "--exit-when-active"],
+            environment: [:], workingDirectory: nil, group: AppProcessGroup(),
+            inherit: [(devnull, 2)]))
+    var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
+    poll(&pfd, 1, 10_000)
+    let took = Double(now() - t0) / 1000
+    var st = lc_child_status()
+    lc_reap(p.pid, &st)
+    close(p.pidfd)
+    return took
+}
+
 /// Launch to active (acknowledged didBecomeActive) against a bare exec of
 /// the same binary running standalone to didBecomeActive and exiting.
 func launch() throws -> (supervised: Series, bare: Series) {
     let n = quick ? 30 : 200
     var bare = Series()
-    let devnull = open("/dev/null", O_WRONLY | O_CLOEXEC)
-    for _ in 0..<n {
-        let t0 = now()
-        let p = try Spawner.spawn(
-            SpawnRequest(
-                executable: binary("example-recorder"),
-                arguments: ["--log", "/dev/null", "--exit-when-active"],
-                environment: [:], workingDirectory: nil, group: AppProcessGroup(),
-                inherit: [(devnull, 2)]))
-        var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
-        poll(&pfd, 1, 10_000)
-        bare.add(microseconds: Double(now() - t0) / 1000)
-        var st = lc_child_status()
-        lc_reap(p.pid, &st)
-        close(p.pidfd)
-    }
-    close(devnull)
+    for _ in 0..<n { bare.add(microseconds: try bareExec()) }
     let d = try DaemonUnderTest(apps: ["a": recorderApp()], daemon: "event_history = 0")
     let f = try d.follow(["a"])
     let c = try d.client()
@@ -207,6 +225,61 @@ func launch() throws -> (supervised: Series, bare: Series) {
     }
     try d.stop()
     return (supervised, bare)
+}
+
+/// Issue 31's launch targets: with `running` C recorders already launched
+/// into the background (a burst, each launch answered before the next is
+/// sent, to all suspended: `burst`), launch to active of one more app,
+/// killed after each, against a bare exec of the same binary taken in
+/// turn with it (the same machine, the same thousand processes beside).
+func launchAmong(_ running: Int, n: Int) throws -> (supervised: Series, bare: Series, burstSeconds: Double) {
+    var apps: [String: String] = ["a": recorderApp()]
+    for i in 0..<running { apps[String(format: "app%04d", i)] = recorderCommand("c", "/dev/null") }
+    let d = try DaemonUnderTest(apps: apps, daemon: "event_history = 0")
+    let c = try d.client()
+    let f = try d.follow()
+    let launching = now()
+    for name in apps.keys.sorted() where name != "a" {
+        _ = try c.send(ControlRequest(.launch, app: name, background: true))
+    }
+    let answered = now()
+    try awaitSuspended(f, running)
+    let burst = Double(now() - launching) / 1e9
+    if ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_TRACE"] != nil {
+        FileHandle.standardError.write(
+            Data("\(running): every launch answered after \((answered - launching) / 1_000_000) ms\n".utf8))
+    }
+    // LIFECYCLED_BENCH_PERF=FILE: a system-wide profile of the measured launches (perf record -g).
+    let profiler = try ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_PERF"].map { file in
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
+        p.arguments = ["record", "-q", "-a", "-g", "-F", "4999", "-o", "\(file).\(running)"]
+        try p.run()
+        Thread.sleep(forTimeInterval: 1)  // perf's own start-up
+        return p
+    }
+    defer {
+        profiler?.interrupt()
+        profiler?.waitUntilExit()
+    }
+    var supervised = Series(), bare = Series()
+    for _ in 0..<n {
+        bare.add(microseconds: try bareExec())
+        let t0 = now()
+        _ = try c.send(ControlRequest(.activate, app: "a"))
+        let active = try f.acknowledged("a", "didBecomeActive")
+        supervised.add(microseconds: Double(active.monotonic - t0) / 1000)
+        if ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_TRACE"] != nil {  // where one launch went
+            let trace = f.seen.suffix(12).filter { $0.app == "a" && $0.monotonic >= t0 }.map {
+                "\($0.kind.rawValue)\($0.event.map { " " + $0.rawValue } ?? "")\($0.to.map { " " + $0 } ?? "") +\(($0.monotonic - t0) / 1000) µs"
+            }
+            FileHandle.standardError.write(Data("\(running): \(trace.joined(separator: ", "))\n".utf8))
+        }
+        _ = try c.send(ControlRequest(.kill, app: "a"))
+        try f.terminated("a")
+    }
+    try d.stop(seconds: 300)
+    return (supervised, bare, burst)
 }
 
 /// Resident memory (kB), CPU ticks and context switches of a process, from
@@ -250,10 +323,7 @@ func scale(_ count: Int) throws -> (rssMB: Double, idleCPU: Double, wakeups: Int
     let f = try d.follow()
     let c = try d.client()
     for name in apps.keys.sorted() { _ = try c.send(ControlRequest(.launch, app: name, background: true)) }
-    var suspended = 0
-    while suspended < count {
-        _ = try f.wait("suspended") { $0.kind == .transition && $0.to == "suspended" }; suspended += 1
-    }
+    try awaitSuspended(f, count)
     // Idle: nothing happens for 10 s (the measurement window).
     let before = usage(d.pid)
     var ts = timespec(tv_sec: quick ? 3 : 10, tv_nsec: 0)
@@ -292,10 +362,7 @@ func crashBlackout(_ count: Int) throws -> (ready: Double, roundTrip: Double, la
     // spawn is saved before its answer, so this is what saving costs.
     let launching = now()
     for name in apps.keys.sorted() { _ = try c.send(ControlRequest(.launch, app: name, background: true)) }
-    var suspended = 0
-    while suspended < count {
-        _ = try f.wait("suspended") { $0.kind == .transition && $0.to == "suspended" }; suspended += 1
-    }
+    try awaitSuspended(f, count)
     let launches = Double(now() - launching) / 1e6
     _ = try d.crash(with: SIGKILL)
     // LIFECYCLED_BENCH_PERF=FILE: a system-wide profile of the restart (perf record -g);
@@ -398,10 +465,7 @@ func launchBurst(_ count: Int) throws -> (answeredMs: Double, settledMs: Double)
     for name in apps.keys.sorted() { try c.write(ControlRequest(.launch, app: name, background: true)) }
     for _ in 0..<count { _ = try c.readResponse() }
     let answered = Double(now() - t0) / 1e6
-    var suspended = 0
-    while suspended < count {
-        _ = try f.wait("suspended") { $0.kind == .transition && $0.to == "suspended" }; suspended += 1
-    }
+    try awaitSuspended(f, count)
     let settled = Double(now() - t0) / 1e6
     try d.stop(seconds: 300)
     return (answered, settled)
@@ -496,6 +560,22 @@ if CommandLine.arguments.contains("--events") {
     out("| raw SOCK_SEQPACKET round trip (floor) | \(floor.p(50)) / \(floor.p(99)) | 1.00× |")
     out("| event round trip, Swift client | \(rt.p(50)) / \(rt.p(99)) | \(ratio(rt))× |")
     out("| event round trip, C client | \(rtC.p(50)) / \(rtC.p(99)) | \(ratio(rtC))× |")
+    exit(0)
+}
+
+if CommandLine.arguments.contains("--launches") {
+    // Launch cost against the number of running apps (issue 31, part 2).
+    let n = quick ? 30 : 100
+    out(
+        "| running apps | launch to active, p50 / p99 | bare exec in turn with it, p50 | overhead (p50 difference) | the running apps launched one after another, to all suspended |"
+    )
+    out("|---|---|---|---|---|")
+    for running in quick ? [10, 1000] : [10, 100, 1000] {
+        let (sup, bare, burst) = try launchAmong(running, n: n)
+        out(
+            "| \(running) | \(sup.p(50)) / \(sup.p(99)) µs | \(bare.p(50)) µs | \(Int64(sup.p(50)) - Int64(bare.p(50))) µs | \(String(format: "%.2f", burst)) s |"
+        )
+    }
     exit(0)
 }
 

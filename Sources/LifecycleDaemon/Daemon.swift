@@ -95,7 +95,11 @@ public final class Daemon {
     /// subreaper) or only our apps' main processes (Apps/Reaper.swift).
     var reapsEveryChild = false
     /// Why each app's last run ended, for `status`.
-    var terminations: [AppID: TerminationInfo] = [:]
+    var terminations = Terminations()
+    /// Every running app's saved part (`Run.saved`), brought up to date at
+    /// each save for the apps whose part changed: a save costs what
+    /// changed, not the number of running apps.
+    var savedRuns: [AppID: SavedRun] = [:]
     /// Retries of cgroup removal, by path.
     var cleanupTimers: [String: EventLoop.Source] = [:]
     /// Where app messages are received, one at a time (as large as the largest).

@@ -103,6 +103,30 @@ func notifying(_ command: [String], launch: Double) -> String {
         #expect(try d.stop() == 0)
     }
 
+    /// A STATUS= said while nothing else changes is saved all the same
+    /// (the save writes the rows whose run changed, the daemon's tables
+    /// name them): a daemon killed right after shows it still.
+    @Test func aStatusLineOutlivesADaemonKill() throws {
+        let s = scratch()
+        let gate = s + "/gate"
+        mkfifo(gate, 0o600)
+        let script =
+            "systemd-notify --ready --status=first; read go < \(gate); systemd-notify --status=second; "
+            + "while true; do sleep 100 & wait $!; done"
+        let d = try DaemonUnderTest(apps: ["svc": notifying(["/bin/sh", "-c", script], launch: 20)])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "svc"))
+        try f.state("svc", "active")
+        let fd = open(gate, O_WRONLY)
+        _ = write(fd, "go\n", 3)
+        close(fd)
+        try f.wait("STATUS=second") { $0.kind == .notified && $0.detail == "STATUS=second" }
+        _ = try d.crash(with: SIGKILL)
+        let d2 = try DaemonUnderTest(after: d)
+        #expect(try d2.status("svc").statusLine == "second")
+        #expect(try d2.stop() == 0)
+    }
+
     @Test func systemdNotifyReadinessStatusAndStopping() throws {
         let s = scratch()
         let gate = s + "/gate"

@@ -59,14 +59,17 @@ import Testing
         #expect(s.rowsWritten == 1000, "the first save after a load compares every app")
         #expect(s.save(saved, changed: []) == nil)
         #expect(s.rowsWritten == 0)
+        // The daemon's tables name the apps whose run or termination changed.
         saved.runs["app7"] = SavedRun(
             generation: 1, pid: 77, startTime: 1, notifyName: "n", statusLine: nil, lastEvent: nil)
-        #expect(s.save(saved, changed: []) == nil)
+        #expect(s.save(saved, changed: ["app7"]) == nil)
         #expect(s.rowsWritten == 1)
         saved.runs["app7"] = nil
         saved.terminations["app7"] = TerminationInfo(reason: .exited, description: "exited", time: 2, pid: 77)
-        #expect(s.save(saved, changed: []) == nil)
+        #expect(s.save(saved, changed: ["app7"]) == nil)
         #expect(s.rowsWritten == 1)
+        #expect(s.save(saved, changed: ["app7", "app8"]) == nil)
+        #expect(s.rowsWritten == 0, "named but the same as the file: not written")
         // A change in the core, named by it.
         var core = Supervisor(apps: Dictionary(uniqueKeysWithValues: (0..<1000).map { ("app\($0)", AppPolicy()) }))
         _ = core.takeChanged()

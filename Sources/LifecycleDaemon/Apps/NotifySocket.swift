@@ -63,7 +63,9 @@ extension Daemon {
                     record(id, .notified, detail: "READY=1")
                     report(.ready(id, generation: run.generation))
                 } else if line.hasPrefix("STATUS=") {
-                    run.statusLine = String(line.dropFirst("STATUS=".count).prefix(256))
+                    // Saved at the end of the turn, before the record of it leaves.
+                    runs.said(status: String(line.dropFirst("STATUS=".count).prefix(256)), on: run, of: id)
+                    markUnsaved()
                     record(id, .notified, detail: "STATUS=" + (run.statusLine ?? ""))
                 } else if line == "STOPPING=1" {
                     record(id, .notified, detail: "STOPPING=1")

@@ -1,3 +1,4 @@
+import LifecycleControl
 import LifecycleCore
 import LifecycleOS
 import LifecycleWire
@@ -25,7 +26,8 @@ final class Run {
     /// Plain programs: their NOTIFY_SOCKET, and what they last said with STATUS=.
     var notify: Int32 = -1
     var notifySource: EventLoop.Source?
-    var statusLine: String?
+    /// Changed through the table (`said`), so that the save sees it.
+    fileprivate(set) var statusLine: String?
     /// Messages received in the current one-second window (flood limit).
     var windowStart: Int64 = 0
     var windowCount = 0
@@ -38,7 +40,8 @@ final class Run {
     /// was last logged, and how many were dropped since.
     var strangers: [Int32: (said: Int64, dropped: Int)] = [:]
     /// The last event sent, sent again when a resumed channel still owes it.
-    var lastEvent: EventMessage?
+    /// Changed through the table (`sent`), so that the save sees it.
+    fileprivate(set) var lastEvent: EventMessage?
     /// The fingerprint of the manifest it was launched with (nil: not known,
     /// taken back from a daemon before reload existed).
     var fingerprint: UInt64?
@@ -56,14 +59,31 @@ final class Run {
         self.group = group
         self.channel = channel
     }
+
+    /// Taken back from the saved state, before it joins the table.
+    func restore(statusLine: String?, lastEvent: EventMessage?) {
+        self.statusLine = statusLine
+        self.lastEvent = lastEvent
+    }
+
+    /// What the next daemon needs of it.
+    var saved: SavedRun {
+        SavedRun(
+            generation: generation, pid: pid, startTime: startTime, notifyName: notifyName, statusLine: statusLine,
+            lastEvent: lastEvent, fingerprint: fingerprint)
+    }
 }
 
 /// The table of running processes: by app, by pid, and the last pid of
-/// each app (records about an ended run still name it).
+/// each app (records about an ended run still name it). It knows which
+/// apps' saved part (`Run.saved`) changed since the save took them
+/// (`takeTouched`): a run that came or went, a STATUS= or an event sent,
+/// so that a save looks at those alone, not at every running app.
 struct RunTable {
     private(set) var byApp: [AppID: Run] = [:]
     private var byPID: [Int32: AppID] = [:]
     private(set) var lastPID: [AppID: Int32] = [:]
+    private var touched: Set<AppID> = []
 
     subscript(_ id: AppID) -> Run? { byApp[id] }
 
@@ -71,13 +91,33 @@ struct RunTable {
         byApp[id] = run
         byPID[run.pid] = id
         lastPID[id] = run.pid
+        touched.insert(id)
     }
 
     /// The app whose main process `pid` is, taken out of the table.
     mutating func removeMain(pid: Int32) -> (AppID, Run)? {
         guard let id = byPID.removeValue(forKey: pid), let run = byApp[id], run.pid == pid else { return nil }
         byApp[id] = nil
+        touched.insert(id)
         return (id, run)
+    }
+
+    /// A plain program said STATUS=.
+    mutating func said(status: String, on run: Run, of id: AppID) {
+        run.statusLine = status
+        if byApp[id] === run { touched.insert(id) }
+    }
+
+    /// An event went to the app (sent again if a resumed channel owes it).
+    mutating func sent(_ message: EventMessage, on run: Run, of id: AppID) {
+        run.lastEvent = message
+        if byApp[id] === run { touched.insert(id) }
+    }
+
+    /// The apps whose saved part changed since the last call.
+    mutating func takeTouched() -> Set<AppID> {
+        defer { touched = [] }
+        return touched
     }
 
     /// The app whose current run has this pid.
@@ -90,4 +130,31 @@ struct RunTable {
 
     /// The main process of every current run.
     var mainPIDs: [Int32] { byApp.values.map(\.pid) }
+}
+
+/// Why each app's last run ended, for `status` and the next daemon; like
+/// the run table, it knows which apps' entry changed since the save took
+/// them.
+struct Terminations {
+    private(set) var byApp: [AppID: TerminationInfo]
+    private var touched: Set<AppID> = []
+
+    init(_ byApp: [AppID: TerminationInfo] = [:]) {
+        self.byApp = byApp
+        touched = Set(byApp.keys)
+    }
+
+    subscript(_ id: AppID) -> TerminationInfo? {
+        get { byApp[id] }
+        set {
+            byApp[id] = newValue
+            touched.insert(id)
+        }
+    }
+
+    /// The apps whose entry changed since the last call.
+    mutating func takeTouched() -> Set<AppID> {
+        defer { touched = [] }
+        return touched
+    }
 }

@@ -22,21 +22,17 @@ extension Daemon {
         unsaved = false
         let changed = supervisor.takeChanged()
         keepHistory(of: changed)
+        // The shell's part: the runs and terminations that changed.
+        let shell = runs.takeTouched().union(terminations.takeTouched())
+        for id in shell { savedRuns[id] = runs[id]?.saved }
         guard let store else {
             release(changed: changed)  // nowhere to save (the shell's tests)
             return false
         }
-        var saved: [AppID: SavedRun] = [:]
-        saved.reserveCapacity(runs.byApp.count)
-        for (id, run) in runs.byApp {
-            saved[id] = SavedRun(
-                generation: run.generation, pid: run.pid, startTime: run.startTime, notifyName: run.notifyName,
-                statusLine: run.statusLine, lastEvent: run.lastEvent, fingerprint: run.fingerprint)
-        }
         let state = SavedDaemon(
-            bootID: store.bootID, core: supervisor.saved, runs: saved, terminations: terminations,
+            bootID: store.bootID, core: supervisor.saved, runs: savedRuns, terminations: terminations.byApp,
             handoff: handoff, leases: bus?.leaseCounts ?? [:])
-        if let problem = store.save(state, changed: changed) { logger.error("\(problem)") }
+        if let problem = store.save(state, changed: changed.union(shell)) { logger.error("\(problem)") }
         if store.failing { retryUnsavedRecords() }  // nothing else may change to save it again
         // Saved, or as saved as the disk allows: what waited for it goes out.
         release(changed: changed)
@@ -64,7 +60,7 @@ extension Daemon {
                 crashesMissed: store?.crashesMissed ?? [:])
             tellCore()
             store?.restored(afterCrash: afterCrash)
-            terminations = saved.terminations.filter { manifests[$0.key] != nil }
+            terminations = Terminations(saved.terminations.filter { manifests[$0.key] != nil })
             // Each recorded process is checked on every core (a pidfd, its
             // start time, its group: kernel calls that dominate a restart
             // with 1,000 apps), then taken back here, one after another.
@@ -217,8 +213,7 @@ extension Daemon {
         run.adopted = !probe.child
         run.startTime = facts.startTime
         run.fingerprint = facts.fingerprint
-        run.statusLine = facts.statusLine
-        run.lastEvent = facts.lastEvent
+        run.restore(statusLine: facts.statusLine, lastEvent: facts.lastEvent)
         if run.channel >= 0 {
             run.channelSource = try? loop.watch(fd: run.channel) { [unowned self, unowned run] _ in
                 self.readChannel(id, run)

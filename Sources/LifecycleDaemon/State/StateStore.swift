@@ -114,9 +114,6 @@ final class StateStore {
     /// The next save compares every app with the file (the first after a
     /// load: apps no longer configured lose their rows).
     private var compareAll = true
-    /// Apps whose row in the file holds a process or a termination: when
-    /// either goes, the row must change even if the core part did not.
-    private var holdingMore: Set<AppID> = []
     /// Rows the last save wrote (what a step costs).
     private(set) var rowsWritten = 0
     /// How many times this boot a daemon carried on from this file after
@@ -222,7 +219,6 @@ final class StateStore {
                 try JSONDecoder().decode([String: Int].self, from: $0)
             }
             written = entries
-            holdingMore = Set(entries.filter { $0.value.run != nil || $0.value.termination != nil }.keys)
             rewrite = false
             return (
                 SavedDaemon(
@@ -262,7 +258,6 @@ final class StateStore {
             statements = nil
             written = [:]
             writtenMeta = [:]
-            holdingMore = []
             Posix.unlink(path + "-wal")
         }
         Posix.rename(file, to: aside)
@@ -270,8 +265,8 @@ final class StateStore {
     }
 
     /// Writes what changed since the last save, in one transaction:
-    /// `changed` names the apps whose core part changed (nil: any may have),
-    /// and every app with a process or a termination is compared with what
+    /// `changed` names the apps whose core part, process or termination
+    /// changed (nil: any may have); only their rows are compared with what
     /// the file holds. Returns an error text the first time a given error
     /// happens (a full disk, say), so the caller logs it once; the daemon
     /// carries on in memory, and the next save writes everything still unsaved.
@@ -290,16 +285,10 @@ final class StateStore {
             if all {
                 for id in Set(state.core.appIDs).union(written.keys).union(state.runs.keys) { consider(id) }
             } else {
+                // `changed` names the apps whose core part, run or
+                // termination changed (the daemon's tables keep count):
+                // a save costs what changed, not the number of apps.
                 for id in unsaved { consider(id) }
-                // The shell's part, cheaply: a process or a termination that
-                // came, went or changed, for an app the core did not name
-                // (`holdingMore`: the apps whose row holds one, so that one
-                // that went is seen).
-                let shells = Set(state.runs.keys).union(state.terminations.keys).union(holdingMore)
-                for id in shells.subtracting(unsaved)
-                where written[id]?.run != state.runs[id] || written[id]?.termination != state.terminations[id] {
-                    consider(id)
-                }
             }
             // One pass to JSON (JSONStreamEncoder): JSONEncoder's tree was
             // most of an event's instructions (docs/performance.md).
@@ -338,10 +327,7 @@ final class StateStore {
                 }
             }
             for (key, value) in meta { writtenMeta[key] = value }
-            for (id, app) in rows {
-                written[id] = app
-                if app?.run != nil || app?.termination != nil { holdingMore.insert(id) } else { holdingMore.remove(id) }
-            }
+            for (id, app) in rows { written[id] = app }
             rowsWritten = rows.count
             unsaved = []
             compareAll = false
@@ -396,7 +382,6 @@ final class StateStore {
         database = nil
         written = [:]
         writtenMeta = [:]
-        holdingMore = []
     }
 
     /// After a clean shutdown nothing is left to re-adopt.
