@@ -6,7 +6,7 @@ CONFIG ?= config/lifecycled.toml
 PREFIX ?= /usr/local
 SHIM_TEST := .build/test_shim
 
-.PHONY: deps build release run test test-vm chaos test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-durable bench-hostile bench-dbus bench-focus bench-counted format
+.PHONY: deps build release run test test-vm chaos test-shim bench bench-wakeups bench-scenes install generated deb test-deb clean bench-output bench-status clib test-clib install-clib fuzz bench-memory bench-restarts bench-durable bench-hostile bench-dbus bench-focus bench-counted bench-launches bench-prewarm format
 
 # The C client library (clib/, docs/c-library.md): C11, no Swift needed.
 CC := gcc
@@ -142,6 +142,11 @@ bench-dbus: release clib
 # the burst of background launches before it (issue 31): docs/performance.md.
 bench-launches: release clib
 	.build/release/lifecycled-bench --launches
+
+# A prewarmed app's activation against a cold launch of the same binary,
+# Swift, C and Python clients (issue 31): docs/performance.md.
+bench-prewarm: release clib
+	.build/release/lifecycled-bench --prewarm
 
 # The daemon's instructions per event, freeze and thaw, launch and status of
 # 1,000 apps, counted by callgrind, each build in BUILDS (issue 31): docs/performance.md.

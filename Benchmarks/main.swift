@@ -1,7 +1,7 @@
 // lifecycled-bench: the numbers of docs/performance.md, measured against a
 // real daemon and real apps. `make bench` builds in release mode and runs it;
 // it prints a Markdown report. Options: --quick (fewer iterations);
-// --durable, --wakeups, --scenes, --restarts, --events, --launches: one section alone;
+// --durable, --wakeups, --scenes, --restarts, --events, --launches, --prewarm: one section alone;
 // --pin one|two: processes pinned to one core or two (below).
 import Foundation
 @preconcurrency import Glibc
@@ -282,6 +282,47 @@ func launchAmong(_ running: Int, n: Int) throws -> (supervised: Series, bare: Se
     return (supervised, bare, burst)
 }
 
+/// Issue 31's prewarm target: activation of a prewarmed app to its
+/// acknowledged didBecomeActive against a cold launch of the same binary
+/// (a second app that is never prewarmed), taken in turn, in one daemon.
+/// After each kill the prewarmed app is prewarmed again, and the next
+/// activation waits until it is held (frozen) again.
+func prewarmedAgainstCold(n: Int, client: String) throws -> (warm: Series, cold: Series) {
+    let app = recorderCommand(client, "/dev/null")
+    let d = try DaemonUnderTest(
+        apps: ["warm": app + "prewarm = \"always\"\n", "cold": app + "prewarm = \"never\"\n"],
+        daemon: "event_history = 0\nprewarm_budget = \"off\"")
+    let c = try d.client()
+    let f = try d.follow()
+    // The budget by a reload, so that the first prewarm comes after the follower.
+    let file = try String(contentsOfFile: d.path("lifecycled.toml"), encoding: .utf8)
+    try file.replacingOccurrences(of: "prewarm_budget = \"off\"", with: "prewarm_budget = \"256M\"")
+        .write(toFile: d.path("lifecycled.toml"), atomically: true, encoding: .utf8)
+    guard try c.send(ControlRequest(.reload)).ok else { throw TestFailure("reload refused") }
+    var warm = Series(), cold = Series()
+    for _ in 0..<n {
+        try f.state("warm", "prewarmed")
+        _ = try f.wait("warm frozen") { $0.app == "warm" && $0.kind == .frozen }
+        for (name, series) in [("warm", 0), ("cold", 1)] {
+            let t0 = now()
+            _ = try c.send(ControlRequest(.activate, app: name))
+            let active = try f.acknowledged(name, "didBecomeActive")
+            let us = Double(active.monotonic - t0) / 1000
+            if ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_TRACE"] != nil {
+                let trace = f.seen.suffix(14).filter { $0.app == name && $0.monotonic >= t0 }.map {
+                    "\($0.kind.rawValue)\($0.event.map { " " + $0.rawValue } ?? "")\($0.to.map { " " + $0 } ?? "") +\(($0.monotonic - t0) / 1000)"
+                }
+                FileHandle.standardError.write(Data("\(name): \(trace.joined(separator: ", "))\n".utf8))
+            }
+            if series == 0 { warm.add(microseconds: us) } else { cold.add(microseconds: us) }
+            _ = try c.send(ControlRequest(.kill, app: name))
+            try f.terminated(name)
+        }
+    }
+    try d.stop()
+    return (warm, cold)
+}
+
 /// Resident memory (kB), CPU ticks and context switches of a process, from
 /// /proc; the switches of every thread (the memory sentinel has its own).
 func usage(_ pid: Int32) -> (rssKB: Int, cpuTicks: Int, switches: Int) {
@@ -560,6 +601,20 @@ if CommandLine.arguments.contains("--events") {
     out("| raw SOCK_SEQPACKET round trip (floor) | \(floor.p(50)) / \(floor.p(99)) | 1.00× |")
     out("| event round trip, Swift client | \(rt.p(50)) / \(rt.p(99)) | \(ratio(rt))× |")
     out("| event round trip, C client | \(rtC.p(50)) / \(rtC.p(99)) | \(ratio(rtC))× |")
+    exit(0)
+}
+
+if CommandLine.arguments.contains("--prewarm") {
+    // A prewarmed app's activation against a cold launch (issue 31, part 3).
+    let n = quick ? 20 : 100
+    out("| client | cold launch to didBecomeActive, p50 / p99 | prewarmed, p50 / p99 | prewarmed over cold (p50) |")
+    out("|---|---|---|---|")
+    for client in ["swift", "c", "python"] {
+        let (warm, cold) = try prewarmedAgainstCold(n: n, client: client)
+        out(
+            "| \(client) | \(cold.p(50)) / \(cold.p(99)) µs | \(warm.p(50)) / \(warm.p(99)) µs | \(String(format: "%.2f", Double(warm.p(50)) / Double(max(cold.p(50), 1)))) |"
+        )
+    }
     exit(0)
 }
 

@@ -148,6 +148,10 @@ static void app_round_trip(const struct lifecycle__message *m, const uint8_t *da
                 (unsigned)m->data_size);
         same_bytes("saveRestoration", out, lifecycle__encode_save_restoration(out, m->data, m->data_size), data, size);
         return;
+    case LC_T_PREWARMED:
+        REQUIRE(m->id == 0, "prewarmed accepted with id %u", (unsigned)m->id);
+        same_bytes("prewarmed", out, lifecycle__encode_prewarmed(out), data, size);
+        return;
     default:
         REQUIRE(0, "decode_app accepted type 0x%x", (unsigned)m->type);
     }

@@ -116,6 +116,8 @@ func difference(_ s: AppMessage, _ c: lifecycle__message) -> String? {
     case .saveRestoration(let data):
         guard c.type == type(LC_T_SAVE_RESTORATION) else { return "Swift: save restoration, C: type \(c.type)" }
         if bytes(c) != data { return "restoration data differs" }
+    case .prewarmed:
+        guard c.type == type(LC_T_PREWARMED) else { return "Swift: prewarmed, C: type \(c.type)" }
     }
     return nil
 }

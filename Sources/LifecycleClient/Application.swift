@@ -165,6 +165,7 @@ public final class Application {
             runStandalone()
             return nil
         }
+        channel.waitingForEvents()
         while !finished, channelError == nil {
             let message: DaemonMessage
             if !pending.isEmpty {

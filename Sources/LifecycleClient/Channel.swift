@@ -22,11 +22,14 @@ final class Channel: @unchecked Sendable {
     private var lastAcknowledged: UInt32 = 0
     /// The background tasks the app holds open (named in a resume).
     private var openTasks: Set<UInt32> = []
+    /// Started ahead of use ($LIFECYCLE_PREWARM=1) and not yet said so.
+    private var prewarm: Bool
 
-    init(fd: Int32, resumePath: String?, appName: String) {
+    init(fd: Int32, resumePath: String?, appName: String, prewarm: Bool = false) {
         self.fd = fd
         self.resumePath = resumePath
         self.appName = appName
+        self.prewarm = prewarm
         pthread_mutex_init(&lock, nil)
     }
 
@@ -69,7 +72,21 @@ final class Channel: @unchecked Sendable {
         unsetenv(Wire.resumeSocketEnvironmentKey)
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // not for the app's own children
         unsetenv(Wire.socketEnvironmentKey)
-        return Channel(fd: fd, resumePath: resumable ? resume : nil, appName: name)
+        let prewarm = getenv(Wire.prewarmEnvironmentKey).map { String(cString: $0) == "1" } ?? false
+        unsetenv(Wire.prewarmEnvironmentKey)
+        return Channel(fd: fd, resumePath: resumable ? resume : nil, appName: name, prewarm: prewarm)
+    }
+
+    /// The first time the app waits for an event: a prewarmed app says it
+    /// is there, and the daemon holds it there, frozen, until a use.
+    func waitingForEvents() {
+        guard
+            locked({ () -> Bool in
+                defer { prewarm = false }
+                return prewarm
+            })
+        else { return }
+        send(.prewarmed)
     }
 
     /// Sends; a send into a broken channel is lost, and the next receive

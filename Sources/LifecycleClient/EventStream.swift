@@ -77,6 +77,7 @@ public final class LifecycleEvents: AsyncSequence, Sendable {
         var restoration: [UInt8]?
 
         public mutating func next() async -> LifecycleEventInfo? {
+            channel.waitingForEvents()
             if let s = unacknowledged { channel.send(.acknowledge(sequence: s)) }
             unacknowledged = nil
             if ended { return nil }

@@ -138,6 +138,8 @@ extension Goal {
         case .stop, .kill: return .ended(app)
         case .restart:
             let was = before.apps.first { $0.name == app }
+            // A prewarmed process is launched as it is (the same pid), in front.
+            if was?.state == .prewarmed { return .inFront(app) }
             let inFront = was.map { $0.state == .active || $0.state == .inactive } ?? false
             return .relaunched(app, after: was?.pid, inFront: inFront || was?.state == .notRunning)
         case .discard:

@@ -19,6 +19,14 @@ enum Phase: Equatable, Sendable, Codable {
     case suspended
     /// willTerminate sent (or SIGTERM); waiting for the exit.
     case terminating
+    /// Started ahead of use (Prewarm.swift), not yet at its first event:
+    /// a library app says when it is there, a plain program says READY=1.
+    case prewarming
+    /// Held there, frozen, told nothing: a use thaws it and it launches.
+    case prewarmed
+
+    /// Started ahead of use, not taken over by a use yet.
+    var isPrewarm: Bool { self == .prewarming || self == .prewarmed }
 }
 
 enum StopCause: Sendable, Equatable, Codable {
@@ -107,12 +115,15 @@ struct AppRecord: Sendable, Equatable, Codable {
     /// the background, as a declared audio mode is. Not saved: the next
     /// daemon finds them again before it would freeze it.
     var holds: Set<Hold> = []
+    /// A predicted use's prewarm is given up at this instant, unused
+    /// (Prewarm.swift); nil: an `always` one, or none.
+    var prewarmUntil: Instant?
 
     private enum CodingKeys: String, CodingKey {
         case phase, state, since, generation, generationFloor, launchMode, sequence, awaiting, tasks, nextTask
         case expired, budgetEnd
         case stop, freezeRefusal, killing, last, warningPending, lastUsed, lastNotice, restarts, restartTo
-        case wakes, history, launchReason, launchURL, launchPush, scenes, discarded, reclaimed
+        case wakes, history, launchReason, launchURL, launchPush, scenes, discarded, reclaimed, prewarmUntil
     }
 
     init(policy: AppPolicy = AppPolicy()) { self.policy = policy }
@@ -153,6 +164,7 @@ struct AppRecord: Sendable, Equatable, Codable {
         scenes = try get(.scenes, [:])
         discarded = try get(.discarded, [])
         reclaimed = try get(.reclaimed, false)
+        prewarmUntil = try c.decodeIfPresent(Instant.self, forKey: .prewarmUntil)
     }
 
     /// The decoder's mirror: a field at the value the decoder falls back
@@ -194,6 +206,7 @@ struct AppRecord: Sendable, Equatable, Codable {
         try put(scenes, .scenes, unless: [:])
         try put(discarded, .discarded, unless: [])
         try put(reclaimed, .reclaimed, unless: false)
+        try c.encodeIfPresent(prewarmUntil, forKey: .prewarmUntil)
     }
 }
 

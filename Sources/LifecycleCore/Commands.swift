@@ -18,7 +18,7 @@ extension Supervisor {
     /// starts counting its ends again.
     mutating func launch(_ id: AppID, _ mode: LaunchMode) {
         let app = apps[id]!
-        guard app.phase == .notRunning else { return refuse(.alreadyRunning(id, app.state)) }
+        guard app.startable else { return refuse(.alreadyRunning(id, app.state)) }
         if mode == .foreground && displays[displayOf(id)]!.isLocked { return refuse(.screenLocked) }
         forgetEnds(id)
         if mode == .foreground { recordUse(id) }
@@ -34,15 +34,19 @@ extension Supervisor {
     ) {
         let app = apps[id]!
         if mode == .foreground { takeForegroundSlot(id) }
-        let generation = max(app.generation, app.generationFloor) + 1
-        effects.append(.spawn(id, generation: generation, mode: mode))
+        // A prewarmed process is taken over (Prewarm.swift): no spawn, the
+        // same run; a plain program held at READY=1 is ready already.
+        let held = app.phase == .prewarmed
+        let warm = takeOverPrewarm(id)
+        let generation = warm ? app.generation : max(app.generation, app.generationFloor) + 1
+        if !warm { effects.append(.spawn(id, generation: generation, mode: mode)) }
         let now = now
         update(id) {
             $0.generation = generation
             $0.phase =
                 $0.policy.delivery == .library
                 ? .launching(step: 0)
-                : $0.policy.awaitsReadiness ? .awaitingReady : .running(.launched)
+                : $0.policy.awaitsReadiness && !held ? .awaitingReady : .running(.launched)
             $0.launchMode = mode
             $0.lastUsed = now
             $0.launchReason = reason
@@ -61,6 +65,7 @@ extension Supervisor {
         }
         if apps[id]!.phase == .awaitingReady { timers.arm(id, .ready, at: now + apps[id]!.policy.launchTimeout) }
         advance(id)
+        if warm { prewarmRoomMade() }
     }
 
     /// Its most recent scene (Scenes.swift) comes to the front.
@@ -125,6 +130,7 @@ extension Supervisor {
     /// A user's stop: also of a restart under way (it is not launched again).
     mutating func userStop(_ id: AppID) {
         if apps[id]!.restartTo != nil { update(id) { $0.restartTo = nil } }
+        if apps[id]!.phase.isPrewarm { update(id) { $0.history.prewarmRefusal = Self.prewarmStopped } }
         let running = apps[id]!.phase != .notRunning
         stop(id, cause: .user)
         if running {
@@ -139,7 +145,7 @@ extension Supervisor {
     /// daemon restarted meanwhile carries it out.
     mutating func restart(_ id: AppID) {
         let app = apps[id]!
-        if app.phase == .notRunning { return launch(id, .foreground) }
+        if app.startable { return launch(id, .foreground) }
         if app.stop != nil || app.killing != nil { return refuse(.stopping(id)) }
         let place: LaunchMode = displays.holds(app: id) ? .foreground : .background
         update(id) { $0.restartTo = place }
@@ -153,6 +159,7 @@ extension Supervisor {
             return refuse(.notRunning(id))
         }
         if apps[id]!.restartTo != nil { update(id) { $0.restartTo = nil } }
+        if apps[id]!.phase.isPrewarm { update(id) { $0.history.prewarmRefusal = Self.prewarmStopped } }
         kill(id, .killedByUser)
         userQuit(id)
         discardAllScenes(id)
@@ -160,6 +167,7 @@ extension Supervisor {
 
     mutating func shutdown() {
         shuttingDown = true
+        prewarmWaiting = nil
         for id in appIDs { _ = cancelRelaunch(id) }
         for id in appIDs where apps[id]!.phase != .notRunning {
             if apps[id]!.stop == nil { update(id) { $0.stop = .shutdown } }

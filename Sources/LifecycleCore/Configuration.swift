@@ -14,10 +14,13 @@ extension Supervisor {
             guard let app = apps[id] else {
                 apps[id] = AppRecord(policy: policy)
                 scheduleFetch(id)
+                unplanned.insert(id)
                 continue
             }
             var updated = app
             updated.removing = false
+            // A changed manifest may prewarm where the last one could not.
+            if policy != app.policy { updated.history.prewarmRefusal = nil }
             if app.phase == .notRunning {
                 updated.policy = policy
                 if policy.restart != app.policy.restart { updated.restarts = nil }  // counted anew
@@ -26,7 +29,14 @@ extension Supervisor {
             }
             if updated.restarts == nil { timers.cancel(id, .restart) }
             if updated != app { update(id) { $0 = updated } }
-            if app.phase == .notRunning, policy != app.policy { scheduleFetch(id) }
+            if app.phase == .notRunning, policy != app.policy {
+                scheduleFetch(id)
+                unplanned.insert(id)
+            }
+            // A prewarm of the old manifest is given up; its end plans the next.
+            if app.phase.isPrewarm, policy != app.policy, app.killing == nil, app.stop == nil {
+                kill(id, .prewarmDropped(why: "its manifest changed"))
+            }
         }
         for id in appIDs where policies[id] == nil && apps[id]?.removing != true {
             if apps[id]!.phase == .notRunning {

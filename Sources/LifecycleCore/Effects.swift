@@ -3,6 +3,11 @@ public enum Effect: Sendable, Equatable {
     /// Start a new process for the app (in a fresh cgroup). Report `.exited`
     /// or `.launchFailed` with this generation.
     case spawn(AppID, generation: UInt64, mode: LaunchMode)
+    /// Start a process for the app ahead of use (Prewarm.swift): as
+    /// `.spawn` into the background, told that it is prewarmed
+    /// (`LIFECYCLE_PREWARM=1`), so that it says when it is at its first
+    /// event; a plain program is held at READY=1.
+    case prewarm(AppID, generation: UInt64)
     /// Tell the app of an event: a message for library apps (with its
     /// absolute deadline and, in the background, the end of the background
     /// budget), the manifest's signal for plain programs.

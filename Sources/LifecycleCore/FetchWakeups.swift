@@ -54,8 +54,9 @@ extension Supervisor {
 
     /// The next time the user is expected, from a regular time of day: at
     /// least three uses on different days of the last two weeks within half
-    /// an hour of each other. nil when there is no such habit.
-    func predictedUse(_ uses: [Instant]) -> Instant? {
+    /// an hour of each other. nil when there is no such habit. The first
+    /// such time after `after` (by default a fetch's lead from now).
+    func predictedUse(_ uses: [Instant], after: Instant? = nil) -> Instant? {
         let day = Self.day.nanoseconds
         let recent = uses.filter { now - $0 < Self.day * 14 }
         var best: (count: Int, phase: Int64)?
@@ -72,7 +73,8 @@ extension Supervisor {
         guard let phase = best?.phase else { return nil }
         let today = now.nanoseconds - ((now.nanoseconds % day) + day) % day
         var next = Instant(nanoseconds: today + phase)
-        while next - Self.fetchLead <= now { next = next + Self.day }
+        let floor = after ?? now + Self.fetchLead
+        while next <= floor { next = next + Self.day }
         return next
     }
 
@@ -90,6 +92,7 @@ extension Supervisor {
     /// A user's launch: wake-ups are back, and the fetch is scheduled anew.
     mutating func userLaunched(_ id: AppID) {
         if apps[id]!.history.quit { update(id) { $0.history.quit = false } }
+        if apps[id]!.history.prewarmRefusal == Self.prewarmStopped { update(id) { $0.history.prewarmRefusal = nil } }
         scheduleFetch(id)
     }
 
@@ -136,7 +139,7 @@ extension Supervisor {
         }
         if !manual, memoryLevel == .critical { return skip("memory is critical") }
         switch app.phase {
-        case .notRunning:
+        case _ where app.startable:  // not running, or prewarmed: taken over
             if app.restarts?.due != nil { return skip("a relaunch is due") }
             if app.restarts?.failed != nil { return skip("it failed") }
             note(id, .fetchStarted(launched: true, manual: manual))

@@ -67,6 +67,8 @@ public enum Input: Sendable, Equatable {
     case protocolViolation(AppID, generation: UInt64, message: String)
     /// A plain program said READY=1 on its notification socket.
     case ready(AppID, generation: UInt64)
+    /// A prewarmed library app is at its first event (Prewarm.swift).
+    case prewarmed(AppID, generation: UInt64)
     /// The kernel confirmed the freeze of a suspended app (cgroup.events):
     /// its freeze deadline is over.
     case frozen(AppID, generation: UInt64)

@@ -50,6 +50,10 @@ extension Supervisor {
             effects.append(.memoryKill(record))
         }
         if sample.level > previous { warnRunningApps() }
+        // Prewarms are a guess: given up when memory runs short, made again
+        // once it is back to normal (Prewarm.swift).
+        if sample.level >= .warning { dropPrewarms("memory is at the \(sample.level.rawValue) level") }
+        if sample.level == .normal, previous != .normal { planPrewarm(appIDs) }
         // Scenes first: background scenes are disconnected before any app
         // is killed; the next critical sample kills if that was not enough.
         // Then swap: while it can still give back what is short, nothing dies.
@@ -138,7 +142,7 @@ extension Supervisor {
             let app = apps[id]!
             switch app.phase {
             case .launching, .awaitingReady, .running: break
-            case .notRunning, .suspended, .terminating: continue
+            case .notRunning, .suspended, .terminating, .prewarming, .prewarmed: continue
             }
             guard killable(app), app.stop == nil else { continue }
             update(id) { $0.warningPending = true }
@@ -146,12 +150,13 @@ extension Supervisor {
         }
     }
 
-    /// The kill order: suspended apps, then background apps, then the
-    /// foreground last; within each, the lowest band first, then the least
-    /// recently used.
+    /// The kill order: prewarmed processes, suspended apps, then background
+    /// apps, then the foreground last; within each, the lowest band first,
+    /// then the least recently used.
     public func memoryKillOrder() -> [AppID] {
         func tier(_ state: LifecycleState) -> Int {
             switch state {
+            case .prewarmed: -1
             case .suspended: 0
             case .background: 1
             case .inactive, .active, .notRunning: 2
@@ -169,14 +174,14 @@ extension Supervisor {
         // In kill order, the first whose kill gives back memory (when none
         // would, the first: something must give); never one in front while
         // an app behind it is left, in swap or not.
-        let behind = order.filter { apps[$0]!.state == .suspended || apps[$0]!.state == .background }
+        let behind = order.filter { [.prewarmed, .suspended, .background].contains(apps[$0]!.state) }
         guard
             let victim = behind.first(where: { givesBackMemory($0, sample.measurements) }) ?? behind.first
                 ?? order.first
         else { return }
         let app = apps[victim]!
         // A busy app (owing an acknowledgement) cannot be told anything more.
-        let notice = app.policy.memory.lastNotice && app.awaiting == nil
+        let notice = app.policy.memory.lastNotice && app.awaiting == nil && !app.phase.isPrewarm  // told nothing yet
         let record = killRecord(
             victim, .memoryPressure, sample, candidates: [victim] + order.filter { $0 != victim }, notice: notice)
         pressureVictim = victim
@@ -289,9 +294,9 @@ extension MemoryThresholds {
     }
 }
 
-/// The kernel's OOM killer, told the same kill order as the core's (suspended
-/// apps first, then background, then the foreground; the lowest band first
-/// within each), through each process's `oom_score_adj`: if the kernel must
+/// The kernel's OOM killer, told the same kill order as the core's (prewarmed
+/// processes first, then suspended apps, background, the foreground; the
+/// lowest band first within each), through each process's `oom_score_adj`: if the kernel must
 /// kill before the daemon does, it picks as the daemon would. The daemon
 /// itself runs at -900 (OOMScoreAdjust= in its unit).
 public enum OOMScoreAdjust {
@@ -300,6 +305,7 @@ public enum OOMScoreAdjust {
         let tier: Int32
         switch state {
         case .notRunning: return nil
+        case .prewarmed: tier = 850
         case .suspended: tier = 800
         case .background: tier = 500
         case .inactive, .active: tier = 100

@@ -46,6 +46,10 @@ public struct AppPolicy: Sendable, Equatable, Codable {
     public var maxScenes = 8
     /// The display it goes to when none is named (nil: the first declared).
     public var display: DisplayID?
+    /// Started ahead of use? (Prewarm.swift.) A plain program only when
+    /// its manifest says so (the manifest's default for one is `never`),
+    /// and it awaits readiness (it is held at READY=1).
+    public var prewarm: PrewarmPolicy = .predicted
 
     public init() {}
 
@@ -102,6 +106,8 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
     /// It was to be suspended and the kernel did not freeze it in time
     /// (a refused write, retried; or a freeze that never completed).
     case freezeFailed(why: String)
+    /// A prewarmed process given up (Prewarm.swift says why).
+    case prewarmDropped(why: String)
 
     /// A short stable identifier, used in logs, journal fields and JSON.
     public var code: TerminationCode {
@@ -124,6 +130,7 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
         case .exitUnknown: .exitUnknown
         case .notAdopted: .notAdopted
         case .freezeFailed: .freezeFailed
+        case .prewarmDropped: .prewarmDropped
         }
     }
 
@@ -157,6 +164,7 @@ public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvert
                 : "ended (exit status unknown: not a child of this lifecycled, and the kernel did not say)"
         case .notAdopted(let why): "not re-adopted after lifecycled restarted: \(why)"
         case .freezeFailed(let why): "could not be frozen: \(why)"
+        case .prewarmDropped(let why): "prewarmed, given up: \(why)"
         }
     }
 }

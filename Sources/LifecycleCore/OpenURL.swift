@@ -24,7 +24,7 @@ extension Supervisor {
         }
         let app = apps[id]!
         if displays[displayOf(id)]!.isLocked { return refuse(.screenLocked) }
-        if app.phase == .notRunning {
+        if app.startable {
             forgetEnds(id)
             recordUse(id)
             userLaunched(id)

@@ -96,6 +96,9 @@ extension CoreState {
         var pressureVictim: AppID?
         var reclaiming: AppID?
         var lastSample = MemorySample(level: .normal)
+        /// Apps that wanted a prewarm the budget had no room for, planned
+        /// again when room is made (Prewarm.swift); nil: none.
+        var prewarmWaiting: Set<AppID>?
 
         init(displays: Displays, gauge: MemoryGauge) {
             self.displays = displays
@@ -104,7 +107,7 @@ extension CoreState {
 
         private enum CodingKeys: String, CodingKey {
             case now, displays = "front", shuttingDown, timers, gauge, memoryLevel, memorySimulated, pressureVictim
-            case reclaiming, lastSample
+            case reclaiming, lastSample, prewarmWaiting
         }
     }
 
@@ -218,10 +221,23 @@ extension Supervisor {
         replan = lost
         // After a crash only: a daemon-reexec saves, lets out what the save
         // held (its kills among it), and only then execs.
+        // A prewarm not yet held when the daemon died may have said so to
+        // the daemon that died: given up (a reexec keeps the channel, and
+        // what it said waits in it).
+        if afterCrash {
+            for (id, record) in self.apps where record.phase == .prewarming && record.killing == nil {
+                self.apps[id]!.killing = .prewarmDropped(why: "lifecycled restarted before it was held")
+            }
+        }
         rekill =
             afterCrash
             ? self.apps.keys.sorted().filter { self.apps[$0]!.killing != nil && self.apps[$0]!.phase != .notRunning }
             : []
+        unplanned = Set(self.apps.keys)
+        prewarmWaiting = state.shared.prewarmWaiting.flatMap { w in
+            let kept = w.filter { self.apps[$0] != nil }
+            return kept.isEmpty ? nil : kept
+        }
         unscheduled = Set(self.apps.keys.filter { !fetchScheduleHolds($0) })
         shuttingDown = afterCrash ? false : state.shared.shuttingDown
         timers = state.shared.timers

@@ -36,6 +36,10 @@ extension Supervisor {
             switch app.phase {
             case .notRunning, .terminating:
                 return
+            case .prewarming, .prewarmed:
+                // Told nothing yet: a stop ends it at once.
+                if let stop = app.stop { kill(id, stop.reason(killedAfterDeadline: false)) }
+                return
             case .awaitingReady:
                 // Nothing to tell it before it is ready, but that it must go.
                 if app.stop != nil { deliver(id, .willTerminate); continue }

@@ -27,7 +27,7 @@ extension Supervisor {
             advance(id)
         case .terminating:
             hold(id, push, why: "it is ending: handed over at its next launch")
-        case .suspended, .notRunning:
+        case .suspended, .notRunning, .prewarming, .prewarmed:  // a prewarmed app is taken over
             if app.phase == .notRunning, app.restarts?.failed != nil {
                 return hold(id, push, why: "it failed: handed over at its next launch")
             }

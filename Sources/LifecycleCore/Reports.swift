@@ -81,6 +81,7 @@ extension Supervisor {
 
     /// A plain program said READY=1: its launch is complete.
     mutating func ready(_ id: AppID) {
+        if apps[id]!.phase == .prewarming { return prewarmHeld(id) }  // held at READY=1
         guard apps[id]!.phase == .awaitingReady else { return }
         timers.cancel(id, .ready)
         update(id) { $0.phase = .running(.launched) }
@@ -130,6 +131,7 @@ extension Supervisor {
         let discarded = apps[id]!.discarded
         let restartTo = apps[id]!.restartTo
         let wakes = apps[id]!.wakes
+        let prewarm = apps[id]!.phase.isPrewarm ? (held: apps[id]!.phase == .prewarmed, footprint: footprints[id]) : nil
         let duringLaunch: Bool
         switch apps[id]!.phase {
         case .launching, .awaitingReady: duringLaunch = true
@@ -169,12 +171,16 @@ extension Supervisor {
         }
         if reclaiming == id { reclaiming = nil }
         afterEnd(id)
-        if let place = restartTo, case .stoppedByUser = reason, !shuttingDown, apps[id] != nil {
+        if let prewarm {
+            // Never a launch the user made: no relaunch, no crash counted.
+            prewarmEnded(id, held: prewarm.held, footprint: prewarm.footprint, reason)
+        } else if let place = restartTo, case .stoppedByUser = reason, !shuttingDown, apps[id] != nil {
             forgetEnds(id)
             start(id, place == .foreground && !displays[displayOf(id)]!.isLocked ? .foreground : .background)
         } else {
             afterUnaskedEnd(id, reason, inFront: inFront)
         }
+        if prewarm != nil { prewarmRoomMade() }  // its end is planned with the step's other apps
     }
 
     /// SIGKILL the app; the process exit report completes the termination.

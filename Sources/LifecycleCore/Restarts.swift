@@ -75,7 +75,8 @@ extension TerminationReason {
     /// another OOM killer's), are not.
     public var isCrash: Bool {
         switch self {
-        case .stoppedByUser, .killedByUser, .shutdown, .exitedOnSuspend, .memoryPressure, .oomKilled: false
+        case .stoppedByUser, .killedByUser, .shutdown, .exitedOnSuspend, .memoryPressure, .oomKilled, .prewarmDropped:
+            false
         case .exited(let code): code != 0
         case .signaled(let s): !RestartPolicy.cleanSignals.contains(s)
         default: true

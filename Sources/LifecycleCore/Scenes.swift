@@ -146,7 +146,7 @@ extension Supervisor {
         let app = apps[id]!
         if app.phase != .notRunning, app.stop != nil || app.killing != nil { return refuse(.stopping(id)) }
         prepareScene(id, name, on: d)
-        app.phase == .notRunning ? launch(id, .foreground) : bringToFront(id)
+        app.startable ? launch(id, .foreground) : bringToFront(id)
     }
 
     /// The scene exists, on `d`, and is the app's most recent: what

@@ -40,7 +40,7 @@ extension Supervisor {
                 case .active: state = .active
                 case .inactive: state = .inactive
                 case .background, .suspended: state = .background
-                case .notRunning: state = .unattached
+                case .notRunning, .prewarmed: state = .unattached
                 }
             }
             return SceneStatus(

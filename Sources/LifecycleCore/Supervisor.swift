@@ -17,6 +17,7 @@
 //   Delivery.swift       one event at a time, with its deadline
 //   Foreground.swift     displays: slots, lock, interruptions, where a scene belongs
 //   Scenes.swift         scenes: which one, their events' order, moves, discards, shedding
+//   Prewarm.swift        apps started ahead of use, held at their first event, taken over by a use
 //   MemoryPolicy.swift   levels with hysteresis, warnings, limits, one victim at a time
 //   Timers.swift         the only code that touches deadlines, and what each one does
 //   AppRecord.swift      what the core knows of one app
@@ -77,6 +78,12 @@ public struct Supervisor: Sendable {
     /// is known: every app of a fresh core; of a restored one, those the
     /// configuration it runs under gave or took the fetch mode.
     var unscheduled: Set<AppID> = []
+    /// Memory the prewarmed processes may hold, bytes (the daemon's
+    /// `prewarm_budget`); 0: nothing is prewarmed (Prewarm.swift).
+    public var prewarmBudget: UInt64 = 0
+    /// Apps whose prewarm is planned at the next step: every app of a
+    /// fresh or restored core, and those a reload changed.
+    var unplanned: Set<AppID> = []
 
     public init(foregroundSlots: Int = 1, apps: [AppID: AppPolicy], memory: MemoryThresholds = MemoryThresholds()) {
         self.init(displays: DisplaySpec.single(slots: foregroundSlots), apps: apps, memory: memory)
@@ -87,6 +94,7 @@ public struct Supervisor: Sendable {
         shared = CoreState.Shared(displays: Displays(specs), gauge: MemoryGauge(thresholds: memory))
         for (id, policy) in apps { self.apps[id] = AppRecord(policy: policy) }
         unscheduled = Set(apps.keys)
+        unplanned = Set(apps.keys)
         limited = apps.filter { $0.value.memory.limit != nil }.keys.sorted()  // the policies given
     }
 
@@ -106,6 +114,11 @@ public struct Supervisor: Sendable {
         unscheduled = []
         if !beforeDeadlines { fireDueTimers() }
         apply(input)
+        if !unplanned.isEmpty {  // a fresh or restored core, a reload
+            let ids = unplanned.sorted()
+            unplanned = []
+            planPrewarm(ids)
+        }
         for id in replan where apps[id] != nil { advance(id) }
         replan = []
         for id in rekill {
@@ -121,6 +134,10 @@ public struct Supervisor: Sendable {
             }
         }
         for id in touched.sorted() { sync(id) }  // lock, unlock, interruptions
+        // Whatever the step did to an app without a process (it ended, its
+        // relaunch was cancelled, a user's launch lifted a quit...) may let
+        // it be prewarmed: the apps it touched are planned (Prewarm.swift).
+        if prewarmBudget > 0 { planPrewarm(touched.filter { apps[$0]?.phase == .notRunning }.sorted()) }
         checkInvariants()
         return effects
     }
@@ -169,6 +186,8 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { kill(id, .protocolViolation(message: message)) }
         case .ready(let id, let gen):
             if isCurrent(id, gen) { ready(id) }
+        case .prewarmed(let id, let gen):
+            if isCurrent(id, gen) { prewarmHeld(id) }
         case .frozen(let id, let gen):
             if isCurrent(id, gen) { frozen(id) }
         case .hold(let id, let gen, let hold, let on):
@@ -243,6 +262,7 @@ public struct Supervisor: Sendable {
         case .running(.active): .active
         case .running(.background), .terminating: .background
         case .suspended: .suspended
+        case .prewarming, .prewarmed: .prewarmed
         }
     }
 
@@ -297,8 +317,15 @@ public struct Supervisor: Sendable {
                     && timers.deadline(id, .expiration).map { end in app.budgetEnd.map { end <= $0 } ?? false } ?? true
             }, "the budget's timers fire at the budget's end (the expiration notice before it), never without one")
         assert(
-            apps.allSatisfy { id, app in timers.deadline(id, .freeze) == nil || app.phase == .suspended },
-            "a freeze is awaited only for a suspended app")
+            apps.allSatisfy { id, app in
+                timers.deadline(id, .freeze) == nil || app.phase == .suspended || app.phase == .prewarmed
+            }, "a freeze is awaited only for a suspended (or prewarmed) app")
+        assert(
+            apps.values.allSatisfy { app in
+                !app.phase.isPrewarm
+                    || (app.awaiting == nil && app.tasks.isEmpty && app.launchReason == .prewarm
+                        && app.scenes.values.allSatisfy { $0.told == .unattached })
+            }, "a prewarmed app has been told nothing, holds nothing, and is nobody's launch")
         assert(
             apps.allSatisfy { id, app in
                 timers.deadline(id, .grace) == nil || (app.policy.delivery == .signals && app.phase != .notRunning)
@@ -373,6 +400,11 @@ extension Supervisor {
     public internal(set) var pressureVictim: AppID? {
         get { shared.pressureVictim }
         _modify { yield &shared.pressureVictim }
+    }
+    /// Apps waiting for room in the prewarm budget (Prewarm.swift).
+    var prewarmWaiting: Set<AppID>? {
+        get { shared.prewarmWaiting }
+        _modify { yield &shared.prewarmWaiting }
     }
     /// The last measurement (kill records made between samples cite it).
     var lastSample: MemorySample {

@@ -26,8 +26,13 @@ enum TimerKind: Int, CaseIterable, Comparable, Sendable, Codable {
     case push
     /// A suspended app's freeze is not yet confirmed by the kernel: at
     /// this deadline it is killed (`freeze-failed`), as for a missed
-    /// deadline. (Last: timer kinds are saved by number.)
+    /// deadline.
     case freeze
+    /// Prewarming (Prewarm.swift): a predicted use's window opens (not
+    /// running), the app must be held by now (prewarming), or a predicted
+    /// prewarm unused is given up (prewarmed). (Last: timer kinds are
+    /// saved by number.)
+    case prewarm
 
     static func < (a: TimerKind, b: TimerKind) -> Bool { a.rawValue < b.rawValue }
 }
@@ -134,8 +139,9 @@ extension Supervisor {
         case .restart: relaunch(id)
         case .fetch: fetchBatch()
         case .push: retryHeldPush(id)
+        case .prewarm: prewarmTimer(id)
         case .freeze:
-            guard app.phase == .suspended else { return }
+            guard app.phase == .suspended || app.phase == .prewarmed else { return }
             let why = app.freezeRefusal.map { "the kernel refused: \($0)" } ?? "not frozen after 5 s"
             kill(id, .freezeFailed(why: why))
         }

@@ -86,6 +86,12 @@ public struct AppHistory: Sendable, Equatable, Codable {
     public var pushWakes: [Instant] = []
     /// The newest push that could not be delivered yet.
     public var held: Push?
+    /// What the app's last prewarm used once it was held (its footprint):
+    /// the estimate against the prewarm budget (Prewarm.swift).
+    public var prewarmFootprint: UInt64?
+    /// Why it is not prewarmed again until its manifest changes: it did
+    /// not reach its first event, or ended there on its own.
+    public var prewarmRefusal: String?
 
     public static let maxUses = 32
 

@@ -15,6 +15,9 @@ extension Daemon {
         case .spawn(let id, let generation, let mode):
             launch(id, generation, mode)
             spawnedUnsaved = true
+        case .prewarm(let id, let generation):
+            launch(id, generation, .background, prewarm: true)
+            spawnedUnsaved = true
         case .deliver(let id, let d): deliver(id, d)
         case .backgroundTaskReply(let id, let request, let task, let budgetEnd):
             let reply = DaemonMessage.backgroundTaskReply(

@@ -48,13 +48,28 @@ public enum SceneState: String, Sendable, CaseIterable, Codable, Comparable, Dec
     case active
 }
 
-/// The five states of docs/lifecycle.md.
+/// The five states of docs/lifecycle.md, and `prewarmed`: a process
+/// started ahead of use and held (frozen) before its launch events. To
+/// the app it is not running yet: it has been told nothing.
 public enum LifecycleState: String, Sendable, CaseIterable, Codable {
     case notRunning = "not-running"
     case inactive
     case active
     case background
     case suspended
+    case prewarmed
+}
+
+/// Which apps the daemon starts ahead of use (the manifest's `prewarm`,
+/// docs/lifecycle.md "Prewarming").
+public enum PrewarmPolicy: String, Sendable, CaseIterable, Codable {
+    /// Never prewarmed (the default of a plain program).
+    case never
+    /// Prewarmed shortly before the usage history predicts a use (the
+    /// default of a library app).
+    case predicted
+    /// Kept prewarmed whenever it does not run (the memory budget allowing).
+    case always
 }
 
 /// A lifecycle event. `rawValue` is its name everywhere text is used (logs,
@@ -310,6 +325,10 @@ public enum TerminationCode: String, Sendable, Codable, CaseIterable {
     case freezeFailed = "freeze-failed"
     case kernelOOM = "kernel-oom"
     case systemdOOMD = "systemd-oomd"
+    /// A prewarmed process given up: memory ran short, it was not used in
+    /// time, it did not reach its first event, or the daemon restarted
+    /// while it got there (never a launch the user made, never relaunched).
+    case prewarmDropped = "prewarm-dropped"
 }
 
 /// What the kernel said of an OOM kill of a run: counted in its group's
@@ -411,6 +430,9 @@ public enum LaunchReason: String, Sendable, Codable, CaseIterable {
     case remoteNotification = "remote-notification"
     /// A URL of one of its schemes was opened.
     case url
+    /// Started ahead of use (prewarmed); a use then takes it over with its
+    /// own reason.
+    case prewarm
 }
 
 /// What an app answers to performFetch or didReceiveRemoteNotification

@@ -44,6 +44,10 @@ public enum Wire {
     /// The environment variable naming the socket where a client takes its
     /// channel back after the daemon restarts (docs/protocol.md).
     public static let resumeSocketEnvironmentKey = "LIFECYCLE_RESUME_SOCKET"
+    /// Set to 1 for a process started ahead of use (prewarmed): the client
+    /// sends `prewarmed` once it waits for its first event, and is frozen
+    /// there until a use (docs/protocol.md).
+    public static let prewarmEnvironmentKey = "LIFECYCLE_PREWARM"
     /// How long a client tries to resume before the broken channel is final
     /// (LIFECYCLE_RESUME_WAIT_MS in C).
     public static let resumeWaitMilliseconds = 60_000
@@ -116,6 +120,8 @@ public enum AppMessage: Sendable, Equatable {
     /// Keep these bytes (at most Wire.maxRestorationSize) and hand them
     /// back at the next launch; empty: forget what was kept.
     case saveRestoration([UInt8])
+    /// A prewarmed app (LIFECYCLE_PREWARM=1) waits for its first event.
+    case prewarmed
 }
 
 /// Message type codes: daemon-to-app below 0x80, app-to-daemon above.
@@ -131,6 +137,7 @@ enum MessageType: UInt8 {
     case resume = 0x84
     case complete = 0x85
     case saveRestoration = 0x86
+    case prewarmed = 0x87
 }
 
 /// Why a message could not be decoded. Each names what was wrong.
@@ -380,6 +387,8 @@ extension AppMessage {
             var w = Writer(type: .saveRestoration, id: 0)
             w.blob(Array(data.prefix(Wire.maxRestorationSize)))
             return w.bytes
+        case .prewarmed:
+            return Writer(type: .prewarmed, id: 0).bytes
         }
     }
 
@@ -408,6 +417,9 @@ extension AppMessage {
         case .saveRestoration:
             guard id == 0 else { throw WireError("saveRestoration: id must be 0, got \(id)") }
             message = .saveRestoration(try r.blob("restoration data", max: Wire.maxRestorationSize))
+        case .prewarmed:
+            guard id == 0 else { throw WireError("prewarmed: id must be 0, got \(id)") }
+            message = .prewarmed
         default:
             throw WireError("message type 0x\(String(type.rawValue, radix: 16)) is sent by the daemon, not apps")
         }

@@ -48,6 +48,9 @@ struct Simulation {
     var restarting: Set<AppID> = []
     /// How many relaunches and failures the run saw (the checks are not vacuous).
     var relaunches = 0
+    /// Prewarms started, and those a use took over (a thaw of a prewarmed app).
+    var prewarms = 0
+    var takenOver = 0
     var failures = 0
     /// Wake-ups: delivered and not yet answered; apps the user quit; push
     /// wake-ups spent; each app's fetch window before the step; the time of
@@ -60,6 +63,8 @@ struct Simulation {
     var wakes = 0
     var answers = 0
     let fetchWindow: Duration
+    /// Room for 0 to 4 prewarms.
+    var prewarmBudget: UInt64 = 0
     let policies: [AppID: AppPolicy]
     let slots: Int
     /// One display, or two (centre and cluster); apps with scenes; each
@@ -115,6 +120,7 @@ struct Simulation {
             p.fetch.timeout = .seconds(Int64.random(in: 1...6, using: &rng))
             p.push.timeout = .seconds(Int64.random(in: 1...6, using: &rng))
             p.push.budget = Int.random(in: 0...3, using: &rng)
+            p.prewarm = PrewarmPolicy.allCases.randomElement(using: &rng)!
             policies["app\(i)"] = p
         }
         ids = policies.keys.sorted()
@@ -128,8 +134,10 @@ struct Simulation {
                 DisplaySpec(name: "cluster", slots: Int.random(in: 1...2, using: &rng)),
             ]
         fetchWindow = .seconds(Int64.random(in: 0...20, using: &rng))
+        prewarmBudget = [0, 1, 2, 4].randomElement(using: &rng)! * Supervisor.prewarmGuess
         sup = Supervisor(displays: displays, apps: policies)
         sup.fetchWindow = fetchWindow
+        sup.prewarmBudget = prewarmBudget
     }
 
     /// The core through the bytes a daemon would save and read back.
@@ -159,6 +167,7 @@ struct Simulation {
         }
         var restored = Supervisor(restoring: state, displays: displays, apps: policies)
         restored.fetchWindow = fetchWindow
+        restored.prewarmBudget = prewarmBudget
         return restored
     }
 
@@ -220,7 +229,7 @@ struct Simulation {
             switch s.state {
             case .active, .inactive:
                 if level(s.state) != top { fail("\(id): settled \(s.state) but its most active scene is at \(top)") }
-            case .background, .suspended, .notRunning:
+            case .background, .suspended, .notRunning, .prewarmed:
                 if top > 0 { fail("\(id): settled \(s.state) with a scene in the foreground") }
             }
         }
@@ -309,6 +318,17 @@ struct Simulation {
     mutating func react(to effects: [Effect]) {
         for effect in effects {
             switch effect {
+            case .prewarm(let id, let gen):
+                prewarms += 1
+                frozen.remove(id); openTasks[id] = []
+                // Usually at its first event in time, sometimes late or never
+                // (a client library that does not prewarm).
+                if Int.random(in: 0..<5, using: &rng) > 0 {
+                    let held: Input =
+                        sup.policy(id).delivery == .library
+                        ? .prewarmed(id, generation: gen) : .ready(id, generation: gen)
+                    schedule(after: .milliseconds(Int64.random(in: 0...6000, using: &rng)), held)
+                }
             case .spawn(let id, let gen, _):
                 frozen.remove(id); openTasks[id] = []
                 // A notifying program is usually ready in time, sometimes late or never.
@@ -399,10 +419,14 @@ struct Simulation {
         for effect in effects {
             switch effect {
             case .transition(let id, let from, let to):
+                if from == .prewarmed && to != .notRunning { takenOver += 1 }
                 if lastState[id, default: .notRunning] != from {
                     fail("\(id): transition from \(from) but was \(lastState[id, default: .notRunning])")
                 }
                 if to == .active && from != .inactive { fail("\(id): became active from \(from), not inactive") }
+                if from == .prewarmed && to != .inactive && to != .background && to != .notRunning {
+                    fail("\(id): from prewarmed to \(to), not launched nor ended")
+                }
                 if to == .suspended && from != .background { fail("\(id): suspended from \(from), not background") }
                 lastState[id] = to
             case .deliver(let id, let d):
@@ -411,7 +435,9 @@ struct Simulation {
             case .terminated(let id, _):
                 for ref in sceneStates.keys where ref.app == id { sceneStates[ref] = .unattached }
             case .freeze(let id):
-                if sup.policy(id).continuousBackground { fail("\(id): continuous-mode app frozen") }
+                if sup.policy(id).continuousBackground && sup.snapshot(id)!.state != .prewarmed {
+                    fail("\(id): continuous-mode app frozen")
+                }
                 if let ref = sceneStates.first(where: { $0.key.app == id && $0.value > .background })?.key {
                     fail("\(id): frozen with \(ref.scene) in the foreground")
                 }
@@ -452,7 +478,9 @@ struct Simulation {
             let s = sup.snapshot(id)!
             if s.state != lastState[id, default: .notRunning] { fail("\(id): state \(s.state) without a transition") }
             if s.state == .suspended && !frozen.contains(id) { fail("\(id): suspended but not frozen") }
-            if s.state != .suspended && frozen.contains(id) && !s.stopping { fail("\(id): frozen but \(s.state)") }
+            if s.state != .suspended && s.state != .prewarmed && frozen.contains(id) && !s.stopping {
+                fail("\(id): frozen but \(s.state)")
+            }
             if let awaiting = s.awaiting, !s.stopping || awaiting != .willTerminate {
                 if sup.timers.deadline(id, .ack) == nil && sup.timers.deadline(id, .terminate) == nil
                     && sup.timers.deadline(id, .notice) == nil
@@ -480,7 +508,7 @@ struct Simulation {
 extension Simulation {
     func level(_ s: LifecycleState) -> Int {
         switch s {
-        case .notRunning: -1
+        case .notRunning, .prewarmed: -1
         case .background, .suspended: 0
         case .inactive: 1
         case .active: 2
@@ -632,6 +660,11 @@ extension Simulation {
             if effects.contains(where: { if case .spawn(id, _, _) = $0 { true } else { false } }) {
                 launchedByUser.insert(id)
             }
+            // A prewarmed process taken over by the user's launch: no spawn.
+            if !refused, lastState[id] == .prewarmed {
+                launchedByUser.insert(id)
+                quit.remove(id)
+            }
         default: break
         }
         for effect in effects {
@@ -696,8 +729,11 @@ extension Supervisor {
         var wakes = 0
         var answers = 0
         var sceneEvents = 0
+        var prewarms = 0
+        var takenOver = 0
         defer {
             #expect(sceneEvents > 100, "scene events delivered: \(sceneEvents)")
+            #expect(prewarms > 500 && takenOver > 100, "prewarms \(prewarms), taken over \(takenOver)")
             #expect(relaunches > 100 && failures > 10, "relaunches \(relaunches), failures \(failures)")
             // (About 500 each before the reclaims' reports began to take some of the 300 steps.)
             #expect(wakes > 400, "fetches and pushes delivered: \(wakes)")
@@ -715,6 +751,8 @@ extension Supervisor {
             wakes += sim.wakes
             answers += sim.answers
             sceneEvents += sim.sceneEvents
+            prewarms += sim.prewarms
+            takenOver += sim.takenOver
             if !sim.violations.isEmpty {
                 Issue.record(
                     "seed \(seed) (replay with Simulation(seed: \(seed))): \(sim.violations.prefix(3).joined(separator: "; "))"
@@ -870,6 +908,7 @@ extension RestoreAfterCrashTests {
         var sup = Supervisor(apps: ["a": AppPolicy()])
         sup.pressureVictim = "a"
         sup.reclaiming = "a"
+        sup.prewarmWaiting = ["a"]
         let shared = sup.saved.shared
         let json = try JSONEncoder().encode(shared)
         let keys = try #require(try JSONSerialization.jsonObject(with: json) as? [String: Any]).keys

@@ -187,6 +187,7 @@ import LifecycleWire
             try AppMessage.decode(bytes("app.resume-no-tasks"))
                 == .resume(lastAcknowledged: 0, app: "recorder", tasks: []))
         #expect(try DaemonMessage.decode(bytes("daemon.resumed")) == .resumed)
+        #expect(try AppMessage.decode(bytes("app.prewarmed")) == .prewarmed)
     }
 
     @Test func theSceneVectorsSayWhatTheirCommentsSay() throws {

@@ -18,7 +18,7 @@ import Testing
                 "exited", "signaled", "launch-failed", "launch-watchdog", "event-watchdog", "background-watchdog",
                 "background-task-expired", "stopped-by-user", "killed-by-user", "exits-on-suspend", "shutdown",
                 "protocol-violation", "memory-pressure", "per-app-limit", "exit-unknown", "not-adopted",
-                "freeze-failed", "kernel-oom", "systemd-oomd",
+                "freeze-failed", "kernel-oom", "systemd-oomd", "prewarm-dropped",
             ])
     }
 

@@ -259,6 +259,11 @@ extern "C" {
 /** The environment variable naming the socket through which a broken
  *  channel is resumed after lifecycled restarts (see Resuming). */
 #define LIFECYCLE_RESUME_SOCKET_ENV "LIFECYCLE_RESUME_SOCKET"
+/** Set to "1" when lifecycled starts the app ahead of use (prewarming):
+ *  lifecycle_connect() then tells the daemon the app waits for its first
+ *  event, and the daemon holds it there, frozen, until a use. Connect once
+ *  the app is ready for willFinishLaunching. */
+#define LIFECYCLE_PREWARM_ENV "LIFECYCLE_PREWARM"
 /** How long a broken channel is resumed for, in all, in milliseconds,
  *  before the break is final (ECONNRESET). */
 #define LIFECYCLE_RESUME_WAIT_MS 60000

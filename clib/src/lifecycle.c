@@ -229,6 +229,8 @@ API lifecycle_app *lifecycle_connect_fd(int fd, const lifecycle_callbacks *callb
     return create(fd, callbacks, callbacks_size, userdata);
 }
 
+static int send_bytes(lifecycle_app *app, const uint8_t *bytes, size_t size);
+
 API lifecycle_app *lifecycle_connect(const lifecycle_callbacks *callbacks, size_t callbacks_size, void *userdata) {
     const char *raw = getenv(LIFECYCLE_FD_ENV);
     if (!raw || !*raw) { errno = ENOENT; return NULL; }
@@ -259,6 +261,14 @@ API lifecycle_app *lifecycle_connect(const lifecycle_callbacks *callbacks, size_
     unsetenv(LIFECYCLE_FD_ENV);
     unsetenv(LIFECYCLE_PROTOCOL_ENV);
     unsetenv(LIFECYCLE_RESUME_SOCKET_ENV);
+    /* Prewarmed: the app is at its first event now; the daemon freezes it
+     * here. A send lost with a broken channel costs only the prewarm. */
+    const char *prewarm = getenv(LIFECYCLE_PREWARM_ENV);
+    if (prewarm && strcmp(prewarm, "1") == 0) {
+        uint8_t out[LC_WIRE_HEADER];
+        (void)send_bytes(app, out, lifecycle__encode_prewarmed(out));
+    }
+    unsetenv(LIFECYCLE_PREWARM_ENV);
     return app;
 }
 

@@ -109,7 +109,7 @@ static int end(struct reader *r) {
 static int known_type(uint8_t t) {
     return t == LC_T_EVENT || t == LC_T_TASK_REPLY || t == LC_T_TASKS_EXPIRING || t == LC_T_RESUMED ||
            t == LC_T_RESTORATION || t == LC_T_ACKNOWLEDGE || t == LC_T_BEGIN_TASK || t == LC_T_END_TASK ||
-           t == LC_T_RESUME || t == LC_T_COMPLETE || t == LC_T_SAVE_RESTORATION;
+           t == LC_T_RESUME || t == LC_T_COMPLETE || t == LC_T_SAVE_RESTORATION || t == LC_T_PREWARMED;
 }
 
 static int header(struct reader *r, struct lifecycle__message *m) {
@@ -215,6 +215,9 @@ int lifecycle__decode_app(const uint8_t *bytes, size_t size, struct lifecycle__m
         if (m->id != 0) return fail(&r, "saveRestoration: id must be 0, got %u", (unsigned)m->id);
         if (blob(&r, "restoration data", LC_WIRE_MAX_RESTORATION, &m->data, &m->data_size)) return -1;
         break;
+    case LC_T_PREWARMED:
+        if (m->id != 0) return fail(&r, "prewarmed: id must be 0, got %u", (unsigned)m->id);
+        break;
     default:
         return fail(&r, "message type 0x%x is sent by the daemon, not apps", (unsigned)m->type);
     }
@@ -312,6 +315,8 @@ size_t lifecycle__encode_begin_task(uint8_t *out, uint32_t request, const char *
 }
 
 size_t lifecycle__encode_end_task(uint8_t *out, uint32_t task) { return put_header(out, LC_T_END_TASK, task); }
+
+size_t lifecycle__encode_prewarmed(uint8_t *out) { return put_header(out, LC_T_PREWARMED, 0); }
 
 size_t lifecycle__encode_resume(uint8_t *out, uint32_t last_acknowledged, const char *name, size_t length,
                                 const uint32_t *tasks, uint16_t count) {

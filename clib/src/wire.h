@@ -48,6 +48,7 @@ enum lifecycle__type {
     LC_T_RESUME = 0x84,
     LC_T_COMPLETE = 0x85,
     LC_T_SAVE_RESTORATION = 0x86,
+    LC_T_PREWARMED = 0x87,
 };
 
 /* A string inside a message: not terminated. */
@@ -104,6 +105,7 @@ LIFECYCLE_INTERNAL size_t lifecycle__encode_acknowledge(uint8_t *out, uint32_t s
  * must be valid UTF-8. */
 LIFECYCLE_INTERNAL size_t lifecycle__encode_begin_task(uint8_t *out, uint32_t request, const char *name, size_t length);
 LIFECYCLE_INTERNAL size_t lifecycle__encode_end_task(uint8_t *out, uint32_t task);
+LIFECYCLE_INTERNAL size_t lifecycle__encode_prewarmed(uint8_t *out);
 /* resume: `last_acknowledged` is the sequence number of the last event the
  * app acknowledged (0 if none); `name` (valid UTF-8) is cut as a task name
  * is; `tasks` are the ids the app holds open. Returns 0 when `count` exceeds

@@ -315,6 +315,11 @@ static void test_golden(void) {
     CHECK("golden empty saveRestoration decodes: no data",
           ok && m.type == LC_T_SAVE_RESTORATION && m.id == 0 && m.data_size == 0);
 
+    v = vec("app.prewarmed");
+    CHECK("golden prewarmed encodes byte for byte", same(out, lifecycle__encode_prewarmed(out), v->bytes, v->size));
+    ok = lifecycle__decode_app(v->bytes, v->size, &m, why) == 0;
+    CHECK("golden prewarmed decodes: id 0", ok && m.type == LC_T_PREWARMED && m.id == 0);
+
     /* Cross-checks: daemon messages are not app messages and vice versa. */
     int crossed = 1;
     for (size_t i = 0; i < vector_count; i++) {
@@ -734,6 +739,28 @@ static void test_connect(void) {
     CHECK("dispatch with nothing pending returns LIFECYCLE_OK at once",
           lifecycle_dispatch(app) == LIFECYCLE_OK && lifecycle_now() - t0 < 100000000);
     CHECK("lifecycle_close closes the socket", lifecycle_close(app) == 0 && fcntl(sv[0], F_GETFD) == -1 && errno == EBADF);
+    close(sv[1]);
+
+    /* Prewarmed: connecting says the app is at its first event. */
+    socket_pair(sv);
+    snprintf(num, sizeof num, "%d", sv[0]);
+    setenv("LIFECYCLE_FD", num, 1);
+    setenv("LIFECYCLE_PREWARM", "1", 1);
+    app = lifecycle_connect(&callbacks, sizeof callbacks, &r);
+    uint8_t said[64];
+    ssize_t got = recv(sv[1], said, sizeof said, MSG_DONTWAIT);
+    CHECK("prewarmed: connecting sends prewarmed (0x87, id 0, no body)",
+          app && got == 8 && said[0] == 1 && said[1] == 0x87 && said[4] == 0 && said[5] == 0 && said[6] == 0 &&
+              said[7] == 0);
+    CHECK("LIFECYCLE_PREWARM is unset afterwards", getenv("LIFECYCLE_PREWARM") == NULL);
+    lifecycle_close(app);
+    close(sv[1]);
+    socket_pair(sv);
+    snprintf(num, sizeof num, "%d", sv[0]);
+    setenv("LIFECYCLE_FD", num, 1);
+    app = lifecycle_connect(&callbacks, sizeof callbacks, &r);
+    CHECK("not prewarmed: connecting sends nothing", app && recv(sv[1], said, sizeof said, MSG_DONTWAIT) == -1 && errno == EAGAIN);
+    lifecycle_close(app);
     close(sv[1]);
     unsetenv("LIFECYCLE_APP");
 

@@ -182,6 +182,10 @@ extension Daemon {
                         report(.beginBackgroundTask(id, generation: run.generation, request: request, name: name))
                     case .endBackgroundTask(let task):
                         report(.endBackgroundTask(id, generation: run.generation, task: task))
+                    case .prewarmed:
+                        // Said by a prewarmed app at its first event (the core
+                        // freezes it there); said otherwise, it changes nothing.
+                        report(.prewarmed(id, generation: run.generation))
                     case .resume:
                         report(
                             .protocolViolation(

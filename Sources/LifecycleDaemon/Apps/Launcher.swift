@@ -42,7 +42,9 @@ extension Daemon {
     /// Starts one run of the app: a fresh group, its channel or notify
     /// socket, the process placed in its group before it runs. A failure is
     /// reported to the core as `.launchFailed`, queued (never nested).
-    func launch(_ id: AppID, _ generation: UInt64, _ mode: LaunchMode) {
+    /// `prewarm`: started ahead of use (LIFECYCLE_PREWARM=1: its library
+    /// says when it is at its first event; the core then freezes it).
+    func launch(_ id: AppID, _ generation: UInt64, _ mode: LaunchMode, prewarm: Bool = false) {
         let m = manifests[id]!
         let fail = { [unowned self] (message: String) in
             self.logger.error("cannot launch \(id): \(message)", metadata: ["app": "\(id)"])
@@ -64,6 +66,7 @@ extension Daemon {
         var env = appEnvironment()
         for (k, v) in m.environment { env[k] = v }
         env[Wire.appNameEnvironmentKey] = id
+        if prewarm { env[Wire.prewarmEnvironmentKey] = "1" }
         if let account = m.account {  // as systemd's User= does, unless the manifest says otherwise
             for (k, v) in ["USER": account.name, "LOGNAME": account.name, "HOME": account.home]
             where m.environment[k] == nil {
@@ -131,7 +134,7 @@ extension Daemon {
         if !process.placedAtomically {
             logger.warning("\(id) was moved into its cgroup after fork (no clone3)", metadata: ["app": "\(id)"])
         }
-        record(id, .launched, detail: "\(mode.rawValue) \(executable)")
+        record(id, .launched, detail: "\(prewarm ? "prewarm" : mode.rawValue) \(executable)")
     }
 
     /// The daemon's environment minus what belongs to the daemon alone.

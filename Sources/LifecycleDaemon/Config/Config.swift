@@ -82,6 +82,8 @@ public struct DaemonConfig: Sendable {
     /// Background fetches that fall due within this window of each other
     /// wake the machine once (0: each on its own timer).
     public var fetchWindow: Duration = .seconds(300)
+    /// Memory the prewarmed processes may hold (docs/lifecycle.md, "Prewarming").
+    public var prewarmBudget: PrewarmBudget = .auto
     /// Serve io.lifecycled.Lifecycle1 on the system bus (docs/dbus.md).
     public var dbus = true
     /// Who decides the D-Bus calls of callers that are neither root nor in
@@ -89,6 +91,22 @@ public struct DaemonConfig: Sendable {
     public var dbusAuthorization: BusAuthorization = .auto
 
     public init() {}
+}
+
+/// The daemon's `prewarm_budget`: `auto` (5 % of the machine's memory, at
+/// most 512 MiB), `off`, or a size.
+public enum PrewarmBudget: Sendable, Equatable {
+    case auto
+    case bytes(UInt64)
+
+    /// In bytes, on a machine with `memTotal` bytes of memory (not known:
+    /// `auto` prewarms nothing).
+    public func bytes(memTotal: UInt64?) -> UInt64 {
+        switch self {
+        case .auto: memTotal.map { min($0 / 20, 512 << 20) } ?? 0
+        case .bytes(let b): b
+        }
+    }
 }
 
 /// Who decides a D-Bus call of a caller that is neither root nor in the
@@ -252,6 +270,12 @@ public enum ConfigLoader {
                 c.fetchWindow = Document.number(value) == 0 ? .zero : try doc.seconds(value, key, table: "")
                 if c.fetchWindow > .seconds(3600) {
                     throw doc.error(key, "at most 1 h: a fetch waits at most this long")
+                }
+            case "prewarm_budget":
+                switch value.string {
+                case "auto": c.prewarmBudget = .auto
+                case "off": c.prewarmBudget = .bytes(0)
+                default: c.prewarmBudget = .bytes(try doc.size(value, key, table: ""))
                 }
             case "dbus": c.dbus = try doc.bool(value, key)
             case "dbus_authorization":

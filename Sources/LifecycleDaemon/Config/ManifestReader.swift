@@ -13,6 +13,7 @@ struct ManifestReader {
     private let base: String
     private var sawCommand = false
     private var sawBand = false
+    private var sawPrewarm = false
     private var sawGroup = false
     private var sawGroups = false
 
@@ -29,7 +30,7 @@ struct ManifestReader {
             case "user", "group", "supplementary_groups", "no_new_privileges", "capabilities", "umask":
                 try credentials(key, value)
             case "delivery", "background_modes", "url_schemes", "scenes", "max_scenes", "display",
-                "exits_on_suspend", "readiness", "restart", "app_id":
+                "exits_on_suspend", "readiness", "restart", "app_id", "prewarm":
                 try behaviour(key, value)
             case "fetch": try fetch(try table(key, value))
             case "push": try push(try table(key, value))
@@ -157,6 +158,13 @@ struct ManifestReader {
             }
             m.appID = id
         case "exits_on_suspend": m.policy.exitsOnSuspend = try doc.bool(value, key)
+        case "prewarm":
+            let p = try doc.string(value, key)
+            guard let policy = PrewarmPolicy(rawValue: p) else {
+                throw doc.error(key, "expected \"never\", \"predicted\" or \"always\", got \"\(p)\"")
+            }
+            m.policy.prewarm = policy
+            sawPrewarm = true
         case "readiness":
             let r = try doc.string(value, key)
             switch r {
@@ -294,6 +302,15 @@ struct ManifestReader {
             if m.policy.scenes {
                 throw doc.error("scenes", "needs delivery = \"library\": a plain program cannot be told of scenes")
             }
+        }
+        // A library app is held at its first event (its client library says
+        // when); a plain program only where it says it can be (this key),
+        // held at READY=1.
+        if !sawPrewarm { m.policy.prewarm = m.policy.delivery == .library ? .predicted : .never }
+        if m.policy.prewarm != .never && m.policy.delivery == .signals && !m.policy.awaitsReadiness {
+            throw doc.error(
+                "prewarm",
+                "a plain program is held at READY=1 when prewarmed: it needs readiness = \"notify\"")
         }
         if m.policy.awaitsReadiness && m.policy.delivery == .library {
             throw doc.error(

@@ -10,8 +10,9 @@ import LifecycleOS
 //
 //   a broken daemon file   nothing changes; the error names file, line and key
 //   a broken manifest      that app keeps its previous manifest; the rest applies
-//   a daemon setting that cannot change live (all but apps_dir and
-//   control_group)         named in `needRestart`, in force at the next start
+//   a daemon setting that cannot change live (all but apps_dir,
+//   control_group, fetch_window and prewarm_budget)
+//                          named in `needRestart`, in force at the next start
 
 extension Daemon {
     func reload(dryRun: Bool, restartChanged: Bool) -> Result<ReloadReport, ConfigError> {
@@ -39,6 +40,9 @@ extension Daemon {
         var config = settings.config
         config.appsDirectory = fresh.config.appsDirectory
         config.controlGroup = fresh.config.controlGroup
+        // Live too (before, fetch_window was read from the old file here).
+        config.fetchWindow = fresh.config.fetchWindow
+        config.prewarmBudget = fresh.config.prewarmBudget
         fresh.config = config
         fresh.manifests = next
         settings = fresh
@@ -48,6 +52,8 @@ extension Daemon {
         }
         status.counts[.notRunning, default: 0] += report.added.count
         supervisor.fetchWindow = fresh.config.fetchWindow  // from the next schedule on
+        // A smaller budget keeps what is prewarmed; nothing new beyond it.
+        supervisor.setPrewarmBudget(fresh.config.prewarmBudget.bytes(memTotal: MemoryMonitor.memTotal()))
         _ = submit(.reconfigure(next.mapValues(\.policy)))
         for id in report.added {
             if let mode = next[id]?.autostart {

@@ -19,7 +19,7 @@ final class StatusLine {
 
     func send(_ daemon: Daemon) {
         due = false
-        let order: [LifecycleState] = [.active, .inactive, .background, .suspended, .notRunning]
+        let order: [LifecycleState] = [.active, .inactive, .background, .suspended, .prewarmed, .notRunning]
         let parts = order.compactMap { s in counts[s, default: 0] > 0 ? "\(counts[s]!) \(s.rawValue)" : nil }
         var text = "\(daemon.manifests.count) apps" + (parts.isEmpty ? "" : ": " + parts.joined(separator: ", "))
         let level = daemon.supervisor.memoryLevel

@@ -239,7 +239,8 @@ extension Daemon {
         // a thaw) and the save after it leaves the group the other way, and
         // a frozen app the state calls running could not resume its
         // channel, so its event watchdog would kill it.
-        let suspended = supervisor.snapshot(id)?.state == .suspended
+        // (A prewarmed process is held frozen the same way.)
+        let suspended = [.suspended, .prewarmed].contains(supervisor.snapshot(id)?.state)
         run.frozen = probe.frozen
         if probe.frozen != suspended {
             let (found, saved, doing) =

@@ -1,0 +1,138 @@
+import Foundation
+@preconcurrency import Glibc
+import LifecycleControl
+import LifecycleOS
+import LifecycleTestKit
+import Testing
+
+/// Prewarming (docs/lifecycle.md, "Prewarming"): real apps started ahead of
+/// use, held frozen at their first event, launched by a use.
+@Suite struct PrewarmTests {
+    /// A daemon that prewarms nothing until the test follows it, then is
+    /// given a budget by a reload (so that the prewarms come after the
+    /// follower: every wait is on a record).
+    func daemon(_ apps: [String: String]) throws -> (DaemonUnderTest, Follower) {
+        let d = try DaemonUnderTest(apps: apps, daemon: "prewarm_budget = \"off\"")
+        let f = try d.follow()
+        let file = try String(contentsOfFile: d.path("lifecycled.toml"), encoding: .utf8)
+        try file.replacingOccurrences(of: "prewarm_budget = \"off\"", with: "prewarm_budget = \"256M\"")
+            .write(toFile: d.path("lifecycled.toml"), atomically: true, encoding: .utf8)
+        let (code, _, err) = try d.ctl(["reload"])
+        #expect(code == 0, "\(err)")
+        return (d, f)
+    }
+
+    /// The app's current cgroup (its only one).
+    func group(_ d: DaemonUnderTest, _ app: String) throws -> String {
+        let apps = d.cgroupPath + "/apps"
+        let name = try FileManager.default.contentsOfDirectory(atPath: apps).first { $0.hasPrefix(app + ".") }
+        return apps + "/" + (try #require(name))
+    }
+
+    /// Waits until the app is prewarmed and its freeze confirmed.
+    func held(_ f: Follower, _ app: String) throws {
+        try f.state(app, "prewarmed")
+        try f.wait("\(app) frozen") { $0.app == app && $0.kind == .frozen }
+    }
+
+    @Test(arguments: [Client.swift, .c])
+    func aPrewarmedAppIsHeldFrozenAndAnActivationOnlyDeliversTheLaunchEvents(client: Client) throws {
+        let s = scratch()
+        let (d, f) = try daemon(["a": recorder(s + "/a", "prewarm = \"always\"", client: client)])
+        let launched = try f.wait("the prewarm") { $0.app == "a" && $0.kind == .launched }
+        #expect(launched.detail?.hasPrefix("prewarm ") == true, "\(launched.detail ?? "")")
+        try held(f, "a")
+        let before = try d.status("a")
+        #expect(before.state == .prewarmed && before.frozen == true)
+        #expect(try Posix.readFile(try group(d, "a") + "/cgroup.freeze").hasPrefix("1"))
+        #expect(lines(s + "/a").isEmpty, "told nothing yet")
+
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        #expect(try d.status("a").pid == before.pid, "the same process, taken over")
+        #expect(f.seen.filter { $0.app == "a" && $0.kind == .launched }.count == 1, "no second launch")
+        #expect(lines(s + "/a").prefix(3) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive"])
+        #expect(try d.stop() == 0)
+    }
+
+    /// The held process outlives a kill -9 of the daemon: the next one
+    /// finds it frozen, still prewarmed, and its activation goes through
+    /// the resumed channel.
+    @Test func aPrewarmedAppOutlivesADaemonKill() throws {
+        let s = scratch()
+        let (d, f) = try daemon(["a": recorder(s + "/a", "prewarm = \"always\"")])
+        try held(f, "a")
+        let pid = try d.status("a").pid
+        _ = try d.crash(with: SIGKILL)
+        let d2 = try DaemonUnderTest(after: d)
+        let st = try d2.status("a")
+        #expect(st.state == .prewarmed && st.pid == pid && st.frozen == true)
+        let f2 = try d2.follow()
+        try d2.command(ControlRequest(.activate, app: "a"))
+        try f2.acknowledged("a", "didBecomeActive")
+        #expect(try d2.status("a").pid == pid)
+        #expect(lines(s + "/a").prefix(3) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive"])
+        #expect(try d2.stop() == 0)
+    }
+
+    /// daemon-reexec carries a held prewarm across (its channel handed over).
+    @Test func aPrewarmedAppIsCarriedAcrossADaemonReexec() throws {
+        let s = scratch()
+        let (d, f) = try daemon(["a": recorder(s + "/a", "prewarm = \"always\"", client: .c)])
+        try held(f, "a")
+        let pid = try d.status("a").pid
+        let (code, _, err) = try d.ctl(["daemon-reexec"])
+        #expect(code == 0, "\(err)")
+        let st = try d.status("a")
+        #expect(st.state == .prewarmed && st.pid == pid && st.frozen == true)
+        let f2 = try d.follow()
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f2.acknowledged("a", "didBecomeActive")
+        #expect(lines(s + "/a").prefix(3) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive"])
+        #expect(try d.stop() == 0)
+    }
+
+    /// A library app whose client does not prewarm never says it is at
+    /// its first event: given up at its launch timeout, and not tried again.
+    @Test func anAppThatNeverSaysItIsHeldIsGivenUp() throws {
+        let (d, f) = try daemon([
+            "old": "command = [\"sleep\", \"1000\"]\nprewarm = \"always\"\n[timeouts]\nlaunch = 0.5\n"
+        ])
+        let end = try f.terminated("old")
+        #expect(end.reason == "prewarm-dropped")
+        #expect(end.detail?.contains("not at its first event") == true, "\(end.detail ?? "")")
+        #expect(try d.status("old").state == .notRunning, "not tried again")
+        // A use launches it as any app (and its launch timeout ends it: it is no app).
+        #expect(try d.command(ControlRequest(.launch, app: "old", background: true)).ok)
+        #expect(try d.stop() == 0)
+    }
+
+    /// A plain program that says it can be prewarmed is held at READY=1.
+    @Test func aPlainProgramIsHeldAtReady() throws {
+        let script = "systemd-notify --ready; while true; do sleep 100 & wait $!; done"
+        let (d, f) = try daemon(["p": "prewarm = \"always\"\n" + notifying(["/bin/sh", "-c", script], launch: 20)])
+        try held(f, "p")
+        let pid = try d.status("p").pid
+        try d.command(ControlRequest(.activate, app: "p"))
+        try f.state("p", "active")
+        #expect(try d.status("p").pid == pid)
+        #expect(try d.stop() == 0)
+    }
+
+    /// Memory short: the prewarmed process goes first, the suspended app
+    /// stays; back to normal, it is prewarmed again.
+    @Test func memoryShortDropsThePrewarmFirst() throws {
+        let s = scratch()
+        let (d, f) = try daemon(["a": recorder(s + "/a", "prewarm = \"always\""), "s": recorder(s + "/s")])
+        try held(f, "a")
+        try d.command(ControlRequest(.launch, app: "s", background: true))
+        try f.state("s", "suspended")
+        try d.command(ControlRequest(.pressure, level: "warning"))
+        let end = try f.terminated("a")
+        #expect(end.reason == "prewarm-dropped" && end.detail?.contains("warning") == true, "\(end.detail ?? "")")
+        #expect(try d.status("s").state == .suspended)
+        try d.command(ControlRequest(.pressure, level: "normal"))
+        try held(f, "a")
+        #expect(try d.stop() == 0)
+    }
+}
