@@ -682,6 +682,9 @@ static void helper_serve(int sock, char *buf, ssize_t len, int *fds, int nfds, c
         for (int i = 0; i < nfds; i++) close(fds[i]);
         return;
     }
+    // No clone3 (Linux < 5.3, or valgrind): CLONE_PARENT has no fallback
+    // here; the caller spawns by itself, with fork.
+    if (step == LC_STEP_CLONE && errno == ENOSYS) step = LC_STEP_HELPER;
     reply = (struct lc_helper_reply){0, step, errno, 0, failed};
 answer:
     helper_reply(sock, &reply, -1);

@@ -314,6 +314,12 @@ public final class HelperSpawner: ProcessStarter {
                 do { return try Spawner.spawn(request, helper: socket) } catch
                     where error.step == SpawnError.helperStep
                 {
+                    if error.errno == .noFunction {
+                        disabled = true
+                        stop()
+                        trouble?("the kernel has no clone3, which the spawn helper needs: launching from the daemon itself")
+                        break
+                    }
                     if error.errno == .messageTooLong {
                         trouble?(
                             "\(request.executable): its command line and environment are over the spawn helper's 1 MiB: launched from the daemon itself"

@@ -95,8 +95,8 @@ int lc_spawn_helper_start(pid_t *pid_out);
 /// descriptors cross the socket, the answer and the pidfd come back.
 /// The same results as lc_spawn, with one more failed step:
 /// LC_STEP_HELPER when the helper could not be asked (gone: ECONNRESET or
-/// EPIPE; the request over 1 MiB: EMSGSIZE), for the caller to spawn
-/// another way. A child that failed before exec is reaped here.
+/// EPIPE; the request over 1 MiB: EMSGSIZE; no clone3 in this kernel:
+/// ENOSYS), for the caller to spawn another way. A child that failed before exec is reaped here.
 pid_t lc_spawn_via(int helper, const struct lc_spawn_request *req, int *pidfd_out, int *failed_step,
                    int *placed_atomically);
 
