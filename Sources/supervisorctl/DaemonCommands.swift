@@ -12,6 +12,7 @@ import LifecycleControl
 
 struct Reload: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "reload",
         abstract: "Read the daemon file and every manifest again, and apply them app by app.",
         discussion: """
             A new manifest's app appears (and autostarts if it says so); a removed one is stopped as \
@@ -64,6 +65,7 @@ struct Reload: ParsableCommand {
 
 struct Avail: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "avail",
         abstract: "List every manifest of the apps directory, what a reload would do to it, and its load error.",
         discussion: """
             CONFIG is ok (in force), changed (a reload applies it), new (a reload adds the app), \
@@ -127,6 +129,7 @@ struct DaemonReexec: ParsableCommand {
 
 struct Pressure: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pressure",
         abstract:
             "Inject a memory level, for demos and tests: warning tells running apps, critical kills one app "
             + "as real pressure would. Recorded as simulated; the next real measurement takes over."

@@ -13,6 +13,7 @@ import LifecycleControl
 
 struct Launch: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "launch",
         abstract: "Launch an app: into the foreground, or with --background into the background.")
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
@@ -26,6 +27,7 @@ struct Launch: ParsableCommand {
 
 struct Activate: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "activate",
         abstract: "Bring an app (one of its scenes) to the foreground of a display, launching it when needed.",
         discussion: """
             Without --scene: the app's most recent scene (an app without scenes has one, main). \
@@ -55,6 +57,7 @@ struct DisplayOption: ParsableArguments {
 
 struct Home: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "home",
         abstract: "Send every foreground app (or scene, on one display) to the background.")
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
@@ -68,6 +71,7 @@ struct Home: ParsableCommand {
 
 struct Interruption: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "interruption",
         abstract: "A temporary interruption (alert, call banner) on every display or one: begin or end.")
     enum Phase: String, ExpressibleByArgument, CaseIterable { case begin, end }
     @OptionGroup var connection: Connection
@@ -82,6 +86,7 @@ struct Interruption: ParsableCommand {
 
 struct Lock: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "lock",
         abstract: "Lock the screen (every display, or one): what is in front goes to the background until unlock.")
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
@@ -95,6 +100,7 @@ struct Lock: ParsableCommand {
 
 struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "unlock",
         abstract: "Unlock the screen (every display, or one): what is in front comes back.")
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
@@ -108,6 +114,7 @@ struct Unlock: ParsableCommand {
 
 struct Stop: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "stop",
         abstract: "Quit an app as the user would (willTerminate; killed if suspended).")
     @OptionGroup var connection: Connection
     @OptionGroup var waiting: Waiting
@@ -119,6 +126,7 @@ struct Stop: ParsableCommand {
 
 struct Restart: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "restart",
         abstract: "Quit an app as the user would, then launch it again into the place it had.",
         discussion: """
             In front if it held a foreground slot, else in the background; an app that is not \
@@ -134,7 +142,8 @@ struct Restart: ParsableCommand {
 }
 
 struct Kill: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "SIGKILL every process of an app at once.")
+    static let configuration = CommandConfiguration(
+        commandName: "kill", abstract: "SIGKILL every process of an app at once.")
     @OptionGroup var connection: Connection
     @Argument(completion: .custom(appNames)) var app: String
     func run() throws { _ = try connection.request(ControlRequest(.kill, app: app)) }
@@ -142,6 +151,7 @@ struct Kill: ParsableCommand {
 
 struct Signal: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "signal",
         abstract: "Send a signal to an app's main process.",
         discussion: """
             SIG is a name as kill -l gives it (TERM, SIGUSR1, RTMIN+3) or a number. STOP, CONT, \

@@ -11,6 +11,7 @@ import LifecycleControl
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "status",
         abstract:
             "Show every app (or the ones named): state, pid, time in state, background tasks, "
             + "memory footprint and band, last termination; and the memory level."
@@ -163,14 +164,17 @@ enum StatusTable {
 
 enum Table {
     /// Columns padded to their widest cell; the last one is not.
+    /// (Each cell's width counted once: with 1,000 apps, counting characters
+    /// twice per cell was a tenth of `status`.)
     static func render(_ rows: [[String]]) -> String {
-        let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
+        let counts = rows.map { $0.map(\.count) }
+        let widths = (0..<rows[0].count).map { c in counts.map { $0[c] }.max()! }
         var out = ""
         for (n, r) in rows.enumerated() {
             if n > 0 { out += "\n" }
             for (i, s) in r.enumerated() {
                 out += s
-                if i < r.count - 1 { out += String(repeating: " ", count: widths[i] - s.count + 2) }
+                if i < r.count - 1 { out += String(repeating: " ", count: widths[i] - counts[n][i] + 2) }
             }
         }
         return out
@@ -179,6 +183,7 @@ enum Table {
 
 struct Pid: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pid",
         abstract: "Print an app's main pid (exit 1 when it is not running), or the daemon's with no app.")
     @OptionGroup var connection: Connection
     @Argument(completion: .custom(appNames)) var app: String?
@@ -195,6 +200,7 @@ struct Pid: ParsableCommand {
 
 struct Tail: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "tail",
         abstract: "Show an app's recent output (stdout and stderr, each line with its time); -f follows it.",
         discussion: """
             With output going to files (the daemon file's `output`), the daemon reads the app's log \
@@ -254,6 +260,7 @@ struct Tail: ParsableCommand {
 
 struct Events: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "events",
         abstract: "Recent transitions and delivered events, with acknowledgement times; --follow streams new ones.")
     @OptionGroup var connection: Connection
     @Flag(name: .shortAndLong, help: "Keep streaming new records.") var follow = false
@@ -323,6 +330,7 @@ struct Events: ParsableCommand {
 
 struct Jetsam: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "jetsam",
         abstract: "Recent kills for memory: who, when, why, its footprint, and the measurements that led to it.")
     @OptionGroup var connection: Connection
     @Flag(help: "A JSON array of kill records.") var json = false

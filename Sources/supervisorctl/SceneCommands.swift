@@ -12,6 +12,7 @@ import LifecycleControl
 
 struct Discard: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "discard",
         abstract: "Discard one scene of an app, as the app switcher's swipe does.",
         discussion: """
             The scene is disconnected (through the background when it is in front), its session \
@@ -32,6 +33,7 @@ struct Discard: ParsableCommand {
 
 struct Scenes: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "scenes",
         abstract: "Show each display's front, and every scene of every app (or of the ones named).")
     @OptionGroup var connection: Connection
     @Flag(help: "The status JSON's displays and each app's scenes.") var json = false

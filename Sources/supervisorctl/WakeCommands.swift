@@ -13,6 +13,7 @@ import LifecycleControl
 
 struct Fetch: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "fetch",
         abstract: "Give an app a background fetch now (as Xcode's Simulate Background Fetch).",
         discussion: """
             The app must declare the fetch background mode. A suspended app is thawed for it, one \
@@ -27,6 +28,7 @@ struct Fetch: ParsableCommand {
 
 struct Push: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "push",
         abstract: "Deliver a remote notification (a JSON object of at most 4 KiB) to an app.",
         discussion: """
             PAYLOAD is the JSON text itself, or - to read it from standard input; --file reads it \
@@ -77,6 +79,7 @@ struct Push: ParsableCommand {
 
 struct Open: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "open",
         abstract: "Open a URL: the app that lists its scheme comes to the front and gets openURL.",
         discussion: """
             An app that is not running is launched into the foreground with the URL in its launch \
