@@ -276,6 +276,19 @@ int lc_pidfd_send_signal(int pidfd, int sig) {
 
 int lc_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+int lc_reap_pidfd(int pidfd) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &info, WEXITED | WNOHANG) != 0) {
+        if (errno != EINTR) return -1;
+    }
+    return info.si_pid != 0 ? 1 : 0;
+}
+
 static void fill(struct lc_child_status *st, const siginfo_t *info) {
     st->pid = info->si_pid;
     st->exited = info->si_code == CLD_EXITED;

@@ -20,6 +20,7 @@ extension Daemon {
         // every app, so that no launch copies the daemon (its memory, its
         // descriptors), however many apps run (docs/architecture.md).
         let spawner = HelperSpawner()
+        spawner.trouble = { [logger] in logger.warning("\($0)") }
         // About three descriptors per running app (its pidfd, its group's
         // directory, its channel or notify socket): the soft limit (1,024
         // by default) would cap a daemon at about 330 apps. The table is
@@ -82,7 +83,6 @@ extension Daemon {
         }
         instanceLock = lock
         descriptorLimit = descriptors
-        spawner.trouble = { [logger] in logger.warning("\($0)") }
         if let helper = spawner.helperPID { startPhases["spawn-helper"] = "\(helper)" }
         logger.info(
             "started",

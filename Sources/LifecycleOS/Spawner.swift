@@ -279,9 +279,9 @@ public final class HelperSpawner: ProcessStarter {
         return nil
     }
 
-    /// The helper goes: its socket closed (it leaves at EOF), killed
-    /// through its pidfd (never a recycled pid), reaped unless the daemon's
-    /// reaper was first.
+    /// The helper goes: its socket closed (it leaves at EOF), killed and
+    /// reaped through its pidfd (never a recycled pid: an app may have it
+    /// by now), unless the daemon's reaper was first.
     private func stop() {
         guard socket >= 0 else { return }
         Posix.close(socket)
@@ -290,10 +290,9 @@ public final class HelperSpawner: ProcessStarter {
             _ = lc_pidfd_send_signal(pidfd, SIGKILL)
             var pfd = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
             _ = poll(&pfd, 1, 1000)
+            _ = lc_reap_pidfd(pidfd)
             Posix.close(pidfd)
             pidfd = -1
-            var st = lc_child_status()
-            _ = lc_reap(pid, &st)
         }
     }
 
@@ -317,7 +316,8 @@ public final class HelperSpawner: ProcessStarter {
                     if error.errno == .noFunction {
                         disabled = true
                         stop()
-                        trouble?("the kernel has no clone3, which the spawn helper needs: launching from the daemon itself")
+                        trouble?(
+                            "the kernel has no clone3, which the spawn helper needs: launching from the daemon itself")
                         break
                     }
                     if error.errno == .messageTooLong {

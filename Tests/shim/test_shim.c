@@ -258,6 +258,17 @@ int main(void) {
     helper = -1;
     helper_tests();
     mode = "";
+    {   // reaping by pidfd: exactly that child, once
+        int pidfd, step;
+        char *t[] = {"/bin/true", NULL};
+        pid_t pid = spawn(t, NULL, -1, -1, NULL, 0, &pidfd, &step);
+        CHECK("a child to reap by its pidfd", pid > 0 && pidfd >= 0);
+        struct pollfd p = {pidfd, POLLIN, 0};
+        poll(&p, 1, 10000);
+        CHECK("an ended child is reaped by its pidfd", lc_reap_pidfd(pidfd) == 1);
+        CHECK("and only once (ECHILD after)", lc_reap_pidfd(pidfd) == -1 && errno == ECHILD);
+        close(pidfd);
+    }
     {   // credentials and subreaper
         int sv[2];
         socketpair(AF_UNIX, SOCK_STREAM, 0, sv);

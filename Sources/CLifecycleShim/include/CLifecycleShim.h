@@ -106,6 +106,11 @@ int lc_pidfd_send_signal(int pidfd, int sig);
 /// pidfd_open(2). Returns the fd or -1 with errno.
 int lc_pidfd_open(pid_t pid);
 
+/// waitid(P_PIDFD, pidfd, WEXITED | WNOHANG): reaps exactly that process
+/// if it is our child and has ended (1), not yet (0), or -1 with errno
+/// (ECHILD: someone reaped it already).
+int lc_reap_pidfd(int pidfd);
+
 /// Outcome of a child, as waitid() reports it.
 struct lc_child_status {
     pid_t pid;      ///< 0 when no child has changed state

@@ -66,7 +66,7 @@ extension Daemon {
         var env = appEnvironment()
         for (k, v) in m.environment { env[k] = v }
         env[Wire.appNameEnvironmentKey] = id
-        if prewarm { env[Wire.prewarmEnvironmentKey] = "1" }
+        if prewarm && m.policy.delivery == .library { env[Wire.prewarmEnvironmentKey] = "1" }  // a plain program: held at READY=1
         if let account = m.account {  // as systemd's User= does, unless the manifest says otherwise
             for (k, v) in ["USER": account.name, "LOGNAME": account.name, "HOME": account.home]
             where m.environment[k] == nil {
