@@ -69,6 +69,9 @@ public enum Input: Sendable, Equatable {
     case ready(AppID, generation: UInt64)
     /// A prewarmed library app is at its first event (Prewarm.swift).
     case prewarmed(AppID, generation: UInt64)
+    /// The app's footprint, measured outside a memory sample: a prewarm
+    /// once held (its cost against the budget, Prewarm.swift).
+    case measured(AppID, generation: UInt64, footprint: UInt64)
     /// The kernel confirmed the freeze of a suspended app (cgroup.events):
     /// its freeze deadline is over.
     case frozen(AppID, generation: UInt64)

@@ -10,9 +10,10 @@
 //                program's default; one that says it can be is held at
 //                READY=1, so it must await readiness)
 //   within       the daemon's budget (`prewarmBudget`, bytes; 0: none),
-//                each prewarm counted at what its last one used once held
-//                (`prewarmGuess` before it was ever measured), and only
-//                while memory is normal
+//                each prewarm counted at what it holds, measured once it
+//                is frozen (`.measured`), before that at what the app's
+//                last one held (`prewarmGuess` if none was ever measured),
+//                and only while memory is normal
 //   held         a library app told LIFECYCLE_PREWARM=1 says when it is
 //                at its first event (AppMessage.prewarmed), a plain
 //                program says READY=1: then it is frozen. Not there within
@@ -58,10 +59,11 @@ extension Supervisor {
             && (app.policy.delivery == .library || app.policy.awaitsReadiness)
     }
 
-    /// What the app's prewarm is taken to hold: what its last one held
-    /// once frozen (never the live footprint: the room in the budget then
-    /// changes only when a prewarm starts, is used or ends, each of which
-    /// plans again, so that an app waiting for room is never overlooked).
+    /// What the app's prewarm is taken to hold: what it, or its last one,
+    /// held once frozen (`prewarmMeasured`; never a memory sample's live
+    /// footprint: the room in the budget then changes only when a prewarm
+    /// starts, is measured, is used or ends, each of which plans again, so
+    /// that an app waiting for room is never overlooked).
     func prewarmEstimate(_ id: AppID) -> UInt64 {
         apps[id]!.history.prewarmFootprint ?? Self.prewarmGuess
     }
@@ -165,6 +167,18 @@ extension Supervisor {
         timers.cancel(id, .prewarm)
         timers.arm(id, .freeze, at: now + Self.freezeDeadline)
         if let until = app.prewarmUntil { timers.arm(id, .prewarm, at: until) }
+    }
+
+    /// What a held prewarm holds, measured: its footprint, and the cost of
+    /// its next prewarms. The room in the budget changed: planned again.
+    mutating func prewarmMeasured(_ id: AppID, _ footprint: UInt64) {
+        guard apps[id]!.phase == .prewarmed else { return }
+        if footprints[id] != footprint {
+            footprints[id] = footprint
+            apps.markChanged(id)
+        }
+        if apps[id]!.history.prewarmFootprint != footprint { update(id) { $0.history.prewarmFootprint = footprint } }
+        prewarmRoomMade()
     }
 
     /// The `.prewarm` timer: a predicted use's window opened, a prewarm

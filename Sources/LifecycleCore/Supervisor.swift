@@ -188,6 +188,8 @@ public struct Supervisor: Sendable {
             if isCurrent(id, gen) { ready(id) }
         case .prewarmed(let id, let gen):
             if isCurrent(id, gen) { prewarmHeld(id) }
+        case .measured(let id, let gen, let footprint):
+            if isCurrent(id, gen) { prewarmMeasured(id, footprint) }
         case .frozen(let id, let gen):
             if isCurrent(id, gen) { frozen(id) }
         case .hold(let id, let gen, let hold, let on):

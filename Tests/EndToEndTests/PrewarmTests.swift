@@ -11,11 +11,11 @@ import Testing
     /// A daemon that prewarms nothing until the test follows it, then is
     /// given a budget by a reload (so that the prewarms come after the
     /// follower: every wait is on a record).
-    func daemon(_ apps: [String: String]) throws -> (DaemonUnderTest, Follower) {
+    func daemon(_ apps: [String: String], budget: String = "256M") throws -> (DaemonUnderTest, Follower) {
         let d = try DaemonUnderTest(apps: apps, daemon: "prewarm_budget = \"off\"")
         let f = try d.follow()
         let file = try String(contentsOfFile: d.path("lifecycled.toml"), encoding: .utf8)
-        try file.replacingOccurrences(of: "prewarm_budget = \"off\"", with: "prewarm_budget = \"256M\"")
+        try file.replacingOccurrences(of: "prewarm_budget = \"off\"", with: "prewarm_budget = \"\(budget)\"")
             .write(toFile: d.path("lifecycled.toml"), atomically: true, encoding: .utf8)
         let (code, _, err) = try d.ctl(["reload"])
         #expect(code == 0, "\(err)")
@@ -89,6 +89,32 @@ import Testing
         try d.command(ControlRequest(.activate, app: "a"))
         try f2.acknowledged("a", "didBecomeActive")
         #expect(lines(s + "/a").prefix(3) == ["willFinishLaunching", "didFinishLaunching", "didBecomeActive"])
+        #expect(try d.stop() == 0)
+    }
+
+    /// The budget counts a prewarm never measured at 32 MiB, and one held
+    /// at what it holds (measured once frozen): with room for one guess,
+    /// the second app waits until the first is measured, then both fit.
+    /// (Run in the pure cgroup v2 machine too: Tests/vm/run.sh.)
+    @Test func aHeldPrewarmCostsWhatItHolds() throws {
+        let s = scratch()
+        let (d, f) = try daemon(
+            [
+                "a": recorder(s + "/a", "prewarm = \"always\"", client: .c),
+                "b": recorder(s + "/b", "prewarm = \"always\"", client: .c),
+            ], budget: "40M")
+        let first = try f.wait("a prewarm") { $0.kind == .launched }
+        #expect(first.app == "a", "by name, the first to fit")
+        try held(f, "a")
+        let footprint = try #require(try d.status("a").footprint, "measured once frozen")
+        #expect(footprint < 8 << 20, "a C recorder holds little: \(footprint)")
+        try held(f, "b")  // two guesses (64 MiB) would not fit in 40
+        // a used and ended: prewarmed again beside b, at what it held.
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        try d.command(ControlRequest(.kill, app: "a"))
+        try f.terminated("a")
+        try held(f, "a")
         #expect(try d.stop() == 0)
     }
 

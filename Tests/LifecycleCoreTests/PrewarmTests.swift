@@ -96,12 +96,22 @@ import Testing
         // A use of `a` makes room: `c` takes it.
         let use = h.send(.activate("a"))
         #expect(Self.prewarmed(use) == ["c"])
-        // What a prewarm held once measured is its next estimate.
+        // What a prewarm held once measured is its next estimate; measured
+        // smaller than the guess, it makes room at once.
         _ = Self.hold(&h, "b")
-        h.memory(.normal, ["b": 5 << 20])
+        _ = Self.hold(&h, "c")
+        var room = Self.world(
+            ["a": Self.policy(.always), "b": Self.policy(.always), "c": Self.policy(.always)], room: 2)
+        room.supervisor.prewarmBudget = 70 << 20  // two guesses and a little
+        #expect(Self.prewarmed(room.send(.tick)) == ["a", "b"])
+        _ = Self.hold(&room, "a")
+        #expect(
+            Self.prewarmed(room.send(.measured("a", generation: room.generation("a"), footprint: 5 << 20))) == ["c"])
+        #expect(room.supervisor.apps["a"]!.history.prewarmFootprint == 5 << 20)
+        h.send(.measured("b", generation: h.generation("b"), footprint: 6 << 20))
         h.send(.kill("b"))
         h.exit("b", .signaled(9))
-        #expect(h.supervisor.apps["b"]!.history.prewarmFootprint == 5 << 20)
+        #expect(h.supervisor.apps["b"]!.history.prewarmFootprint == 6 << 20)
     }
 
     @Test func neverAndPlainProgramsThatDoNotSayAreNotPrewarmed() {

@@ -385,6 +385,12 @@ struct Simulation {
                 default:
                     schedule(after: .milliseconds(Int64.random(in: 0...20, using: &rng)), .frozen(id, generation: gen))
                 }
+                // A prewarm held is measured once frozen (the shell's Freezer).
+                if sup.snapshot(id)!.state == .prewarmed {
+                    schedule(
+                        after: .milliseconds(Int64.random(in: 1...30, using: &rng)),
+                        .measured(id, generation: gen, footprint: UInt64.random(in: 1...64, using: &rng) << 20))
+                }
             case .thaw(let id): frozen.remove(id)
             case .reclaim(let id, _):
                 // The worker is done later, sometimes much later.

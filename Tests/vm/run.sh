@@ -38,5 +38,7 @@ if [[ -n ${1:-} ]]; then
 fi
 guest PureV2MemoryTests --timeout 420
 guest PureV2SwapTests --swap 512M --timeout 240
+# Prewarming's budget and freezer where the memory controller measures what a prewarm holds.
+guest EndToEndTests.PrewarmTests --timeout 240
 echo "== pure cgroup v2 in a virtual machine: the shipped units under systemd"
 scripts/vm.sh --systemd --timeout 300 -- env BIN="$(realpath "$(dirname "$TESTS")")" Tests/vm/systemd-inside.sh

@@ -79,6 +79,12 @@ extension Daemon {
         }
         record(id, .frozen, latency: Double(now - started) / 1000)
         report(.frozen(id, generation: run.generation))
+        // A prewarm held: what it holds is its cost against the budget
+        // (memory samples read every app's footprint only when memory is short).
+        if supervisor.snapshot(id)?.state == .prewarmed, let footprint = run.group.memoryFootprint() {
+            sweep.shown[id] = footprint
+            report(.measured(id, generation: run.generation, footprint: footprint))
+        }
     }
 
     /// How often an app held for its audio is looked at again.
