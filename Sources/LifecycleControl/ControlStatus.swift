@@ -192,6 +192,10 @@ public struct AppStatus: Codable, Sendable {
     /// What holds it from freezing, beyond tasks and modes: "audio" (a
     /// playback device open), "follower-lost" (docs/focus.md, "Holds").
     public var held: [String]?
+    /// Prewarming (docs/lifecycle.md), while it does not run: "waiting for
+    /// room" in the budget, "in N s" to a predicted use's prewarm, or why
+    /// it is not prewarmed again ("refused: ..."); absent: nothing to say.
+    public var prewarm: String?
 
     public init(
         name: String, state: LifecycleState, pid: Int32?, secondsInState: Double, delivery: Delivery,

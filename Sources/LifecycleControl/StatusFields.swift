@@ -166,7 +166,7 @@ extension AppStatus: StatusJSONObject {
         case name, state, pid, secondsInState, delivery, backgroundTasks, backgroundTimeRemaining, awaiting
         case lastTermination, footprint, band, memoryLimit, statusLine, launching, frozen, freezeProblem
         case changePending, removing, relaunchIn, recentEnds, failed, outputProblem, nextFetchIn, quit, heldPush
-        case waking, restorationBytes, scenes, window, held
+        case waking, restorationBytes, scenes, window, held, prewarm
 
         public static let all = allCases
 
@@ -211,6 +211,7 @@ extension AppStatus: StatusJSONObject {
         case .scenes: j.put(f, scenes, first)
         case .window: j.put(f, window, first)
         case .held: j.put(f, held, first)
+        case .prewarm: j.put(f, prewarm, first)
         }
     }
 
@@ -246,6 +247,7 @@ extension AppStatus: StatusJSONObject {
         case .scenes: scenes = try [SceneStatus].readJSON(&r)
         case .window: window = try String.readJSON(&r)
         case .held: held = try [String].readJSON(&r)
+        case .prewarm: prewarm = try String.readJSON(&r)
         }
     }
 }

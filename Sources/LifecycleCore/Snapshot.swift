@@ -23,7 +23,10 @@ extension Supervisor {
             relaunchAt: app.restarts?.due != nil ? timers.deadline(id, .restart) : nil,
             recentEnds: app.restarts?.ends.count ?? 0, failure: app.restarts?.failed,
             nextFetch: app.history.window, quit: app.history.quit, heldPush: app.history.held != nil,
-            waking: app.wakes.inFlight?.event, scenes: sceneSnapshots(id), holds: app.holds.sorted())
+            waking: app.wakes.inFlight?.event, scenes: sceneSnapshots(id), holds: app.holds.sorted(),
+            prewarmRefusal: app.policy.prewarm == .never ? nil : app.history.prewarmRefusal,
+            prewarmWaiting: prewarmWaiting?.contains(id) == true,
+            prewarmAt: app.phase == .notRunning ? timers.deadline(id, .prewarm) : nil)
     }
 
     /// Its scenes, by name; for an app without scenes, its main scene (if
@@ -117,4 +120,11 @@ public struct AppSnapshot: Sendable, Equatable {
     public var scenes: [SceneStatus] = []
     /// What holds it from freezing (Inputs.swift, `hold`).
     public var holds: [Hold] = []
+    /// Why it is not prewarmed again until its manifest changes (or, the
+    /// user having stopped a prewarm, until a user launch); nil: no refusal.
+    public var prewarmRefusal: String?
+    /// It wants a prewarm the budget has no room for yet.
+    public var prewarmWaiting = false
+    /// When a predicted use's prewarm is due (not running, Prewarm.swift).
+    public var prewarmAt: Instant?
 }

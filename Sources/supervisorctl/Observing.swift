@@ -48,6 +48,7 @@ enum StatusTable {
         if let next = a.nextFetchIn { parts.append("fetch in \(duration(next))") }
         if a.heldPush == true { parts.append("push held") }
         if let size = a.restorationBytes { parts.append("restore \(bytes(UInt64(size)))") }
+        if let prewarm = a.prewarm { parts.append("prewarm \(prewarm)") }
 
         return parts.isEmpty ? "-" : parts.joined(separator: ", ")
     }

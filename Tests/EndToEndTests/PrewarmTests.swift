@@ -128,6 +128,10 @@ import Testing
         #expect(end.reason == "prewarm-dropped")
         #expect(end.detail?.contains("not at its first event") == true, "\(end.detail ?? "")")
         #expect(try d.status("old").state == .notRunning, "not tried again")
+        let said = try d.status("old").prewarm ?? ""
+        #expect(said.hasPrefix("refused: it was not at its first event"), "\(said)")
+        let (_, table, _) = try d.ctl(["status", "old"])
+        #expect(table.contains("prewarm refused: it was not at its first event"), "\(table)")
         // A use launches it as any app (and its launch timeout ends it: it is no app).
         #expect(try d.command(ControlRequest(.launch, app: "old", background: true)).ok)
         #expect(try d.stop() == 0)

@@ -92,6 +92,7 @@ import Testing
             ["a": Self.policy(.always), "b": Self.policy(.always), "c": Self.policy(.always)], room: 2)
         #expect(Self.prewarmed(h.send(.tick)) == ["a", "b"])
         #expect(h.state("c") == .notRunning)
+        #expect(h.supervisor.snapshot("c")!.prewarmWaiting, "status says why")
         _ = Self.hold(&h, "a")
         // A use of `a` makes room: `c` takes it.
         let use = h.send(.activate("a"))
@@ -167,6 +168,7 @@ import Testing
         h.now = Instant.zero + day * 3 + .seconds(6 * 3600)
         #expect(Self.prewarmed(h.send(.tick)).isEmpty)
         #expect(h.supervisor.nextDeadline() == Instant.zero + day * 3 + .seconds(8 * 3600 + 1800))
+        #expect(h.supervisor.snapshot("a")!.prewarmAt == h.supervisor.nextDeadline(), "status says when")
         h.now = h.supervisor.nextDeadline()!
         #expect(Self.prewarmed(h.send(.tick)) == ["a"])
         _ = Self.hold(&h, "a")

@@ -34,6 +34,7 @@ import Testing
             ]
             a.window = "shown"
             a.held = ["audio"]
+            a.prewarm = "waiting for room"
         }
         return a
     }

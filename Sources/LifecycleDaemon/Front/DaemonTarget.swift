@@ -69,6 +69,15 @@ extension Daemon: CommandTarget {
         if !s.scenes.isEmpty { status.scenes = s.scenes }
         status.held = s.holds.isEmpty ? nil : s.holds.map(\.rawValue)
         status.window = windowSummary(id)
+        if s.state == .notRunning {
+            if let why = s.prewarmRefusal {
+                status.prewarm = "refused: \(why)"
+            } else if s.prewarmWaiting {
+                status.prewarm = "waiting for room"
+            } else if let at = s.prewarmAt {
+                status.prewarm = "in \(Int(max(0, Double((at - now).nanoseconds) / 1e9))) s"
+            }
+        }
         status.failed = s.failure.map {
             FailureInfo(
                 reason: $0.reason.code.rawValue, description: $0.description, ends: $0.ends,
