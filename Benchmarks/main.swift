@@ -89,6 +89,33 @@ func rawFloor() throws -> Series {
     return s
 }
 
+/// LIFECYCLED_BENCH_PERF=FILE: a system-wide profile (perf record -g) into
+/// FILE (with `suffix`), from now until `stop` is called on it;
+/// LIFECYCLED_BENCH_PERF_EVENTS=sched:sched_switch adds events (where
+/// threads block). Nil when the variable is not set.
+func startProfiler(suffix: String = "") throws -> Process? {
+    let environment = ProcessInfo.processInfo.environment
+    return try environment["LIFECYCLED_BENCH_PERF"].map { file in
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
+        let events = environment["LIFECYCLED_BENCH_PERF_EVENTS"].map { ["-e", "cpu-clock", "-e", $0] } ?? []
+        p.arguments = ["record", "-q", "-a", "-g", "-F", "4999", "-o", file + suffix] + events
+        try p.run()
+        Thread.sleep(forTimeInterval: 1)  // perf's own start-up, not part of what is measured
+        return p
+    }
+}
+
+/// LIFECYCLED_BENCH_TRACE=1: where one activation of `app` went, from the
+/// daemon's records since `t0` (µs after it), on stderr, after `label`.
+func trace(_ f: Follower, _ app: String, since t0: Int64, _ label: String) {
+    guard ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_TRACE"] != nil else { return }
+    let records = f.seen.suffix(14).filter { $0.app == app && $0.monotonic >= t0 }.map {
+        "\($0.kind.rawValue)\($0.event.map { " " + $0.rawValue } ?? "")\($0.to.map { " " + $0 } ?? "") +\(($0.monotonic - t0) / 1000)"
+    }
+    FileHandle.standardError.write(Data("\(label): \(records.joined(separator: ", "))\n".utf8))
+}
+
 /// Reads the follower's stream until `count` apps reached suspended: a
 /// loop of its own, because `Follower.wait` keeps every record it did not
 /// match, and with the 10,000 records of 1,000 launches its scans of them
@@ -249,15 +276,7 @@ func launchAmong(_ running: Int, n: Int) throws -> (supervised: Series, bare: Se
         FileHandle.standardError.write(
             Data("\(running): every launch answered after \((answered - launching) / 1_000_000) ms\n".utf8))
     }
-    // LIFECYCLED_BENCH_PERF=FILE: a system-wide profile of the measured launches (perf record -g).
-    let profiler = try ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_PERF"].map { file in
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
-        p.arguments = ["record", "-q", "-a", "-g", "-F", "4999", "-o", "\(file).\(running)"]
-        try p.run()
-        Thread.sleep(forTimeInterval: 1)  // perf's own start-up
-        return p
-    }
+    let profiler = try startProfiler(suffix: ".\(running)")  // the measured launches
     defer {
         profiler?.interrupt()
         profiler?.waitUntilExit()
@@ -269,12 +288,7 @@ func launchAmong(_ running: Int, n: Int) throws -> (supervised: Series, bare: Se
         _ = try c.send(ControlRequest(.activate, app: "a"))
         let active = try f.acknowledged("a", "didBecomeActive")
         supervised.add(microseconds: Double(active.monotonic - t0) / 1000)
-        if ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_TRACE"] != nil {  // where one launch went
-            let trace = f.seen.suffix(12).filter { $0.app == "a" && $0.monotonic >= t0 }.map {
-                "\($0.kind.rawValue)\($0.event.map { " " + $0.rawValue } ?? "")\($0.to.map { " " + $0 } ?? "") +\(($0.monotonic - t0) / 1000) µs"
-            }
-            FileHandle.standardError.write(Data("\(running): \(trace.joined(separator: ", "))\n".utf8))
-        }
+        trace(f, "a", since: t0, "\(running)")
         _ = try c.send(ControlRequest(.kill, app: "a"))
         try f.terminated("a")
     }
@@ -308,12 +322,7 @@ func prewarmedAgainstCold(n: Int, client: String) throws -> (warm: Series, cold:
             _ = try c.send(ControlRequest(.activate, app: name))
             let active = try f.acknowledged(name, "didBecomeActive")
             let us = Double(active.monotonic - t0) / 1000
-            if ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_TRACE"] != nil {
-                let trace = f.seen.suffix(14).filter { $0.app == name && $0.monotonic >= t0 }.map {
-                    "\($0.kind.rawValue)\($0.event.map { " " + $0.rawValue } ?? "")\($0.to.map { " " + $0 } ?? "") +\(($0.monotonic - t0) / 1000)"
-                }
-                FileHandle.standardError.write(Data("\(name): \(trace.joined(separator: ", "))\n".utf8))
-            }
+            trace(f, name, since: t0, name)
             if series == 0 { warm.add(microseconds: us) } else { cold.add(microseconds: us) }
             _ = try c.send(ControlRequest(.kill, app: name))
             try f.terminated(name)
@@ -406,18 +415,7 @@ func crashBlackout(_ count: Int) throws -> (ready: Double, roundTrip: Double, la
     try awaitSuspended(f, count)
     let launches = Double(now() - launching) / 1e6
     _ = try d.crash(with: SIGKILL)
-    // LIFECYCLED_BENCH_PERF=FILE: a system-wide profile of the restart (perf record -g);
-    // LIFECYCLED_BENCH_PERF_EVENTS=sched:sched_switch adds events (where threads block).
-    let environment = ProcessInfo.processInfo.environment
-    let profiler = try environment["LIFECYCLED_BENCH_PERF"].map { file in
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
-        let events = environment["LIFECYCLED_BENCH_PERF_EVENTS"].map { ["-e", "cpu-clock", "-e", $0] } ?? []
-        p.arguments = ["record", "-q", "-a", "-g", "-F", "4999", "-o", file] + events
-        try p.run()
-        Thread.sleep(forTimeInterval: 1)  // perf's own start-up, not part of the restart
-        return p
-    }
+    let profiler = try startProfiler()  // the restart
     let t0 = now()
     let d2 = try DaemonUnderTest(after: d)
     let ready = Double(now() - t0) / 1e6

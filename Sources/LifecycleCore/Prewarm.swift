@@ -37,7 +37,8 @@ extension Supervisor {
     /// What a prewarm is taken to cost before one was ever measured.
     public static let prewarmGuess: UInt64 = 32 << 20
 
-    /// A new budget (a reload): every app is planned again at the next step.
+    /// A new budget (at start, at a reload): every app is planned again at
+    /// the next step.
     /// A smaller one keeps what is prewarmed, and starts nothing beyond it.
     public mutating func setPrewarmBudget(_ bytes: UInt64) {
         guard bytes != prewarmBudget else { return }

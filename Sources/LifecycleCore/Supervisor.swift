@@ -80,7 +80,8 @@ public struct Supervisor: Sendable {
     var unscheduled: Set<AppID> = []
     /// Memory the prewarmed processes may hold, bytes (the daemon's
     /// `prewarm_budget`); 0: nothing is prewarmed (Prewarm.swift).
-    public var prewarmBudget: UInt64 = 0
+    /// Set through `setPrewarmBudget` (a change plans every app again).
+    public internal(set) var prewarmBudget: UInt64 = 0
     /// Apps whose prewarm is planned at the next step: every app of a
     /// fresh or restored core, and those a reload changed.
     var unplanned: Set<AppID> = []

@@ -179,7 +179,7 @@ public final class Daemon {
     func tellCore() {
         let memoryController = confinement.standings.contains(.memory)
         supervisor.fetchWindow = config.fetchWindow
-        supervisor.prewarmBudget = config.prewarmBudget.bytes(memTotal: MemoryMonitor.memTotal())
+        supervisor.setPrewarmBudget(config.prewarmBudget.bytes(memTotal: MemoryMonitor.memTotal()))
         supervisor.reclaimEnabled = config.memory.reclaim && memoryController
         supervisor.kernelEnforcesLimits = memoryController
     }

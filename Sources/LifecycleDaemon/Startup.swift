@@ -19,8 +19,7 @@ extension Daemon {
         // The spawn helper first, while this process is small: it starts
         // every app, so that no launch copies the daemon (its memory, its
         // descriptors), however many apps run (docs/architecture.md).
-        let spawner = HelperSpawner()
-        spawner.trouble = { [logger] in logger.warning("\($0)") }
+        let spawner = HelperSpawner { [logger] in logger.warning("\($0)") }
         // About three descriptors per running app (its pidfd, its group's
         // directory, its channel or notify socket): the soft limit (1,024
         // by default) would cap a daemon at about 330 apps. The table is

@@ -256,15 +256,16 @@ public final class HelperSpawner: ProcessStarter {
     /// Set after a replacement could not be asked either: launches come from the daemon.
     public private(set) var disabled = false
     /// What went wrong with the helper, for the daemon's log.
-    public var trouble: ((String) -> Void)?
+    let trouble: (String) -> Void
 
     /// Starts the helper: call it while the process is small.
-    public init() {
-        if let problem = start() { disabled = true; pending = problem }
+    public init(trouble: @escaping (String) -> Void) {
+        self.trouble = trouble
+        if let problem = start() {
+            disabled = true
+            trouble("\(problem): launching from the daemon itself")
+        }
     }
-
-    /// Why the first helper could not start, said once `trouble` is set.
-    private var pending: String?
 
     /// The helper's pid, or nil when there is none.
     public var helperPID: Int32? { socket >= 0 ? pid : nil }
@@ -299,15 +300,11 @@ public final class HelperSpawner: ProcessStarter {
     deinit { stop() }
 
     public func spawn(_ request: SpawnRequest) throws(SpawnError) -> SpawnedProcess {
-        if let problem = pending {
-            pending = nil
-            trouble?("\(problem): launching from the daemon itself")
-        }
         if !disabled {
             for attempt in 0..<2 {
                 if socket < 0, let problem = start() {
                     disabled = true
-                    trouble?("\(problem): launching from the daemon itself")
+                    trouble("\(problem): launching from the daemon itself")
                     break
                 }
                 do { return try Spawner.spawn(request, helper: socket) } catch
@@ -316,22 +313,22 @@ public final class HelperSpawner: ProcessStarter {
                     if error.errno == .noFunction {
                         disabled = true
                         stop()
-                        trouble?(
+                        trouble(
                             "the kernel has no clone3, which the spawn helper needs: launching from the daemon itself")
                         break
                     }
                     if error.errno == .messageTooLong {
-                        trouble?(
+                        trouble(
                             "\(request.executable): its command line and environment are over the spawn helper's 1 MiB: launched from the daemon itself"
                         )
                         break
                     }
                     stop()
                     if attempt == 0 {
-                        trouble?("the spawn helper is gone (\(error.errno)): starting another")
+                        trouble("the spawn helper is gone (\(error.errno)): starting another")
                     } else {
                         disabled = true
-                        trouble?(
+                        trouble(
                             "the new spawn helper cannot be asked either (\(error.errno)): launching from the daemon itself from now on"
                         )
                     }
