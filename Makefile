@@ -23,8 +23,9 @@ deps:
 build: deps
 	$(SWIFT) build
 
-# Linked with the Swift runtime and Foundation inside (--static-swift-stdlib):
+# Linked with the Swift runtime and FoundationEssentials inside (--static-swift-stdlib):
 # the binaries run on a machine without the toolchain (make install, make deb).
+# scripts/check-binaries.sh (part of `test`) holds the daemon to no full Foundation.
 release: deps
 	$(SWIFT) build -c release --static-swift-stdlib
 
@@ -55,6 +56,7 @@ test: deps test-shim test-clib
 	Tests/systemd/nspawn.sh
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 	$(MAKE) test-deb
+	scripts/check-binaries.sh .build/release
 
 # Pure cgroup v2 with the memory and cpu controllers, in a virtual machine
 # booted from this machine's own root (Tests/vm/run.sh, scripts/vm.sh): real

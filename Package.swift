@@ -23,6 +23,11 @@
 import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+// The daemon's rooms see only the members of modules they import: TOMLKit's own
+// `import Foundation` would otherwise lend them Foundation's String methods, and
+// one such call links all of swift-corelibs-foundation and ICU into the static
+// daemon (docs/performance.md, small binaries).
+let daemon = strict + [.enableUpcomingFeature("MemberImportVisibility")]
 
 let package = Package(
     name: "lifecycled",
@@ -64,14 +69,14 @@ let package = Package(
                 "LifecycleModel", "CLifecycleShim", "CSystemd", "CSystemdBus", "CMemoryWatch", "CSQLite",
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
-            ], swiftSettings: strict),
+            ], swiftSettings: daemon),
         .target(
             name: "LifecycleDaemon",
             dependencies: [
                 "LifecycleCore", "LifecycleWire", "LifecycleControl", "LifecycleOS",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
-            ], swiftSettings: strict),
+            ], swiftSettings: daemon),
         .target(name: "LifecycleClient", dependencies: ["LifecycleWire"], swiftSettings: strict),
         .target(
             name: "LifecycleFollow", dependencies: ["LifecycleControl", "CLifecycleShim", "CSystemd"],

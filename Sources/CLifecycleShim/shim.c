@@ -473,6 +473,8 @@ int lc_xattr_exists(const char *path, const char *name) {
 
 int lc_become_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
 
+void lc_name_thread(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
+
 int lc_is_subreaper(void) {
     int on = 0;
     return prctl(PR_GET_CHILD_SUBREAPER, &on, 0, 0, 0) == 0 && on != 0;

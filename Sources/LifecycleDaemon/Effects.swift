@@ -74,7 +74,7 @@ extension Daemon {
         case .relaunchScheduled(let id, let at, let attempt):
             let restart = manifests[id]?.policy.restart ?? RestartPolicy()
             let detail =
-                "in \(String(format: "%.1f", Double((at - now()).nanoseconds) / 1e9)) s, attempt \(attempt)"
+                "in \(fixed(Double((at - now()).nanoseconds) / 1e9, 1)) s, attempt \(attempt)"
                 + (restart.limit > 0 ? " of \(restart.limit) within \(restart.window.formattedSeconds)" : "")
             logger.notice("\(id) relaunches \(detail)", metadata: metadata(id, ["attempt": "\(attempt)"]))
             record(id, .relaunching, detail: detail)

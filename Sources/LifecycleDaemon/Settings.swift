@@ -1,4 +1,9 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 import LifecycleCore
 import LifecycleOS
 
@@ -24,7 +29,7 @@ struct Settings {
         manifests = Dictionary(uniqueKeysWithValues: apps.map { ($0.name, $0) })
         limits = manifests.compactMapValues(\.policy.memory.limit)
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
-        selfDirectory = (exe as NSString).deletingLastPathComponent
+        selfDirectory = ConfigLoader.directory(of: exe)
         searchPath =
             selfDirectory + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
     }

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleControl
 import LifecycleCore
@@ -101,7 +105,7 @@ extension Daemon {
     static let descriptorsPerApp = 4
     static func descriptors(forApps apps: Int) -> UInt64 { UInt64(descriptorsPerApp * apps + 256) }
 
-    static func ms(_ from: Int64, _ to: Int64) -> String { String(format: "%.1f", Double(to - from) / 1e6) }
+    static func ms(_ from: Int64, _ to: Int64) -> String { fixed(Double(to - from) / 1e6, 1) }
 
     /// The loop's sources, all in one place: the core's timer, STATUS=,
     /// memory sampling and the PSI trigger, signals, the control socket.
@@ -132,9 +136,9 @@ extension Daemon {
         signalSources.append(try loop.onSignal(SIGCHLD) { [unowned self] _ in self.reapChildren() })
         for s in [SIGTERM, SIGINT] {
             signalSources.append(
-                try loop.onSignal(s) { [unowned self] info in
-                    if info.ssi_signo == SIGTERM, self.leaveAppsForRestart() { return }
-                    self.logger.notice("received \(Posix.signalName(Int32(info.ssi_signo))): stopping every app")
+                try loop.onSignal(s) { [unowned self] _ in
+                    if s == SIGTERM, self.leaveAppsForRestart() { return }
+                    self.logger.notice("received \(Posix.signalName(s)): stopping every app")
                     self.beginShutdown()
                 })
         }
@@ -211,7 +215,7 @@ extension Daemon {
             return fd
         }
         let path = options.controlSocket ?? config.controlSocket
-        let dir = (path as NSString).deletingLastPathComponent
+        let dir = ConfigLoader.directory(of: path)
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let fd = try UnixSocket.listen(path: path, mode: mode_t(config.controlSocketMode))
         controlPath = path

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import CSystemd
 import CSystemdBus
+import SystemPackage
 
 /// The D-Bus interface's bus half (Sources/CSystemdBus/front.c): the
 /// connection, the objects and their vtables, credentials, signals. Typed

@@ -1,5 +1,10 @@
 import CSQLite
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 
 // SQLite, as the daemon's state store uses it: one file, one writer (this
 // process holds it locked while it runs), write-ahead log, and no fsync. A

@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CSystemd
+import SystemPackage
 
 /// The daemon's one loop and one wait: libsystemd's sd-event (epoll, a
 /// timerfd, signalfd, and automatic watchdog pings when WatchdogSec= is set).

@@ -1,5 +1,10 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
+import LifecycleModel
 
 // One daemon per runtime directory: its state, its apps.sock and its apps'
 // cgroups belong to one process. A second daemon started on the same
@@ -48,7 +53,7 @@ public final class InstanceLock {
             let holder =
                 named
                 ?? (try? Posix.readFile(path)).flatMap {
-                    Int32($0.trimmingCharacters(in: .whitespacesAndNewlines))
+                    Int32($0.trimmed)
                 }
             Posix.close(fd)
             fd = -1

@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 
 /// Where the daemon's log lines leave, without ever blocking its loop.
@@ -34,7 +38,7 @@ public final class LogOutput: @unchecked Sendable {
         }
     }
 
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var queue: [Pending] = []
     private var queuedBytes = 0
     /// Taken by the writer and not yet written.
@@ -95,9 +99,7 @@ public final class LogOutput: @unchecked Sendable {
         }
         if !started {
             started = true
-            let thread = Thread { [self] in self.drain() }
-            thread.name = "log-output"
-            thread.start()
+            startThread(named: "log-output") { [self] in self.drain() }
         }
         queue.append(item)
         queuedBytes += item.bytes
@@ -107,11 +109,11 @@ public final class LogOutput: @unchecked Sendable {
     /// Waits until everything queued is written, at most `seconds`
     /// (before an exit or an exec: what is still queued then is lost).
     public func flush(seconds: Double) {
-        let until = Date(timeIntervalSinceNow: seconds)
+        let until = monotonicNanoseconds() + Int64(seconds * 1e9)
         condition.lock()
         defer { condition.unlock() }
         while !queue.isEmpty || inFlight {
-            if !condition.wait(until: until) { return }
+            if !condition.wait(untilMonotonic: until) { return }
         }
     }
 

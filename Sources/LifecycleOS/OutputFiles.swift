@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import SystemPackage
 
@@ -43,7 +47,7 @@ public final class OutputFiles: @unchecked Sendable {
 
     /// A pipe that wakes the thread when an app is added.
     private let wake: (read: Int32, write: Int32)
-    private let lock = NSLock()
+    private let lock = Condition()
     private var added: [(String, Int32)] = []
     private var problemsByApp: [String: String] = [:]
     private var streams: [Int32: Stream] = [:]
@@ -77,9 +81,7 @@ public final class OutputFiles: @unchecked Sendable {
             _ = fcntl(fd, F_SETFL, O_NONBLOCK)
         }
         wake = (fds[0], fds[1])
-        let thread = Thread { [unowned self] in self.run() }
-        thread.name = "lifecycled-output"
-        thread.start()
+        startThread(named: "output-writer") { [unowned self] in self.run() }
     }
 
     /// The file an app's output goes to.
@@ -326,8 +328,32 @@ public final class OutputFiles: @unchecked Sendable {
         var t = tm()
         var secs = ts.tv_sec
         gmtime_r(&secs, &t)
-        return String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour,
-            t.tm_min, t.tm_sec, ts.tv_nsec / 1000)
+        var out: [UInt8] = []
+        out.reserveCapacity(28)
+        func digits(_ value: Int, _ width: Int) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            var v = value
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(v / divisor % 10))
+                v %= divisor
+                divisor /= 10
+            }
+        }
+        digits(Int(t.tm_year) + 1900, 4)
+        out.append(UInt8(ascii: "-"))
+        digits(Int(t.tm_mon) + 1, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(Int(t.tm_mday), 2)
+        out.append(UInt8(ascii: "T"))
+        digits(Int(t.tm_hour), 2)
+        out.append(UInt8(ascii: ":"))
+        digits(Int(t.tm_min), 2)
+        out.append(UInt8(ascii: ":"))
+        digits(Int(t.tm_sec), 2)
+        out.append(UInt8(ascii: "."))
+        digits(Int(ts.tv_nsec / 1000), 6)
+        out.append(contentsOf: "Z ".utf8)
+        return String(decoding: out, as: UTF8.self)
     }
 }

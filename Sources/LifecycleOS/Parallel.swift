@@ -1,5 +1,10 @@
 import Dispatch
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 
 // Work a restarting daemon does for every app before it supervises any:
 // reading 1,000 manifests, decoding 1,000 saved records, checking 1,000

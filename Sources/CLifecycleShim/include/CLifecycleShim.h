@@ -133,6 +133,9 @@ int lc_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /// prctl(PR_SET_CHILD_SUBREAPER, 1). Returns 0 or -1 with errno.
 int lc_become_subreaper(void);
 
+/// prctl(PR_SET_NAME): names the calling thread (the kernel keeps 15 bytes).
+void lc_name_thread(const char *name);
+
 /// prctl(PR_GET_CHILD_SUBREAPER): 1 when this process is a child
 /// subreaper, 0 when not.
 int lc_is_subreaper(void);

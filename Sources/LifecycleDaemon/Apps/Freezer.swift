@@ -1,6 +1,8 @@
 @preconcurrency import Glibc
 import LifecycleCore
 import LifecycleOS
+import Logging
+import LifecycleControl
 
 // Freezing and thawing, with the kernel's confirmation and never a lie.
 // A busy process freezes at its next tick or two, so the freeze is looked

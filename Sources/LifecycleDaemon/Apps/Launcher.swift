@@ -1,9 +1,14 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
 import LifecycleWire
+import Logging
 
 // Launching: a run of an app from its manifest. The shell's only say is
 // how; whether and when are the core's.

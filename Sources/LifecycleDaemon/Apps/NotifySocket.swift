@@ -1,8 +1,13 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleCore
 import LifecycleOS
 import Logging
+import LifecycleControl
 
 // The NOTIFY_SOCKET of plain programs: readiness, status lines and
 // STOPPING=1, as under systemd.

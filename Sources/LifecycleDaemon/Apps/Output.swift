@@ -1,9 +1,14 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
 import Logging
+import SystemPackage
 
 // Each app's stdout and stderr, captured from its first instruction
 // (docs/configuration.md, "Each app's output"):

@@ -1,6 +1,7 @@
 @preconcurrency import Glibc
 import LifecycleCore
 import LifecycleOS
+import Logging
 
 // Reaping: every ended child is collected (the daemon is a child subreaper,
 // so orphaned grandchildren come here too); an app's main process is

@@ -1,8 +1,14 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleCore
 import LifecycleOS
 import LifecycleWire
+import Logging
+import LifecycleControl
 
 // The resume socket: where a library app takes its channel back after the
 // daemon restarted (docs/protocol.md, "Resuming the channel"). A connection

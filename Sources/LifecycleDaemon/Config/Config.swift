@@ -1,4 +1,9 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 import LifecycleCore
 import LifecycleOS
 import TOMLKit
@@ -206,9 +211,8 @@ public enum ConfigLoader {
         var problems: [ConfigError] = []
         let dir = config.appsDirectory
         let names: [String]
-        do { names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted() } catch {
-            throw ConfigError(
-                file: path, line: nil, key: "apps_dir", message: "cannot read '\(dir)': \(error.localizedDescription)")
+        do { names = try FileManagerLite.list(dir) } catch {
+            throw ConfigError(file: path, line: nil, key: "apps_dir", message: "cannot read '\(dir)': \(error.errno)")
         }
         let paths = names.filter { $0.hasSuffix(".toml") }.map { dir + "/" + $0 }
         for result in loadApps(paths) {
@@ -447,8 +451,7 @@ public enum ConfigLoader {
         return c
     }
 
-    /// The directory part of a path ("" for a bare name), as NSString's
-    /// deletingLastPathComponent, without its cost per manifest.
+    /// The directory part of a path ("" for a bare name, "/" for one at the root).
     static func directory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "" }
         return slash == path.startIndex ? "/" : String(path[..<slash])

@@ -1,6 +1,12 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 import LifecycleOS
 import TOMLKit
+import LifecycleModel
 
 // How a configuration file is read, whatever it configures: safely (a file
 // that is not what its name says is an error naming it, never quoting it,
@@ -164,7 +170,7 @@ struct Document {
 
 /// "512M", "1.5G", "64KiB", "100" (bytes): powers of 1024. Nil when malformed.
 public func parseSize(_ text: String) -> UInt64? {
-    var s = text.trimmingCharacters(in: .whitespaces)
+    var s = text.trimmed
     for suffix in ["ib", "b"] where s.lowercased().hasSuffix(suffix) && s.count > suffix.count {
         s.removeLast(suffix.count)
         break

@@ -1,7 +1,13 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
+import Logging
 
 // A reload (supervisorctl reload, SIGHUP, systemctl reload): the daemon file
 // and every manifest read again, and the difference applied app by app. The
@@ -110,7 +116,7 @@ extension Daemon {
     }
 
     static func appName(_ file: String) -> String? {
-        let base = (file as NSString).lastPathComponent
+        let base = String(file[(file.lastIndex(of: "/").map { file.index(after: $0) } ?? file.startIndex)...])
         return base.hasSuffix(".toml") ? String(base.dropLast(5)) : nil
     }
 

@@ -1,8 +1,13 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
+import Logging
 
 // The D-Bus interface (docs/dbus.md): a second transport over the same
 // front as the JSON socket. A call becomes the JSON request it stands for,

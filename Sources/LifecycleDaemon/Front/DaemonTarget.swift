@@ -2,6 +2,7 @@
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
+import Logging
 
 // What the command front asks of the daemon: the daemon as a CommandTarget.
 

@@ -1,7 +1,13 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
+import Logging
 
 // A compositor's follower (lifecycled-follow, docs/focus.md) reports what
 // is shown, as whole snapshots over the control socket. Here each window

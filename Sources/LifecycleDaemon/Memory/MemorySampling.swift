@@ -1,7 +1,13 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
+import Logging
 
 // Memory sampling: when to measure (the monitor's adaptive interval, the
 // quiet path in C, the PSI trigger) and handing each measurement to the core,
@@ -77,10 +83,10 @@ extension MemoryReading {
         if let a = available, let t = total {
             parts.append(
                 "available \(formatBytes(a)) of \(formatBytes(t)) "
-                    + "(\(String(format: "%.1f", Double(a) * 100 / Double(max(t, 1)))) %)"
+                    + "(\(fixed(Double(a) * 100 / Double(max(t, 1)), 1)) %)"
             )
         }
-        if let s = stallPercent { parts.append("stall \(String(format: "%.1f", s)) %") }
+        if let s = stallPercent { parts.append("stall \(fixed(s, 1)) %") }
         if let u = appsTotal, let b = budget { parts.append("apps \(formatBytes(u)) of a \(formatBytes(b)) budget") }
         if let t = swapTotal, let f = swapFree { parts.append("swap \(formatBytes(f)) free of \(formatBytes(t))") }
         return parts.isEmpty ? "no measurement" : parts.joined(separator: ", ")

@@ -3,6 +3,7 @@ import LifecycleControl
 import LifecycleCore
 import LifecycleOS
 import SystemPackage
+import Logging
 
 // Reclaim: pushing a suspended app's memory to swap when the core asks
 // (MemoryPolicy.swift), on the reclaimer's thread, never the loop's (the

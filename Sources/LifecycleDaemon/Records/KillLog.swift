@@ -1,4 +1,9 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+@preconcurrency import Glibc
 import LifecycleControl
 import LifecycleOS
 import SystemPackage
@@ -26,7 +31,7 @@ final class KillLog {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             path = directory + "/jetsam.log"
         } catch {
-            let why = error.localizedDescription
+            let why = "\(error)"
             logger.warning("state directory \(directory) unusable (\(why)): kill records are kept in memory only")
             path = nil
             return

@@ -1,9 +1,15 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleControl
 import LifecycleCore
 import LifecycleOS
 import LifecycleWire
+import SystemPackage
+import Logging
 
 // Taking apps back after a restart. A starting daemon reads what the last
 // one saved, finds each recorded process alive and the same process (pid

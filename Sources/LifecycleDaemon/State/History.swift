@@ -1,7 +1,13 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleCore
 import LifecycleOS
+import Logging
+import LifecycleControl
 
 // Durable history: what must outlive a reboot and a power cut, not only the
 // daemon. The runtime state store (StateStore.swift) lives in /run and ends
@@ -60,7 +66,7 @@ final class HistoryStore {
     private func open() throws(DatabaseError) -> Database {
         if let database { return database }
         try? FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            atPath: ConfigLoader.directory(of: path), withIntermediateDirectories: true)
         let db = try Database(path: path, synchronous: "NORMAL")
         try db.execute(
             """

@@ -1,7 +1,12 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleCore
 import LifecycleOS
+import Logging
 
 // daemon-reexec: an upgrade that touches no app. The daemon saves its
 // state with the descriptors it keeps open (the control and resume

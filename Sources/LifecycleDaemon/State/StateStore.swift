@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 @preconcurrency import Glibc
 import LifecycleControl
 import LifecycleCore
@@ -136,7 +140,7 @@ final class StateStore {
     }
 
     static func bootID() -> String {
-        ((try? Posix.readFile("/proc/sys/kernel/random/boot_id")) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        ((try? Posix.readFile("/proc/sys/kernel/random/boot_id")) ?? "").trimmed
     }
 
     /// Opens the file for this process alone (once).
