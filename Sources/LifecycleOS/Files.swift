@@ -33,6 +33,24 @@ extension Posix {
         try call("mkfifo", path) { mkfifo(path, mode) }
     }
 
+    /// The FIFO at `path` when it is one of ours with `mode`, else a new
+    /// one: an app's relaunch makes and deletes no inode (on ext4 a
+    /// directory of recently deleted inodes made every mkfifo slower).
+    public static func reuseOrMakeFIFO(_ path: String, mode: mode_t) throws(SystemError) {
+        var st = stat()
+        if lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFIFO, st.st_uid == geteuid(), st.st_mode & 0o7777 == mode {
+            return
+        }
+        try makeFIFO(path, mode: mode)
+    }
+
+    /// The device and inode `fd` is open on; nil when fstat fails.
+    public static func fileIdentity(_ fd: Int32) -> (device: UInt64, inode: UInt64)? {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        return (UInt64(st.st_dev), UInt64(st.st_ino))
+    }
+
     /// F_SETPIPE_SZ: up to `bytes` may wait in the pipe (at most
     /// /proc/sys/fs/pipe-max-size); false when refused.
     @discardableResult

@@ -109,7 +109,7 @@ public final class LogOutput: @unchecked Sendable {
     /// Waits until everything queued is written, at most `seconds`
     /// (before an exit or an exec: what is still queued then is lost).
     public func flush(seconds: Double) {
-        let until = monotonicNanoseconds() + Int64(seconds * 1e9)
+        let until = Posix.monotonicNanoseconds() + Int64(seconds * 1e9)
         condition.lock()
         defer { condition.unlock() }
         while !queue.isEmpty || inFlight {

@@ -64,6 +64,8 @@ public final class OutputFiles: @unchecked Sendable {
         /// Bytes it may still be read now (the rate's bucket), as of `refilled`.
         var tokens: Double = 0
         var refilled: Int64 = 0
+        /// What the FIFO is (device, inode): one stream per FIFO.
+        var inode: (device: UInt64, inode: UInt64)?
         init(app: String, fd: Int32) {
             self.app = app
             self.fd = fd
@@ -81,7 +83,7 @@ public final class OutputFiles: @unchecked Sendable {
             _ = fcntl(fd, F_SETFL, O_NONBLOCK)
         }
         wake = (fds[0], fds[1])
-        startThread(named: "output-writer") { [unowned self] in self.run() }
+        startThread(named: "lifecycled-out") { [unowned self] in self.run() }
     }
 
     /// The file an app's output goes to.
@@ -136,7 +138,19 @@ public final class OutputFiles: @unchecked Sendable {
                     defer { added = [] }
                     return added
                 }) {
+                    // The app's FIFO is kept from run to run: a stream still
+                    // open on it (the last run's output not yet at its end,
+                    // which the new run's writer now holds off) reads this
+                    // run's too, and a second reader would split its lines.
+                    let inode = Posix.fileIdentity(fd)
+                    if let inode,
+                        streams.values.contains(where: { s in s.app == app && s.inode.map { $0 == inode } ?? false })
+                    {
+                        Glibc.close(fd)
+                        continue
+                    }
                     let s = Stream(app: app, fd: fd)
+                    s.inode = inode
                     s.tokens = Double(limits.burst)
                     s.refilled = Posix.monotonicNanoseconds()
                     streams[fd] = s

@@ -60,6 +60,40 @@ import Testing
         #expect(try d2.stop() == 0)
     }
 
+    /// A relaunch writes to the FIFO its last run wrote to (no inode made
+    /// or deleted per launch), and whoever still holds it, nothing is lost:
+    /// a writer outside the app keeps the last run's reader open across
+    /// the relaunch, which then reads both.
+    @Test func aRelaunchKeepsItsFIFOAndEveryLine() throws {
+        let d = try DaemonUnderTest(apps: ["talker": Self.talker()])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "talker"))
+        try f.state("talker", "active")
+        _ = try tail(d, "talker", until: "oops")
+        let fifo = d.dir + "/run/output/talker"
+        var first = stat()
+        try #require(stat(fifo, &first) == 0)
+        let held = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+        try #require(held >= 0)
+        defer { close(held) }
+        try d.command(ControlRequest(.kill, app: "talker"))
+        try f.terminated("talker")
+        try d.command(ControlRequest(.activate, app: "talker"))
+        try f.state("talker", "active")
+        #expect(write(held, "outside\n", 8) == 8)
+        var lines: [String] = []
+        let deadline = Date().addingTimeInterval(10)  // a failure bound
+        repeat {
+            lines = try tail(d, "talker", until: "outside")
+        } while lines.filter({ $0.hasSuffix(" oops") }).count < 2 && Date() < deadline
+        #expect(lines.filter { $0.hasSuffix(" hello") }.count == 2, "\(lines)")
+        #expect(lines.filter { $0.hasSuffix(" oops") }.count == 2, "\(lines)")
+        var second = stat()
+        try #require(stat(fifo, &second) == 0)
+        #expect(second.st_ino == first.st_ino, "the relaunch made a new FIFO")
+        #expect(try d.stop() == 0)
+    }
+
     @Test func filesAreRotatedBySizeAndBounded() throws {
         let flood =
             "command = [\"bash\", \"-c\", \"for i in $(seq 1 3000); do echo line $i; done; echo done\"]\n"

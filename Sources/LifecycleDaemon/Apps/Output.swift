@@ -89,15 +89,17 @@ final class AppOutput {
         }
     }
 
-    /// A fresh FIFO: the app holds it for reading and writing (so a write
-    /// never meets EPIPE while no daemon reads), the output thread reads it.
+    /// The app's FIFO, the one its last run wrote to when it is still there
+    /// (docs/architecture.md, output): the app holds it for reading and
+    /// writing (so a write never meets EPIPE while no daemon reads), the
+    /// output thread reads it.
     private func fifo(_ id: AppID) -> Prepared? {
         guard files != nil else { return nil }
         let path = "\(fifoDirectory)/\(id)"
         let reader: Int32
         let writer: Int32
         do {
-            try Posix.makeFIFO(path, mode: 0o600)
+            try Posix.reuseOrMakeFIFO(path, mode: 0o600)
             reader = try Posix.open(path, O_RDONLY | O_NONBLOCK)
             do { writer = try Posix.open(path, O_RDWR) } catch {
                 Posix.close(reader)
