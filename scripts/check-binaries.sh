@@ -13,6 +13,13 @@ foundation=$(nm "$dir/lifecycled" | awk '{print $NF}' | grep -E '^\$s10Foundatio
 if [ -n "$foundation" ]; then
     echo "lifecycled links swift-corelibs-foundation; for example:" >&2
     echo "$foundation" | "$demangle" --simplified | sed 's/^/  /' >&2
+    # Which of the daemon's files call it: their objects' undefined Foundation symbols.
+    objects=$(for m in lifecycled LifecycleDaemon LifecycleOS LifecycleCore LifecycleModel LifecycleControl \
+        LifecycleWire; do find "$dir/$m.build" -name '*.o' 2>/dev/null; done)
+    for o in $objects; do
+        nm -u "$o" 2>/dev/null | awk '{print $NF}' | grep -E '^\$s10Foundation|^\$s[A-Za-z0-9]*10FoundationE' |
+            "$demangle" --simplified | sed "s|^|  called from ${o#"$dir/"}: |" >&2 || true
+    done
     echo "(use FoundationEssentials' API or LifecycleModel's helpers instead)" >&2
     fail=1
 fi
