@@ -98,8 +98,14 @@ public final class LogOutput: @unchecked Sendable {
             unsaid = 0
         }
         if !started {
+            // No thread to be had (a tasks limit): this line is dropped and
+            // counted like one that does not fit, and the next one tries again.
+            guard (try? startThread(named: "log-output", { [self] in self.drain() })) != nil else {
+                unsaid += 1
+                droppedInAll += 1
+                return
+            }
             started = true
-            startThread(named: "log-output") { [self] in self.drain() }
         }
         queue.append(item)
         queuedBytes += item.bytes

@@ -83,7 +83,11 @@ public final class OutputFiles: @unchecked Sendable {
             _ = fcntl(fd, F_SETFL, O_NONBLOCK)
         }
         wake = (fds[0], fds[1])
-        startThread(named: "lifecycled-out") { [unowned self] in self.run() }
+        do { try startThread(named: "lifecycled-out") { [unowned self] in self.run() } } catch {
+            Glibc.close(fds[0])
+            Glibc.close(fds[1])
+            throw error
+        }
     }
 
     /// The file an app's output goes to.

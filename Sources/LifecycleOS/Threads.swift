@@ -1,5 +1,6 @@
 @preconcurrency import Glibc
 import CLifecycleShim
+import SystemPackage
 
 // The daemon's two threads of its own (the log writer, the output writer)
 // and the lock each shares with the loop, on pthreads directly: Foundation's
@@ -53,8 +54,9 @@ public final class Condition: @unchecked Sendable {
 }
 
 /// Starts a detached thread named `name` (the kernel keeps 15 bytes)
-/// running `body`, which never returns while the daemon runs.
-public func startThread(named name: String, _ body: @escaping @Sendable () -> Void) {
+/// running `body`, which never returns while the daemon runs. Throws when
+/// the system has no thread to give (EAGAIN: a tasks limit).
+public func startThread(named name: String, _ body: @escaping @Sendable () -> Void) throws(SystemError) {
     let box = Unmanaged.passRetained(
         ThreadBody {
             lc_name_thread(name)
@@ -71,7 +73,7 @@ public func startThread(named name: String, _ body: @escaping @Sendable () -> Vo
         }, box)
     guard started == 0 else {
         Unmanaged<ThreadBody>.fromOpaque(box).release()
-        fatalError("cannot start the \(name) thread: \(String(cString: strerror(started)))")
+        throw SystemError("pthread_create", "the \(name) thread", errno: Errno(rawValue: started))
     }
     pthread_detach(thread)
 }

@@ -10,6 +10,11 @@ import Testing
     @Test(.timeLimit(.minutes(1))) func aPipeNobodyReadsNeverBlocksTheWriter() throws {
         var ends: [Int32] = [0, 0]
         try #require(pipe(&ends) == 0)
+        // Close-on-exec at once (Glibc's module has no pipe2): a daemon
+        // another test spawns meanwhile must not inherit the write end, or
+        // the reader below waits for an EOF as long as that daemon lives
+        // (seen once, with outOfDescriptorsTheLoopDoesNotSpin: both hung).
+        for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         defer { close(ends[0]) }
         let out = LogOutput(fd: ends[1], limit: 64 << 10)
         let writeEnd = ends[1]
