@@ -62,12 +62,17 @@ final class AppOutput {
             logger.error("cannot create the log directory \(config.logDirectory): \(error.errno)")
         }
         let report: @Sendable (String) -> Void = { [logger] in logger.error("\($0)") }
-        files = try? OutputFiles(
-            directory: config.logDirectory,
-            limits: .init(
-                maxSize: config.logMaxSize, backups: config.logBackups, rate: config.logRate,
-                burst: config.logRate * 4),
-            report: report)
+        do {
+            files = try OutputFiles(
+                directory: config.logDirectory,
+                limits: .init(
+                    maxSize: config.logMaxSize, backups: config.logBackups, rate: config.logRate,
+                    burst: config.logRate * 4),
+                report: report)
+        } catch {
+            files = nil
+            logger.error("apps' output cannot be written to files (\(error)): it goes where the daemon's does")
+        }
     }
 
     /// The app's fds 1 and 2; nil for `inherit` (or when nothing could be opened).
