@@ -107,14 +107,10 @@ public final class OutputFiles: @unchecked Sendable {
     // MARK: - The thread
 
     private func run() {
-        // Named, so that its CPU shows apart (top -H, the benchmark), and at
-        // nice 5: below the apps, so that a flooding app, not the daemon's
-        // loop or another app, waits for its own output to be written.
-        let comm = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        if comm >= 0 {
-            _ = Glibc.write(comm, "lifecycled-out", 14)
-            Glibc.close(comm)
-        }
+        // Named (by startThread), so that its CPU shows apart (top -H, the
+        // benchmark), and at nice 5: below the apps, so that a flooding app,
+        // not the daemon's loop or another app, waits for its own output to
+        // be written.
         if let tid = (try? Posix.readLink("/proc/thread-self")).flatMap({ id_t($0.split(separator: "/").last ?? "") }) {
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, 5)
         }

@@ -116,7 +116,7 @@ extension Daemon {
     }
 
     static func appName(_ file: String) -> String? {
-        let base = String(file[(file.lastIndex(of: "/").map { file.index(after: $0) } ?? file.startIndex)...])
+        let base = file.lastIndex(of: "/").map { String(file[file.index(after: $0)...]) } ?? file
         return base.hasSuffix(".toml") ? String(base.dropLast(5)) : nil
     }
 
