@@ -586,23 +586,53 @@ int lc_pidfd_exit_status(int pidfd, int *exited, int *value) {
     return 0;
 }
 
-unsigned long long lc_process_start_time(int pid) {
+/// Reads /proc/PID/stat into buf; returns where field `field` (>= 3)
+/// starts, or NULL. The command (field 2) may hold spaces and
+/// parentheses: fields are counted from the last ')'.
+static const char *proc_stat_field(int pid, int field, char *buf, size_t len) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    char buf[1024];
-    ssize_t n = read_full(fd, buf, sizeof buf - 1);
+    if (fd < 0) return NULL;
+    ssize_t n = read_full(fd, buf, len - 1);
     close(fd);
-    if (n <= 0) return 0;
+    if (n <= 0) return NULL;
     buf[n] = 0;
-    // The command (field 2) may hold spaces and parentheses: count from the last ')'.
     char *p = strrchr(buf, ')');
-    if (!p) return 0;
-    p++;
-    // p is at the space before field 3; step to the space before field 22.
-    for (int field = 3; field < 22 && p; field++) p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
+    // p is at the ')'; each space passed starts the next field.
+    for (int f = 2; f < field && p; f++) p = strchr(p + 1, ' ');
+    return p ? p + 1 : NULL;
+}
+
+unsigned long long lc_process_start_time(int pid) {
+    char buf[1024];
+    const char *p = proc_stat_field(pid, 22, buf, sizeof buf);
+    return p ? strtoull(p, NULL, 10) : 0;
+}
+
+/// Field 52 of /proc/PID/stat (exit_code, in waitpid's form) while the
+/// process is a zombie (state Z, field 3): how it ended, before its parent
+/// reaps it. 0 with *exited and *value as lc_pidfd_exit_status; -1 when
+/// the process is not a zombie or cannot be read.
+int lc_zombie_exit_status(int pid, int *exited, int *value) {
+    char buf[1024];
+    const char *p = proc_stat_field(pid, 3, buf, sizeof buf);
+    if (!p || *p != 'Z') return -1;
+    for (int field = 3; field < 52 && p; field++) {
+        p = strchr(p, ' ');
+        if (p) p++;
+    }
+    char *end;
+    long status = p ? strtol(p, &end, 10) : 0;
+    if (!p || end == p) return -1;
+    if (WIFEXITED((int)status)) {
+        *exited = 1;
+        *value = WEXITSTATUS((int)status);
+    } else {
+        *exited = 0;
+        *value = WIFSIGNALED((int)status) ? WTERMSIG((int)status) : 0;
+    }
+    return 0;
 }
 
 // MARK: - The spawn helper

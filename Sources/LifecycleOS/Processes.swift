@@ -50,13 +50,28 @@ public enum Processes {
         return st.exited != 0 ? .exited(st.value) : .signaled(st.value)
     }
 
-    /// How a process that is not our child ended, from its pidfd (Linux
-    /// 6.15+, once its parent reaped it). Throws EAGAIN while the kernel
-    /// has no status yet; another errno on kernels without it.
-    public static func exitStatus(pidfd: Int32) throws(SystemError) -> ProcessEnd {
+    /// How a process that is not our child ended: from its pidfd (Linux
+    /// 6.15+, once its parent reaped it), or, while it is still a zombie
+    /// its parent has not reaped, from /proc/`pid`/stat (any kernel).
+    /// Throws EAGAIN while neither says yet; another errno on kernels
+    /// without PIDFD_GET_INFO once the zombie is gone.
+    public static func exitStatus(pidfd: Int32, pid: pid_t) throws(SystemError) -> ProcessEnd {
         var exited: Int32 = 0
         var value: Int32 = 0
-        try Posix.call("ioctl(PIDFD_GET_INFO)", "pidfd \(pidfd)") { lc_pidfd_exit_status(pidfd, &exited, &value) }
+        do {
+            try Posix.call("ioctl(PIDFD_GET_INFO)", "pidfd \(pidfd)") { lc_pidfd_exit_status(pidfd, &exited, &value) }
+        } catch {
+            guard lc_zombie_exit_status(pid, &exited, &value) == 0 else { throw error }
+            // The pid names our process only until it is reaped: a status
+            // the pidfd has now has the last word; without one, the pidfd
+            // that still reaches its process says /proc read our zombie.
+            var again = (exited: Int32(0), value: Int32(0))
+            if lc_pidfd_exit_status(pidfd, &again.exited, &again.value) == 0 {
+                (exited, value) = again
+            } else if !Posix.signal(pidfd: pidfd, 0) {
+                throw error
+            }
+        }
         return exited != 0 ? .exited(value) : .signaled(value)
     }
 

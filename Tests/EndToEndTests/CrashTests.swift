@@ -153,6 +153,44 @@ import Testing
         #expect(try d2.stop() == 0)
     }
 
+    /// An adopted app is not the daemon's child: its end comes through its
+    /// pidfd. Killed while the daemon is stopped, after an event was sent
+    /// and before its deadline, then found with that deadline passed and a
+    /// command waiting: its end is read first, so it ended by SIGKILL, not
+    /// by the event watchdog (chaos seed 364856 found this).
+    @Test func anAdoptedAppKilledDuringAStallEndsByItsSignalNotItsDeadline() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: [
+            "a": recorder(s + "/a", "[timeouts]\nevent = 1", arguments: ["--hang", "willEnterForeground"]),
+            "b": recorder("/dev/null"),
+        ])
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "a", background: true))
+        try f.state("a", "suspended")
+        #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
+        let d2 = try DaemonUnderTest(after: d)
+        let f2 = try d2.follow()
+        let pid = try #require(try d2.status("a").pid)
+        let pidfd = try #require(Processes.pidfd(pid))
+        defer { Posix.close(pidfd) }
+        try d2.command(ControlRequest(.activate, app: "a"))
+        try f2.wait("willEnterForeground sent") {
+            $0.app == "a" && $0.kind == .delivered && $0.event == .willEnterForeground
+        }
+        kill(d2.pid, SIGSTOP)
+        let c = try d2.client()
+        try c.write(ControlRequest(.launch, app: "b", background: true))
+        kill(pid, SIGKILL)
+        var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 10_000) == 1, "a ended")
+        usleep(1_200_000)  // the stall itself, past a's 1 s deadline
+        kill(d2.pid, SIGCONT)
+        _ = try c.readResponse()
+        let end = try f2.terminated("a")
+        #expect(end.reason == "signaled", "\(end)")
+        #expect(try d2.stop() == 0)
+    }
+
     /// A client from before the resume extension ignores the resume socket:
     /// its app ends with the daemon, and the next daemon records that.
     @Test func anOldClientEndsWithTheDaemonAndIsRecorded() throws {

@@ -29,4 +29,25 @@ import Testing
             _ = try? Posix.call("read", "a closed fd") { read(1_000_000, &byte, 1) }
         }
     }
+
+    /// How a process that is not reaped yet ended: read from /proc while
+    /// it is a zombie (the pidfd has no status before the reap), and from
+    /// the pidfd after.
+    @Test func anUnreapedProcessTellsHowItEnded() throws {
+        let child = try Spawner.spawn(
+            SpawnRequest(
+                executable: "/bin/sh", arguments: ["-c", "kill -TERM $$"], environment: [:], workingDirectory: nil,
+                group: AppProcessGroup(), inherit: []))
+        defer { Posix.close(child.pidfd) }
+        var p = pollfd(fd: child.pidfd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 10_000) == 1)
+        #expect(try Processes.exitStatus(pidfd: child.pidfd, pid: child.pid) == .signaled(SIGTERM), "a zombie")
+        var status: Int32 = 0
+        #expect(waitpid(child.pid, &status, 0) == child.pid)
+        let reaped = Result { () throws(SystemError) in try Processes.exitStatus(pidfd: child.pidfd, pid: child.pid) }
+        switch reaped {
+        case .success(let end): #expect(end == .signaled(SIGTERM), "from the pidfd (Linux 6.15+)")
+        case .failure(let e): #expect(e.errno != .resourceTemporarilyUnavailable, "reaped, yet no status")
+        }
+    }
 }

@@ -269,6 +269,29 @@ int main(void) {
         CHECK("and only once (ECHILD after)", lc_reap_pidfd(pidfd) == -1 && errno == ECHILD);
         close(pidfd);
     }
+    {   // how a zombie ended, before and after it is reaped
+        int pidfd, step, exited = -1, value = -1;
+        char *t[] = {"/bin/sh", "-c", "exit 7", NULL};
+        pid_t pid = spawn(t, NULL, -1, -1, NULL, 0, &pidfd, &step);
+        CHECK("a child that exits 7", pid > 0 && pidfd >= 0);
+        struct pollfd p = {pidfd, POLLIN, 0};
+        poll(&p, 1, 10000);
+        CHECK("an unreaped child reads as a zombie that exited 7",
+              lc_zombie_exit_status(pid, &exited, &value) == 0 && exited == 1 && value == 7);
+        CHECK("a live process is not a zombie", lc_zombie_exit_status(getpid(), &exited, &value) == -1);
+        char *s[] = {"/bin/sh", "-c", "kill -9 $$", NULL};
+        int pidfd2;
+        pid_t pid2 = spawn(s, NULL, -1, -1, NULL, 0, &pidfd2, &step);
+        struct pollfd p2 = {pidfd2, POLLIN, 0};
+        poll(&p2, 1, 10000);
+        CHECK("a zombie killed by SIGKILL says so",
+              lc_zombie_exit_status(pid2, &exited, &value) == 0 && exited == 0 && value == SIGKILL);
+        lc_reap_pidfd(pidfd);
+        lc_reap_pidfd(pidfd2);
+        CHECK("once reaped, it is no zombie", lc_zombie_exit_status(pid, &exited, &value) == -1);
+        close(pidfd);
+        close(pidfd2);
+    }
     {   // credentials and subreaper
         int sv[2];
         socketpair(AF_UNIX, SOCK_STREAM, 0, sv);

@@ -187,6 +187,12 @@ long lc_recv_with_fds(int sock, void *buf, unsigned long len, int *fds, int max,
 /// reaped by its parent), ENOTTY or EINVAL on kernels without it.
 int lc_pidfd_exit_status(int pidfd, int *exited, int *value);
 
+/// How process `pid` ended while it is a zombie (not yet reaped by its
+/// parent), from field 52 of /proc/PID/stat: 0 with *exited and *value as
+/// lc_pidfd_exit_status, or -1 when it is not a zombie or cannot be read.
+/// A pid names the zombie only until it is reaped: check the pidfd again.
+int lc_zombie_exit_status(int pid, int *exited, int *value);
+
 /// The start time of process `pid` (field 22 of /proc/PID/stat, clock ticks
 /// since boot): with the pid, it names one process for the life of the
 /// system. Returns 0 when the process does not exist or cannot be read.

@@ -288,15 +288,19 @@ extension Daemon {
     }
 
     /// An adopted process ended: it is not our child, so its status comes
-    /// from its pidfd (Linux 6.15+, once its new parent has reaped it).
-    /// A parent that reaps at once (systemd) is waited for a little.
+    /// from its pidfd (Linux 6.15+, once its new parent has reaped it) or
+    /// from /proc while it is a zombie. When neither says yet (a parent
+    /// in the middle of reaping it), it is asked again a few times, 10 ms
+    /// apart; `tries` at `adoptedExitTries` reports it at once, its status
+    /// unknown if it must be.
     func adoptedExited(_ id: AppID, _ run: Run, tries: Int = 0) {
         guard runs[id] === run else { return }
         let status: ExitStatus
-        let end = Result { () throws(SystemError) in try Processes.exitStatus(pidfd: run.pidfd) }
+        let end = Result { () throws(SystemError) in try Processes.exitStatus(pidfd: run.pidfd, pid: run.pid) }
         if case .success(let e) = end {
             status = ExitStatus(e)
-        } else if case .failure(let e) = end, e.errno == .resourceTemporarilyUnavailable, tries < 10 {
+        } else if case .failure(let e) = end, e.errno == .resourceTemporarilyUnavailable, tries < Self.adoptedExitTries
+        {
             run.exitSource?.cancel()
             run.exitSource = try? loop.timer { [unowned self, unowned run] in
                 self.adoptedExited(id, run, tries: tries + 1)
@@ -308,4 +312,8 @@ extension Daemon {
         }
         processEnded(pid: run.pid, status)
     }
+
+    /// How often an adopted process's status is asked for before it is
+    /// reported unknown.
+    static let adoptedExitTries = 10
 }

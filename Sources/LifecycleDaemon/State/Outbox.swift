@@ -86,9 +86,10 @@ extension Daemon {
         publishToBus(changed: changed)
     }
 
-    /// Reads what the apps with a deadline due at `at` have sent, and every
-    /// ended child, before the step that would fire those deadlines: the
-    /// facts found go first, judged before the deadlines.
+    /// Reads what the apps with a deadline due at `at` have sent, every
+    /// ended child and the end of each adopted one with a deadline due,
+    /// before the step that would fire those deadlines: the facts found go
+    /// first, judged before the deadlines.
     func readBeforeDeadlines(_ at: Instant) {
         sweeping = true
         if !outbox.isEmpty { saveState() }  // what was decided leaves before anything is judged
@@ -100,6 +101,13 @@ extension Daemon {
         }
         for id in due {
             guard let run = runs[id] else { continue }
+            // An adopted app is not our child: its end comes through its
+            // pidfd, not the reaping above, and also goes first (a stall
+            // can leave its death and its deadline due together).
+            if run.adopted, run.pidfd >= 0, Posix.hasEnded(pidfd: run.pidfd) {
+                adoptedExited(id, run, tries: Self.adoptedExitTries)
+                continue
+            }
             if run.channel >= 0 { readChannel(id, run) }
             if run.notify >= 0, runs[id] === run { readNotifications(id, run) }
         }
