@@ -34,6 +34,20 @@ public struct JSONStreamEncoder {
         writer.closeAll(downTo: 0)
         return writer.out.bytes
     }
+
+    /// Two encoded objects as one: `{"a":1}` and `{"b":2}` make
+    /// `{"a":1,"b":2}` (what one conformance writing both parts into the
+    /// same container writes). Each must be an object this encoder wrote.
+    public static func joinObjects(_ a: [UInt8], _ b: [UInt8]) -> [UInt8] {
+        precondition(a.first == 0x7B && a.last == 0x7D && b.first == 0x7B && b.last == 0x7D, "two JSON objects")
+        if a.count == 2 { return b }
+        if b.count == 2 { return a }
+        var joined = a
+        joined.reserveCapacity(a.count + b.count - 1)
+        joined[joined.count - 1] = 0x2C
+        joined.append(contentsOf: b[1...])
+        return joined
+    }
 }
 
 final class JSONStreamWriter: Encoder {

@@ -226,7 +226,7 @@ extension Supervisor {
 
 /// Turns measurements into a level. Pure: the same measurements in the
 /// same order give the same levels.
-public struct MemoryGauge: Sendable, Codable {
+public struct MemoryGauge: Sendable, Equatable, Codable {
     public var thresholds: MemoryThresholds
     public private(set) var level: MemoryLevel = .normal
 

@@ -105,9 +105,84 @@ extension CoreState {
             self.gauge = gauge
         }
 
-        private enum CodingKeys: String, CodingKey {
+        fileprivate enum CodingKeys: String, CodingKey {
             case now, displays = "front", shuttingDown, timers, gauge, memoryLevel, memorySimulated, pressureVictim
             case reclaiming, lastSample, prewarmWaiting
+        }
+
+        /// Its three parts, one after the other: one object, as ever.
+        public func encode(to encoder: any Encoder) throws {
+            try front.encode(to: encoder)
+            try memory.encode(to: encoder)
+            try clock.encode(to: encoder)
+        }
+
+        /// What changes with nearly every step: the clock of the last step
+        /// and the deadlines.
+        public var clock: Clock { Clock(now: now, timers: timers) }
+
+        /// The displays (what is in front, interruptions, locks) and
+        /// shutting down: changes when the front does. A store that keeps
+        /// its last encoding encodes it again only when it is not equal.
+        public var front: Front { Front(displays: displays, shuttingDown: shuttingDown) }
+
+        /// The memory policy's part: changes with memory samples. Kept as
+        /// `front` is.
+        public var memory: Memory { Memory(shared: self) }
+
+        public struct Clock: Encodable, Sendable {
+            let now: Instant
+            let timers: TimerTable
+
+            public func encode(to encoder: any Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encode(now, forKey: .now)
+                try c.encode(timers, forKey: .timers)
+            }
+        }
+
+        public struct Front: Encodable, Equatable, Sendable {
+            let displays: Displays
+            let shuttingDown: Bool
+
+            public func encode(to encoder: any Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encode(displays, forKey: .displays)
+                try c.encode(shuttingDown, forKey: .shuttingDown)
+            }
+        }
+
+        /// A field added to Shared belongs in one of the three parts: one
+        /// left out is not saved, and the seeded simulation's restore fails.
+        public struct Memory: Encodable, Equatable, Sendable {
+            let gauge: MemoryGauge
+            let memoryLevel: MemoryLevel
+            let memorySimulated: Bool
+            let pressureVictim: AppID?
+            let reclaiming: AppID?
+            let lastSample: MemorySample
+            let prewarmWaiting: Set<AppID>?
+
+            init(shared s: Shared) {
+                gauge = s.gauge
+                memoryLevel = s.memoryLevel
+                memorySimulated = s.memorySimulated
+                pressureVictim = s.pressureVictim
+                reclaiming = s.reclaiming
+                lastSample = s.lastSample
+                prewarmWaiting = s.prewarmWaiting
+            }
+
+            public func encode(to encoder: any Encoder) throws {
+                var c = encoder.container(keyedBy: CodingKeys.self)
+                try c.encode(gauge, forKey: .gauge)
+                try c.encode(memoryLevel, forKey: .memoryLevel)
+                try c.encode(memorySimulated, forKey: .memorySimulated)
+                try c.encodeIfPresent(pressureVictim, forKey: .pressureVictim)
+                try c.encodeIfPresent(reclaiming, forKey: .reclaiming)
+                try c.encode(lastSample, forKey: .lastSample)
+                try c.encodeIfPresent(prewarmWaiting, forKey: .prewarmWaiting)
+            }
         }
     }
 

@@ -145,6 +145,18 @@ import Testing
         #expect(throws: EncodingError.self) { try JSONStreamEncoder().encode(["x": Double.infinity]) }
     }
 
+    /// Two objects joined are the one object a container writing both
+    /// makes (the state store writes the shared part so, from its parts).
+    @Test func twoObjectsJoinAsOne() {
+        func join(_ a: String, _ b: String) -> String {
+            String(decoding: JSONStreamEncoder.joinObjects(Array(a.utf8), Array(b.utf8)), as: UTF8.self)
+        }
+        #expect(join(#"{"a":1}"#, #"{"b":[2,{}]}"#) == #"{"a":1,"b":[2,{}]}"#)
+        #expect(join("{}", #"{"b":2}"#) == #"{"b":2}"#)
+        #expect(join(#"{"a":1}"#, "{}") == #"{"a":1}"#)
+        #expect(join("{}", "{}") == "{}")
+    }
+
     /// The daemon's own saved state, through a core that ran: the rows the
     /// store writes, read back equal (the simulation reads a core back from
     /// these bytes on every run, LifecycleCoreTests/SimulationTests).

@@ -84,6 +84,38 @@ import Testing
         #expect(back.core.perApp == core.saved.perApp)
     }
 
+    /// The shared part is written from its parts (the clock, the front, the
+    /// memory policy's), each encoded again only when it changed: whichever
+    /// part a step changed, the file holds the whole as it now is.
+    @Test func theSharedPartReadsBackWholeWhicheverPartChanged() throws {
+        func json(_ shared: CoreState.Shared) throws -> Data {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return try encoder.encode(shared)
+        }
+        let warning = MemoryReading(available: (1 << 34) / 100 * 15, total: 1 << 34)
+        let steps: [(String, Input)] = [
+            ("the clock", .tick), ("the front", .activate("a")),
+            ("the memory part", .memory(MemoryReport(measurements: warning))),
+        ]
+        for (i, (part, input)) in steps.enumerated() {
+            let dir = directory()
+            let s = StateStore(directory: dir)
+            _ = try s.load()
+            var core = Supervisor(apps: ["a": AppPolicy(), "b": AppPolicy()])
+            var saved = SavedDaemon(bootID: StateStore.bootID(), core: core.saved, runs: [:], terminations: [:])
+            #expect(s.save(saved) == nil)
+            let before = try json(core.saved.shared)
+            _ = core.handle(input, now: Instant(nanoseconds: Int64(i + 1) * 1_000_000_000))
+            saved.core = core.saved
+            #expect(try json(saved.core.shared) != before, "the step changes \(part)")
+            #expect(s.save(saved, changed: core.takeChanged()) == nil)
+            s.close()
+            let back = try #require(try StateStore(directory: dir).load().0)
+            #expect(try json(back.core.shared) == json(saved.core.shared), "\(part) changed")
+        }
+    }
+
     /// A restore after a crash opens a gap in every running app's numbering
     /// in memory only: the next save writes no row for it (with 1,000 apps
     /// that write was a fifth of a restart), and a second crash before the

@@ -108,6 +108,11 @@ final class StateStore {
     private var written: [AppID: SavedApp] = [:]
     /// The same for the other rows (the shared part, the handoff, the leases).
     private var writtenMeta: [String: Data] = [:]
+    /// The shared part's front and memory parts, as last encoded: each
+    /// encoded again only when it changed (the clock changes with every
+    /// step, the front with some, the memory part with memory samples).
+    private var sharedFront: (part: CoreState.Shared.Front, bytes: [UInt8])?
+    private var sharedMemory: (part: CoreState.Shared.Memory, bytes: [UInt8])?
     /// Every row is written at the next save (the state came from state.json,
     /// or the file was opened without reading it).
     private var rewrite = false
@@ -274,6 +279,17 @@ final class StateStore {
     /// the file holds. Returns an error text the first time a given error
     /// happens (a full disk, say), so the caller logs it once; the daemon
     /// carries on in memory, and the next save writes everything still unsaved.
+    /// The shared part as one object: its clock encoded afresh, its other
+    /// parts from their last encoding when they have not changed.
+    private func sharedBytes(_ shared: CoreState.Shared, _ encoder: JSONStreamEncoder) throws -> [UInt8] {
+        let front = shared.front
+        if sharedFront?.part != front { sharedFront = (front, try encoder.encodeBytes(front)) }
+        let memory = shared.memory
+        if sharedMemory?.part != memory { sharedMemory = (memory, try encoder.encodeBytes(memory)) }
+        let parts = JSONStreamEncoder.joinObjects(sharedFront!.bytes, sharedMemory!.bytes)
+        return JSONStreamEncoder.joinObjects(parts, try encoder.encodeBytes(shared.clock))
+    }
+
     func save(_ state: SavedDaemon, changed: Set<AppID>? = nil) -> String? {
         unsaved.formUnion(changed ?? [])
         do {
@@ -316,7 +332,7 @@ final class StateStore {
                         ]
                     }
                     meta += [
-                        ("shared", try encoder.encode(state.core.shared)),
+                        ("shared", Data(try sharedBytes(state.core.shared, encoder))),
                         ("handoff", try state.handoff.map { try encoder.encode($0) } ?? Data()),
                         ("leases", state.leases.isEmpty ? Data() : try encoder.encode(state.leases)),
                     ]
