@@ -153,7 +153,7 @@ extension CoreState {
         }
 
         /// A field added to Shared belongs in one of the three parts: one
-        /// left out is not saved, and the seeded simulation's restore fails.
+        /// left out is not saved (`everySharedFieldIsSaved` fails).
         public struct Memory: Encodable, Equatable, Sendable {
             let gauge: MemoryGauge
             let memoryLevel: MemoryLevel

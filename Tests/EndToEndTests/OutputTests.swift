@@ -201,8 +201,10 @@ import Testing
             problem = try d.status("talker").outputProblem
             if problem == nil { kill(pid, SIGUSR1); usleep(20_000) }
         }
-        #expect(problem?.contains("No space left on device") == true, "\(problem ?? "none")")
-        #expect(try d.status("talker").state == .active, "the app runs on")
+        let after = try d.status("talker")
+        #expect(
+            problem?.contains("No space left on device") == true && after.state == .active,
+            "the app runs on: \(after.state), problem \(problem ?? "none"); \(d.daemonLog.suffix(3000))")
         unlink(dir + "/filler")
         // Room again: tried at most once a second, when output comes.
         let lines = try tail(
