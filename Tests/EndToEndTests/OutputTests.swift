@@ -192,6 +192,9 @@ import Testing
         let f = try d.follow()
         try d.command(ControlRequest(.activate, app: "talker"))
         try f.state("talker", "active")
+        // Its first lines say its trap is set: a SIGUSR1 before it would
+        // end bash (seen once, in a full run on a busy machine).
+        _ = try tail(d, "talker", until: "oops")
         let pid = try #require(try d.status("talker").pid)
         // Enough to fill what is left, then more.
         for _ in 0..<200 { kill(pid, SIGUSR1); usleep(1000) }
