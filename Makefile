@@ -57,6 +57,7 @@ test: deps test-shim test-clib
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 	$(MAKE) test-deb
 	scripts/check-binaries.sh .build/release
+	scripts/check-leaks.py .build/release
 
 # Pure cgroup v2 with the memory and cpu controllers, in a virtual machine
 # booted from this machine's own root (Tests/vm/run.sh, scripts/vm.sh): real

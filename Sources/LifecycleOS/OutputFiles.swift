@@ -156,8 +156,12 @@ public final class OutputFiles: @unchecked Sendable {
                     streams[fd] = s
                 }
             }
-            for p in polled.dropFirst() where p.revents != 0 {
-                if let s = streams[p.fd] { drain(s, &buffer) }
+            // By index, not `polled.dropFirst()`: in this loop, which never
+            // ends, Swift 6.3's optimiser never released that slice, so
+            // every turn leaked the array (8 bytes an app: 325 kB/s with
+            // 300 apps and one writing 100 lines a second).
+            for i in 1..<polled.count where polled[i].revents != 0 {
+                if let s = streams[polled[i].fd] { drain(s, &buffer) }
             }
         }
     }
