@@ -273,12 +273,6 @@ final class StateStore {
         return "\(file) \(why): moved to \(aside); starting afresh"
     }
 
-    /// Writes what changed since the last save, in one transaction:
-    /// `changed` names the apps whose core part, process or termination
-    /// changed (nil: any may have); only their rows are compared with what
-    /// the file holds. Returns an error text the first time a given error
-    /// happens (a full disk, say), so the caller logs it once; the daemon
-    /// carries on in memory, and the next save writes everything still unsaved.
     /// The shared part as one object: its clock encoded afresh, its other
     /// parts from their last encoding when they have not changed.
     private func sharedBytes(_ shared: CoreState.Shared, _ encoder: JSONStreamEncoder) throws -> [UInt8] {
@@ -290,6 +284,12 @@ final class StateStore {
         return JSONStreamEncoder.joinObjects(parts, try encoder.encodeBytes(shared.clock))
     }
 
+    /// Writes what changed since the last save, in one transaction:
+    /// `changed` names the apps whose core part, process or termination
+    /// changed (nil: any may have); only their rows are compared with what
+    /// the file holds. Returns an error text the first time a given error
+    /// happens (a full disk, say), so the caller logs it once; the daemon
+    /// carries on in memory, and the next save writes everything still unsaved.
     func save(_ state: SavedDaemon, changed: Set<AppID>? = nil) -> String? {
         unsaved.formUnion(changed ?? [])
         do {
