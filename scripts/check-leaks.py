@@ -12,10 +12,10 @@ daemon grew by more than 1 MiB (the leak above grows by about 5 MiB).
 
     scripts/check-leaks.py [BUILD_DIR]      (default: .build/release)
 """
-import os, sys, time
+import os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Benchmarks", "lib"))
-from benchdaemon import BenchDaemon, RELEASE  # noqa: E402
+from benchdaemon import BenchDaemon, RELEASE, wait_until  # noqa: E402
 
 IDLE = 300
 LINES = 2000
@@ -38,14 +38,6 @@ def lines(path):
         return 0
 
 
-def wait_for(what, cond, seconds=120):
-    end = time.monotonic() + seconds
-    while not cond():
-        if time.monotonic() > end:
-            raise SystemExit(f"check-leaks: never {what}")
-        time.sleep(0.05)
-
-
 def main():
     bin_dir = sys.argv[1] if len(sys.argv) > 1 else RELEASE
     apps = {f"idle{i}": 'command = ["sleep", "100000"]\ndelivery = "signals"\n' for i in range(IDLE)}
@@ -61,9 +53,9 @@ def main():
             raise SystemExit(f"check-leaks: activate writer: {r}")
         log = os.path.join(d.dir, "logs", "writer.log")
         # Its first 400 lines first: the daemon's buffers at their size.
-        wait_for("400 lines from the writer", lambda: lines(log) >= 400)
+        wait_until("400 lines from the writer", lambda: lines(log) >= 400)
         start, before = lines(log), rss_kb(d.proc.pid)
-        wait_for(f"{LINES} more lines", lambda: lines(log) >= start + LINES)
+        wait_until(f"{LINES} more lines", lambda: lines(log) >= start + LINES)
         after = rss_kb(d.proc.pid)
     finally:
         d.stop()

@@ -27,21 +27,13 @@ timers): nothing else runs.
 Waiting adds nothing to the counts: the benchmark reads the recorder's own
 log and the cgroup's files, not the daemon.
 """
-import glob, os, shutil, subprocess, sys, tempfile, time
+import glob, os, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from benchdaemon import BenchDaemon, RELEASE  # noqa: E402
+from benchdaemon import BenchDaemon, RELEASE, wait_until  # noqa: E402
 
 N = int(os.environ.get("N", "100"))
 APPS = 1000
-
-
-def wait_until(what, cond, seconds=120):
-    end = time.monotonic() + seconds
-    while not cond():
-        if time.monotonic() > end:
-            raise SystemExit(f"never: {what}")
-        time.sleep(0.002)
 
 
 class Counted:

@@ -75,6 +75,15 @@ class BenchDaemon:
         subprocess.run(["rmdir", f"/sys/fs/cgroup/unified{self.cgroup}"], stderr=subprocess.DEVNULL)
 
 
+def wait_until(what, cond, seconds=120):
+    """Until `cond()` holds, looked at every 2 ms; gives up after `seconds`."""
+    end = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > end:
+            raise SystemExit(f"never: {what}")
+        time.sleep(0.002)
+
+
 def cpu_seconds(pid):
     """User and system CPU of a process so far, at /proc's tick resolution."""
     with open(f"/proc/{pid}/stat") as f:
