@@ -62,6 +62,19 @@ if CommandLine.arguments.contains("--echo") {
     }
 }
 
+/// Moves the calling thread to `cpu` (what it spawns later inherits it).
+/// Through dlsym: Glibc's module leaves sched_setaffinity out (_GNU_SOURCE).
+func runHere(cpu: Int) {
+    typealias SetAffinity = @convention(c) (pid_t, Int, UnsafeRawPointer) -> Int32
+    guard let symbol = dlsym(nil, "sched_setaffinity") else { fatalError("no sched_setaffinity") }
+    var set = cpu_set_t()
+    set.__bits.0 = 1 << cpu
+    if unsafeBitCast(symbol, to: SetAffinity.self)(0, MemoryLayout<cpu_set_t>.size, &set) != 0 {
+        FileHandle.standardError.write(Data("cannot move to CPU \(cpu): \(String(cString: strerror(errno)))\n".utf8))
+        exit(2)
+    }
+}
+
 func rawFloor() throws -> Series {
     let (mine, theirs) = try UnixSocket.channelPair()
     try Posix.setNonBlocking(mine, false)
@@ -137,14 +150,17 @@ func recorderApp(_ extra: String = "") -> String {
 
 /// The recording app of each client library, writing to `log` (make bench
 /// runs from the repository's root, where `make clib` put the C recorder).
-func recorderCommand(_ client: String, _ log: String) -> String {
+/// `afterAck`: the Swift and C recorders write each event's line after
+/// acknowledging it (the Python one before).
+func recorderCommand(_ client: String, _ log: String, afterAck: Bool = false) -> String {
     let root = FileManager.default.currentDirectoryPath
+    let after = afterAck ? ["--after-ack"] : []
     let argv: [String] =
         switch client {
-        case "c": appCore + [root + "/.build/clib/c-recorder", "--log", log]
+        case "c": appCore + [root + "/.build/clib/c-recorder", "--log", log] + after
         case "python":
             appCore + ["/usr/bin/env", "python3", root + "/Examples/python-recorder/recorder.py", "--log", log]
-        default: appCore + [buildDirectory + "/example-recorder", "--log", log]
+        default: appCore + [buildDirectory + "/example-recorder", "--log", log] + after
         }
     return "command = [" + argv.map { "\"\($0)\"" }.joined(separator: ", ") + "]\n"
 }
@@ -152,8 +168,19 @@ func recorderCommand(_ client: String, _ log: String) -> String {
 /// Event round trip (the daemon sends an event, the app acknowledges it),
 /// as the daemon measures it. No follower is attached while measuring: the
 /// loop is paced by a FIFO the app writes each event to, and the latencies
-/// are read from the daemon's history afterwards.
-func roundTrip(client: String = "swift") throws -> Series {
+/// are read from the daemon's history afterwards. The Swift and C apps
+/// write the FIFO after their acknowledgement: written before it, the line
+/// woke this process inside the round trip, and on one core it ran (and
+/// sent the next request) before the daemon could read the acknowledgement.
+///
+/// `driverAway` (with --pin one): this process, which drives the loop,
+/// moves to CPU 1 once the app is active, leaving CPU 0 to the daemon and
+/// the app, the two processes of the round trip. On the core, it runs
+/// inside the round trip it measures: the daemon's answer to its request
+/// wakes it, and it reads the FIFO and sends the next request before the
+/// daemon reads the acknowledgement (a kernel trace shows it: about 40 µs
+/// of a 110 µs round trip, docs/performance.md).
+func roundTrip(client: String = "swift", driverAway: Bool = false) throws -> Series {
     let dir = FileManager.default.temporaryDirectory.path + "/lifecycled-bench-\(getpid())"
     try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     let fifo = dir + "/events"
@@ -162,7 +189,7 @@ func roundTrip(client: String = "swift") throws -> Series {
     let reader = open(fifo, O_RDWR | O_CLOEXEC)  // RDWR: neither side blocks in open
     defer { close(reader); unlink(fifo) }
     let d = try DaemonUnderTest(
-        apps: ["a": recorderCommand(client, fifo)],
+        apps: ["a": recorderCommand(client, fifo, afterAck: true)],
         daemon: "event_history = \(iterations * 4 + 100)")
     let c = try d.client()
     var pending = ""
@@ -178,6 +205,8 @@ func roundTrip(client: String = "swift") throws -> Series {
     }
     _ = try c.send(ControlRequest(.activate, app: "a"))
     handled("didBecomeActive")
+    if driverAway { runHere(cpu: 1) }
+    defer { if driverAway { runHere(cpu: 0) } }
     for i in 0..<iterations {
         // An interruption makes one event each way: willResignActive, didBecomeActive.
         _ = try c.send(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd))
@@ -599,6 +628,16 @@ if CommandLine.arguments.contains("--events") {
     out("| raw SOCK_SEQPACKET round trip (floor) | \(floor.p(50)) / \(floor.p(99)) | 1.00× |")
     out("| event round trip, Swift client | \(rt.p(50)) / \(rt.p(99)) | \(ratio(rt))× |")
     out("| event round trip, C client | \(rtC.p(50)) / \(rtC.p(99)) | \(ratio(rtC))× |")
+    if pin == "one" {
+        let away = try roundTrip(driverAway: true)
+        let awayC = try roundTrip(client: "c", driverAway: true)
+        out(
+            "| event round trip, Swift client, the bench's driver on CPU 1 | \(away.p(50)) / \(away.p(99)) | \(ratio(away))× |"
+        )
+        out(
+            "| event round trip, C client, the bench's driver on CPU 1 | \(awayC.p(50)) / \(awayC.p(99)) | \(ratio(awayC))× |"
+        )
+    }
     exit(0)
 }
 

@@ -26,9 +26,13 @@
 // --exit-when-active exits at didBecomeActive when run standalone (the
 // launch benchmark's bare-exec baseline). --async is accepted and ignored
 // (the C library has no async API), so manifests can switch recorders.
+// With --after-ack each event's lines are written after its acknowledgement
+// (lifecycle_defer, then lifecycle_acknowledge at the end of the callback):
+// the event benchmark waits on those lines, and written first they would
+// wake it inside the round trip it measures.
 //
 //   make clib   ->  .build/clib/c-recorder (liblifecycle.a linked in)
-//   [RECORDER_SAVE_STATE=TEXT] c-recorder --log FILE [--hang EVENT] [--allocate-mb N]
+//   [RECORDER_SAVE_STATE=TEXT] c-recorder --log FILE [--hang EVENT] [--allocate-mb N] [--after-ack]
 #define _POSIX_C_SOURCE 200809L
 #include "lifecycle.h"
 
@@ -44,7 +48,27 @@ struct recorder {
     int fd;
     const char *hang;
     int exit_when_active;
+    int after_ack;
+    /* --after-ack: the callback's lines, held until its event is acknowledged. */
+    char *held;
+    size_t held_length;
 };
+
+/* Writes the line (its parts), or holds it while an acknowledgement is
+ * pending (--after-ack). */
+static void emit(struct recorder *r, const struct iovec *iov, int count) {
+    if (r->held) {
+        for (int i = 0; i < count; i++) {
+            char *grown = realloc(r->held, r->held_length + iov[i].iov_len + 1);
+            if (!grown) return;
+            r->held = grown;
+            memcpy(r->held + r->held_length, iov[i].iov_base, iov[i].iov_len);
+            r->held_length += iov[i].iov_len;
+        }
+        return;
+    }
+    if (writev(r->fd, iov, count) < 0) { /* nothing better to do */ }
+}
 
 static const char *option(int argc, char **argv, const char *name) {
     for (int i = 1; i + 1 < argc; i++)
@@ -63,7 +87,7 @@ static int flag(int argc, char **argv, const char *name) {
  * event. */
 static void note(struct recorder *r, const char *line) {
     struct iovec iov[2] = {{(void *)line, strlen(line)}, {"\n", 1}};
-    if (writev(r->fd, iov, 2) < 0) { /* nothing better to do */ }
+    emit(r, iov, 2);
     if (r->hang && (strcmp(line, r->hang) == 0 ||
                     (strncmp(line, r->hang, strlen(r->hang)) == 0 && line[strlen(r->hang)] == ' ')))
         for (;;) pause();
@@ -94,7 +118,7 @@ static void note_value(struct recorder *r, const char *key, const char *value, s
     for (size_t i = 0; i < length; i++) line[prefix + i] = value[i] == '\n' || value[i] == '\r' ? ' ' : value[i];
     line[prefix + length] = 0;
     struct iovec iov[2] = {{line, prefix + length}, {"\n", 1}}; /* the length, for data with NUL bytes */
-    if (writev(r->fd, iov, 2) < 0) { /* nothing better to do */ }
+    emit(r, iov, 2);
     free(line);
 }
 
@@ -106,6 +130,10 @@ static void note_option(struct recorder *r, lifecycle_app *app, const char *key)
 
 static void on_event(lifecycle_app *app, lifecycle_event event, void *userdata) {
     struct recorder *r = userdata;
+    /* willTerminate's lines cannot wait: the app exits after its acknowledgement. */
+    lifecycle_token token =
+        r->after_ack && event != LIFECYCLE_EVENT_WILL_TERMINATE ? lifecycle_defer(app) : 0;
+    if (token) r->held = calloc(1, 1);
     note(r, lifecycle_event_name(event));
     if (event == LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING) {
         const char *reason = lifecycle_previous_termination_reason(app);
@@ -136,6 +164,15 @@ static void on_event(lifecycle_app *app, lifecycle_event event, void *userdata) 
         fprintf(stderr, "c-recorder: cannot save the restoration data: %s\n",
                 lifecycle_last_error(app)[0] ? lifecycle_last_error(app) : lifecycle_strerror(errno));
     if (event == LIFECYCLE_EVENT_DID_BECOME_ACTIVE && !lifecycle_is_supervised(app) && r->exit_when_active) exit(0);
+    if (token) {
+        if (lifecycle_acknowledge(app, token) != 0)
+            fprintf(stderr, "c-recorder: cannot acknowledge: %s\n", lifecycle_strerror(errno));
+        char *held = r->held;
+        r->held = NULL;
+        if (held && r->held_length && write(r->fd, held, r->held_length) < 0) { /* nothing better to do */ }
+        free(held);
+        r->held_length = 0;
+    }
 }
 
 /* A scene transition: "EVENT SCENE DISPLAY", and "new" or "restored" after
@@ -167,11 +204,11 @@ static void on_discard(lifecycle_app *app, const char *const *scenes, size_t cou
 int main(int argc, char **argv) {
     const char *log = option(argc, argv, "--log");
     if (!log) {
-        fputs("usage: c-recorder --log FILE [--hang EVENT] [--allocate-mb N]\n", stderr);
+        fputs("usage: c-recorder --log FILE [--hang EVENT] [--allocate-mb N] [--after-ack]\n", stderr);
         return 2;
     }
     struct recorder r = {open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), option(argc, argv, "--hang"),
-                         flag(argc, argv, "--exit-when-active")};
+                         flag(argc, argv, "--exit-when-active"), flag(argc, argv, "--after-ack"), NULL, 0};
     if (r.fd < 0) {
         fprintf(stderr, "c-recorder: cannot open %s\n", log);
         return 2;

@@ -14,13 +14,18 @@
 // events are written "EVENT SCENE DISPLAY" ("sceneWillConnect nav centre new"
 // or "... restored"), didDiscardSceneSessions as "didDiscardSceneSessions a,b",
 // and an openURL to a scene is followed by "# scene: NAME". --hang matches a
-// whole line or its first word.
+// whole line or its first word. With --after-ack (the delegate API only) each
+// event's lines are written after its acknowledgement has gone, on the main
+// loop, not in the callback: the event benchmark waits on those lines, and
+// written first they would wake it inside the round trip it measures.
 @preconcurrency import Glibc
 import LifecycleClient
 
 final class Recorder: ApplicationDelegate, SceneDelegate {
     let fd: Int32
     let hang: String?
+    /// --after-ack: the app whose loop writes the lines once the event is acknowledged.
+    var afterAck: Application?
 
     init(log: String, hang: String?) {
         fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
@@ -29,12 +34,22 @@ final class Recorder: ApplicationDelegate, SceneDelegate {
     }
 
     func note(_ line: String) {
-        let text = line + "\n"
-        _ = text.withCString { write(fd, $0, strlen($0)) }
+        // willTerminate's lines cannot wait: the app exits after its acknowledgement.
+        if let app = afterAck, line != "willTerminate" {
+            app.schedule(after: .zero) { [unowned self] in self.write(line) }
+        } else {
+            write(line)
+        }
         if line == hang || line.split(separator: " ").first.map(String.init) == hang { while true { pause() } }
     }
 
+    func write(_ line: String) {
+        let text = line + "\n"
+        _ = text.withCString { Glibc.write(fd, $0, strlen($0)) }
+    }
+
     func willFinishLaunching(_ app: Application, options: LaunchOptions) {
+        if CommandLine.arguments.contains("--after-ack") { afterAck = app }
         note("willFinishLaunching")
         noteLaunch(options)
     }
@@ -111,7 +126,7 @@ func option(_ name: String) -> String? {
 }
 
 guard let log = option("--log") else {
-    fputs("usage: example-recorder --log FILE [--hang EVENT] [--async] [--allocate-mb N]\n", stderr)
+    fputs("usage: example-recorder --log FILE [--hang EVENT] [--async] [--allocate-mb N] [--after-ack]\n", stderr)
     exit(2)
 }
 let recorder = Recorder(log: log, hang: option("--hang"))
