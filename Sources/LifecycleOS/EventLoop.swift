@@ -46,6 +46,10 @@ public final class EventLoop {
     /// A registered source; `cancel()` removes it.
     public final class Source {
         fileprivate var pointer: OpaquePointer?
+        /// A timer's second sd-event source, made the first time it is
+        /// armed at or before now: a defer source, which runs at the next
+        /// turn of the loop without the kernel's timer (see `arm(at:)`).
+        fileprivate var soon: OpaquePointer?
         fileprivate let io: ((UInt32) -> Void)?
         fileprivate let fire: (() -> Void)?
         fileprivate let signal: ((signalfd_siginfo) -> Void)?
@@ -68,11 +72,12 @@ public final class EventLoop {
         }
 
         fileprivate func release() {
-            if let p = pointer {
+            for p in [pointer, soon].compactMap({ $0 }) {
                 sd_event_source_set_enabled(p, Int32(SD_EVENT_OFF))
                 sd_event_source_unref(p)
             }
             pointer = nil
+            soon = nil
         }
 
         public func cancel() {
@@ -82,6 +87,12 @@ public final class EventLoop {
         }
 
         /// Timers: fires once at `monotonicNanoseconds`, or never if nil.
+        /// A deadline already reached (`arm(at: loop.now)`: "at the end of
+        /// this turn", as the save is) fires at the next turn through a
+        /// defer source, not the timerfd: a timerfd armed to expire at
+        /// once programs the CPU's timer and takes its interrupt, which in
+        /// a virtual machine costs two exits, about 20 µs a turn here
+        /// (docs/performance.md, "A timer at now").
         public func arm(at monotonicNanoseconds: Int64?) {
             if let loop, loop.event == nil {
                 deadline = monotonicNanoseconds
@@ -92,11 +103,35 @@ public final class EventLoop {
             guard let p = pointer else { return }
             guard let ns = monotonicNanoseconds else {
                 sd_event_source_set_enabled(p, Int32(SD_EVENT_OFF))
+                if let soon { sd_event_source_set_enabled(soon, Int32(SD_EVENT_OFF)) }
                 return
             }
+            if ns <= Posix.monotonicNanoseconds(), let soon = soonSource() {
+                sd_event_source_set_enabled(p, Int32(SD_EVENT_OFF))
+                sd_event_source_set_enabled(soon, Int32(SD_EVENT_ONESHOT))
+                return
+            }
+            if let soon { sd_event_source_set_enabled(soon, Int32(SD_EVENT_OFF)) }
             // Round up: firing a microsecond early would find nothing due.
             sd_event_source_set_time(p, UInt64(max(0, (ns + 999) / 1000)))
             sd_event_source_set_enabled(p, Int32(SD_EVENT_ONESHOT))
+        }
+
+        /// The defer source, made on first use (most timers never need it).
+        private func soonSource() -> OpaquePointer? {
+            if let soon { return soon }
+            guard let event = loop?.event else { return nil }
+            var q: OpaquePointer?
+            let r = sd_event_add_defer(
+                event, &q,
+                { _, ud in
+                    Unmanaged<Source>.fromOpaque(ud!).takeUnretainedValue().fire!()
+                    return 0
+                }, Unmanaged.passUnretained(self).toOpaque())
+            guard r >= 0, let q else { return nil }  // the timerfd, then
+            sd_event_source_set_enabled(q, Int32(SD_EVENT_OFF))
+            soon = q
+            return q
         }
 
         /// IO sources: which events to wait for (EPOLLIN, EPOLLOUT).
