@@ -51,18 +51,54 @@ public struct JSONStreamEncoder {
 }
 
 final class JSONStreamWriter: Encoder {
-    var out = JSONBytes(capacity: 512)
+    /// What the writer changes as it goes, kept behind a pointer: a class's
+    /// stored properties are checked for exclusive access at run time on
+    /// every change (swift_beginAccess, about 90 instructions each), and
+    /// every key and value changes them several times; through the pointer
+    /// nothing is checked. One writer encodes one value on one thread, and
+    /// no access to the state overlaps another.
+    struct State {
+        var out = JSONBytes(capacity: 512)
+        /// The containers open, outermost first: the byte that closes each,
+        /// and whether it has an element yet.
+        var open: [(closer: UInt8, filled: Bool)] = []
+        /// Where the value being encoded starts in `open` (its own container,
+        /// when it asks for one, is at this level), and whether it has written
+        /// anything (a container or a single value).
+        var base = 0
+        var started = false
+    }
+    private let state: UnsafeMutablePointer<State>
+
+    init() {
+        state = .allocate(capacity: 1)
+        state.initialize(to: State())
+    }
+
+    deinit {
+        state.deinitialize(count: 1)
+        state.deallocate()
+    }
+
+    var out: JSONBytes {
+        unsafeAddress { UnsafePointer(state.pointer(to: \.out)!) }
+        unsafeMutableAddress { state.pointer(to: \.out)! }
+    }
+    var open: [(closer: UInt8, filled: Bool)] {
+        unsafeAddress { UnsafePointer(state.pointer(to: \.open)!) }
+        unsafeMutableAddress { state.pointer(to: \.open)! }
+    }
+    var base: Int {
+        get { state.pointee.base }
+        set { state.pointee.base = newValue }
+    }
+    var started: Bool {
+        get { state.pointee.started }
+        set { state.pointee.started = newValue }
+    }
+
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
-
-    /// The containers open, outermost first: the byte that closes each,
-    /// and whether it has an element yet.
-    var open: [(closer: UInt8, filled: Bool)] = []
-    /// Where the value being encoded starts in `open` (its own container,
-    /// when it asks for one, is at this level), and whether it has written
-    /// anything (a container or a single value).
-    var base = 0
-    var started = false
 
     func value<T: Encodable>(_ v: T) throws {
         if T.self == Data.self { return out.string((v as! Data).base64EncodedString()) }
