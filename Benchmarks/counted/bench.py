@@ -6,7 +6,9 @@ the next; callgrind's counts repeat.
 
     BUILDS="DIR [DIR ...]" make bench-counted      (default: .build/release)
     N=100 to change the repetitions; KEEP=1 keeps each window's dump
-    (callgrind_annotate --inclusive=yes DUMP shows where they go).
+    (callgrind_annotate --inclusive=yes DUMP shows where they go); BUS=1
+    serves D-Bus on a private dbus-daemon (by default there is no bus,
+    and the daemon publishes nothing).
 
 For each build: its lifecycled (debug info stripped: valgrind 3.19 cannot
 read the static binary's) under valgrind --tool=callgrind, 1,000
@@ -30,7 +32,7 @@ log and the cgroup's files, not the daemon.
 import glob, os, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from benchdaemon import BenchDaemon, RELEASE, wait_until  # noqa: E402
+from benchdaemon import BenchDaemon, RELEASE, private_bus, wait_until  # noqa: E402
 
 N = int(os.environ.get("N", "100"))
 APPS = 1000
@@ -39,7 +41,7 @@ APPS = 1000
 class Counted:
     """A build's daemon under callgrind, and its counting windows."""
 
-    def __init__(self, bin_dir):
+    def __init__(self, bin_dir, bus=None):
         self.tmp = tempfile.mkdtemp(prefix="lifecycled-bench-counted-")
         binary = os.path.join(self.tmp, "lifecycled.stripped")
         subprocess.run(["objcopy", "--strip-debug", os.path.join(bin_dir, "lifecycled"), binary], check=True)
@@ -63,8 +65,10 @@ class Counted:
         apps["plain"] = ('command = ["/bin/sleep", "100000"]\ndelivery = "signals"\n'
                          '[timeouts]\nbackground_grace = 0.001\n')
         self.d = BenchDaemon("counted", apps, settings="event_history = 0\n[memory]\nmonitor = false\n",
-                             bin_dir=self.tmp, ready_tries=6000, base=base)
+                             bin_dir=self.tmp, ready_tries=6000, base=base, bus=bus)
         self.pid = self.valgrind_pid()
+        if bus:  # counting starts once the interface is served
+            wait_until("the bus name", lambda: "serving io.lifecycled" in open(os.path.join(self.d.dir, "daemon.log")).read())
 
     def valgrind_pid(self):
         # The wrapper execs valgrind: the daemon's pid is the wrapper's.
@@ -164,13 +168,19 @@ class Counted:
 
 def main():
     builds = os.environ.get("BUILDS", RELEASE).split()
+    busd, address = private_bus() if os.environ.get("BUS") else (None, None)
     results = []
-    for b in builds:
-        c = Counted(b)
-        try:
-            results.append(c.measure())
-        finally:
-            c.stop()
+    try:
+        for b in builds:
+            c = Counted(b, bus=address)
+            try:
+                results.append(c.measure())
+            finally:
+                c.stop()
+    finally:
+        if busd:
+            busd.terminate()
+            busd.wait()
     names = list(results[0])
     print(f"| instructions in the daemon, {N} repetitions | " + " | ".join(builds) + " |")
     print("|---|" + "---|" * len(builds))

@@ -31,26 +31,11 @@ import dbus.mainloop.glib
 from gi.repository import GLib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from benchdaemon import BenchDaemon, C_RECORDER, RELEASE, cpu_seconds, pct  # noqa: E402
+from benchdaemon import BenchDaemon, C_RECORDER, RELEASE, cpu_seconds, pct, private_bus  # noqa: E402
 
 NAME, ROOT = "io.lifecycled.Lifecycle1", "/io/lifecycled/Lifecycle1"
 APPS = int(os.environ.get("APPS", "1000"))
 CYCLES = int(os.environ.get("CYCLES", "100"))
-
-
-def private_bus():
-    d = tempfile.mkdtemp(prefix="lifecycled-bench-bus-")
-    os.chmod(d, 0o755)
-    with open(f"{d}/bus.conf", "w") as f:
-        f.write(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>system</type><listen>unix:path={d}/bus.sock</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow user="*"/><allow own="*"/><allow send_destination="*" eavesdrop="true"/>
-<allow eavesdrop="true"/></policy></busconfig>""")
-    proc = subprocess.Popen(["dbus-daemon", f"--config-file={d}/bus.conf", "--nofork", "--print-address=1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    proc.stdout.readline()  # printed once it listens
-    return proc, f"unix:path={d}/bus.sock"
 
 
 def build_gmo():

@@ -157,6 +157,8 @@ static int bus_stalled(lc_front *f) {
 
 int lc_front_stalled(lc_front *f) { return bus_stalled(f); }
 
+int lc_front_serving(const lc_front *f) { return f->serving; }
+
 void lc_front_flush(lc_front *f) {
     lc_collect_monitors(f);
     lc_send_held(f);  // answers go even to a slow bus: one per call, and calls are bounded

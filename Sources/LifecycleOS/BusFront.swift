@@ -238,6 +238,8 @@ public final class BusFront {
 
     /// The bus daemon takes no messages now: signals wait, gathered.
     public var stalled: Bool { lc_front_stalled(front) != 0 }
+    /// The interface is served now (connected, the name ours).
+    public var serving: Bool { lc_front_serving(front) != 0 }
     /// Before the process goes (execve): what is held and queued, written
     /// (for at most a second).
     public func flushOut() { lc_front_flush_out(front) }

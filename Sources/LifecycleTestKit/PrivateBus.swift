@@ -95,7 +95,13 @@ public final class PrivateBus {
     public func crash(restart: Bool) throws {
         end()
         unlink(dir + "/bus.sock")
-        if restart { (pid, pidfd) = try Self.start(dir) }
+        if restart { try start() }
+    }
+
+    /// After `crash(restart: false)`: a new bus daemon at the same address.
+    public func start() throws {
+        guard pid <= 0 else { return }
+        (pid, pidfd) = try Self.start(dir)
     }
 
     private func end() {

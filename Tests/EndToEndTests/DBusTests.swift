@@ -273,6 +273,38 @@ import Testing
         #expect(try next.stop() == 0)
     }
 
+    /// While the bus is gone the daemon publishes nothing (nobody is
+    /// there); what changed meanwhile is what the bus shows once it is back.
+    @Test func whatChangedWhileTheBusWasGoneShowsOnceItIsBack() throws {
+        let s = scratch()
+        let (bus, d) = try Self.daemon(["a": recorder(s + "/a"), "b": recorder(s + "/b")])
+        #expect(try d.ctl(["activate", "a"]).0 == 0)
+        try bus.waitForName()
+        try bus.crash(restart: false)
+        try waitUntil("the daemon saw the bus go") {
+            (try? String(contentsOfFile: d.dir + "/daemon.log", encoding: .utf8))?
+                .contains("the system bus went away") ?? false
+        }
+        #expect(try d.ctl(["launch", "--background", "b"]).0 == 0)
+        #expect(try d.ctl(["home"]).0 == 0)
+        try waitUntil("a and b suspended") {
+            try d.status("a").state == .suspended && d.status("b").state == .suspended
+        }
+        try bus.start()
+        try bus.waitForName()
+        for app in ["a", "b"] {
+            let state = try bus.busctl([
+                "--timeout=10", "get-property", Self.name, Self.root + "/app/" + app, Self.name + ".App", "State",
+            ])
+            #expect(state.1.contains("\"suspended\""), "\(app): \(state)")
+            let pid = try bus.busctl([
+                "--timeout=10", "get-property", Self.name, Self.root + "/app/" + app, Self.name + ".App", "Pid",
+            ])
+            #expect(pid.1.trimmingCharacters(in: .whitespacesAndNewlines) == "u \(try d.status(app).pid ?? -1)")
+        }
+        #expect(try d.stop() == 0)
+    }
+
     /// Without a bus the daemon works and says so once.
     @Test func withoutABusTheDaemonSaysSoOnceAndWorks() throws {
         let s = scratch()

@@ -111,6 +111,8 @@ int lc_front_to_reporter(lc_front *front, const char *destination, const char *r
 
 /// The bus daemon takes no messages now (signals wait, gathered).
 int lc_front_stalled(lc_front *front);
+/// The interface is served now (connected, the name ours): nonzero.
+int lc_front_serving(const lc_front *front);
 /// Before the process goes (an execve): held replies sent and what is
 /// queued written, for at most a second.
 void lc_front_flush_out(lc_front *front);

@@ -119,7 +119,11 @@ extension Daemon {
                 handle: { [unowned self] in self.busCall($0) },
                 connected: { [unowned self] in
                     self.bus?.resync = true
-                    self.bus?.judgeTimer?.arm(at: self.loop.now)  // published after any save due
+                    // Nothing is published while the bus is gone, so the
+                    // objects are shown as they are now at once (a client
+                    // may ask as soon as the name is ours); a change that
+                    // waits for its save is shown after it.
+                    if self.holding { self.bus?.judgeTimer?.arm(at: self.loop.now) } else { self.publishToBus() }
                 },
                 log: { [unowned self] priority, message in
                     switch priority {
@@ -308,6 +312,15 @@ extension Daemon {
     /// out (one per changed object); then operations judged and finished.
     func publishToBus(changed: Set<AppID> = []) {
         guard let bus else { return }
+        guard bus.front.serving else {
+            // Nobody to tell: everything is pushed again once the bus is
+            // back (`connected` asks for a resync), nothing is kept for it.
+            bus.touched = []
+            bus.records = []
+            bus.resync = true
+            judgeOperations()
+            return
+        }
         var push = changed.union(bus.touched)
         bus.touched = []
         if bus.resync || bus.published.count != manifests.count {
