@@ -191,12 +191,20 @@ func roundTrip(client: String = "swift", driverAway: Bool = false) throws -> Ser
     let d = try DaemonUnderTest(
         apps: ["a": recorderCommand(client, fifo, afterAck: true)],
         daemon: "event_history = \(iterations * 4 + 100)")
+    var stopped = false
+    defer { if !stopped { _ = try? d.stop() } }  // a failure leaves no daemon behind
     let c = try d.client()
     var pending = ""
     var buf = [UInt8](repeating: 0, count: 4096)
-    /// Reads the FIFO until the app has handled `event`.
-    func handled(_ event: String) {
+    /// Reads the FIFO until the app has handled `event`; an app that says
+    /// nothing for 30 s (it did not start: the bench runs from the
+    /// repository's root, after make clib) is an error, not a hang.
+    func handled(_ event: String) throws {
         while !pending.split(separator: "\n").contains(Substring(event)) {
+            var ready = pollfd(fd: reader, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, 30_000) == 1 else {
+                throw TestFailure("the \(client) app did not tell \(event) within 30 s: see \(d.dir)/daemon.log")
+            }
             let n = read(reader, &buf, buf.count)
             if n <= 0 { return }
             pending += String(decoding: buf[0..<n], as: UTF8.self)
@@ -204,17 +212,18 @@ func roundTrip(client: String = "swift", driverAway: Bool = false) throws -> Ser
         pending = ""
     }
     _ = try c.send(ControlRequest(.activate, app: "a"))
-    handled("didBecomeActive")
+    try handled("didBecomeActive")
     if driverAway { runHere(cpu: 1) }
     defer { if driverAway { runHere(cpu: 0) } }
     for i in 0..<iterations {
         // An interruption makes one event each way: willResignActive, didBecomeActive.
         _ = try c.send(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd))
-        handled(i % 2 == 0 ? "willResignActive" : "didBecomeActive")
+        try handled(i % 2 == 0 ? "willResignActive" : "didBecomeActive")
     }
     var s = Series()
     let history = try c.send(ControlRequest(.events, apps: ["a"])).events ?? []
     for r in history.dropFirst(6) where r.kind == .acknowledged { s.add(microseconds: r.latencyMicroseconds ?? 0) }
+    stopped = true
     try d.stop()
     return s
 }
