@@ -26,10 +26,11 @@
 // --exit-when-active exits at didBecomeActive when run standalone (the
 // launch benchmark's bare-exec baseline). --async is accepted and ignored
 // (the C library has no async API), so manifests can switch recorders.
-// With --after-ack each event's lines are written after its acknowledgement
-// (lifecycle_defer, then lifecycle_acknowledge at the end of the callback):
-// the event benchmark waits on those lines, and written first they would
-// wake it inside the round trip it measures.
+// With --after-ack the lines of each event but willTerminate (its any_event
+// callback; the scene callbacks write at once) are written after its
+// acknowledgement (lifecycle_defer, then lifecycle_acknowledge at the end of
+// the callback): the event benchmark waits on those lines, and written first
+// they would wake it inside the round trip it measures.
 //
 //   make clib   ->  .build/clib/c-recorder (liblifecycle.a linked in)
 //   [RECORDER_SAVE_STATE=TEXT] c-recorder --log FILE [--hang EVENT] [--allocate-mb N] [--after-ack]

@@ -14,10 +14,11 @@
 // events are written "EVENT SCENE DISPLAY" ("sceneWillConnect nav centre new"
 // or "... restored"), didDiscardSceneSessions as "didDiscardSceneSessions a,b",
 // and an openURL to a scene is followed by "# scene: NAME". --hang matches a
-// whole line or its first word. With --after-ack (the delegate API only) each
-// event's lines are written after its acknowledgement has gone, on the main
-// loop, not in the callback: the event benchmark waits on those lines, and
-// written first they would wake it inside the round trip it measures.
+// whole line or its first word. With --after-ack (the delegate API only) the
+// lines of each event but willTerminate are written after its acknowledgement
+// has gone, on the main loop, not in the callback: the event benchmark waits
+// on those lines, and written first they would wake it inside the round trip
+// it measures.
 @preconcurrency import Glibc
 import LifecycleClient
 

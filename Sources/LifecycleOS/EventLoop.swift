@@ -92,7 +92,7 @@ public final class EventLoop {
         /// defer source, not the timerfd: a timerfd armed to expire at
         /// once programs the CPU's timer and takes its interrupt, which in
         /// a virtual machine costs two exits, about 20 µs a turn here
-        /// (docs/performance.md, "A timer at now").
+        /// (docs/performance.md, "What is inside a pinned round trip").
         public func arm(at monotonicNanoseconds: Int64?) {
             if let loop, loop.event == nil {
                 deadline = monotonicNanoseconds
