@@ -234,17 +234,29 @@ extension AppPolicy {
 struct AppTable: Sendable, Sequence {
     private(set) var records: [AppID: AppRecord] = [:]
     private(set) var changed: Set<AppID> = []
+    /// The apps whose phase is not `notRunning`: what a walk over the apps
+    /// with a process (the active scenes of a display) looks at, instead of
+    /// every configured app. Kept here, where every change to a record
+    /// passes; checked against the whole table after every step in debug
+    /// builds (Supervisor.checkInvariants).
+    private(set) var running: Set<AppID> = []
 
     subscript(id: AppID) -> AppRecord? {
         get { records[id] }
         set {
             changed.insert(id)
+            note(id, running: newValue.map { $0.phase != .notRunning } ?? false)
             records[id] = newValue
         }
         _modify {
             changed.insert(id)
             yield &records[id]
+            note(id, running: records[id].map { $0.phase != .notRunning } ?? false)
         }
+    }
+
+    private mutating func note(_ id: AppID, running now: Bool) {
+        if now { running.insert(id) } else { running.remove(id) }
     }
 
     /// A change that is saved with the app's record (its footprint).

@@ -280,6 +280,9 @@ public struct Supervisor: Sendable {
             displays.all.allSatisfy { activeScenes(on: $0.name) <= $0.slots },
             "never more active scenes on a display than its slots")
         assert(
+            displays.all.allSatisfy { activeScenes(on: $0.name) == activeScenesOfEveryApp(on: $0.name) },
+            "the running apps hold every active scene")
+        assert(
             displays.all.allSatisfy { $0.followed || $0.scenes.count <= $0.slots },
             "never more scenes in front than slots, unless a compositor shows them (Follow.swift)")
         assert(
