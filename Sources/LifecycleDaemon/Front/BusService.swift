@@ -119,11 +119,11 @@ extension Daemon {
                 handle: { [unowned self] in self.busCall($0) },
                 connected: { [unowned self] in
                     self.bus?.resync = true
-                    // Nothing is published while the bus is gone, so the
-                    // objects are shown as they are now at once (a client
-                    // may ask as soon as the name is ours); a change that
-                    // waits for its save is shown after it.
-                    if self.holding { self.bus?.judgeTimer?.arm(at: self.loop.now) } else { self.publishToBus() }
+                    // Nothing is published while the bus is gone: the
+                    // objects are shown as they are now at once, before a
+                    // client can ask (a change that waits for its save,
+                    // after it).
+                    self.publishOnceSaved()
                 },
                 log: { [unowned self] priority, message in
                     switch priority {
@@ -134,10 +134,7 @@ extension Daemon {
                     }
                 })
             let service = BusService(front: front)
-            service.judgeTimer = try loop.timer { [unowned self] in
-                // What a step changed leaves after its save, which publishes.
-                if self.unsaved { self.saveTimer?.arm(at: self.loop.now) } else { self.publishToBus() }
-            }
+            service.judgeTimer = try loop.timer { [unowned self] in self.publishOnceSaved() }
             bus = service
             records.sinks.append(service)
         } catch {
@@ -308,6 +305,12 @@ extension Daemon {
         return .success(r)
     }
 
+    /// Publishes now, or, when a step's change waits for its save, at that
+    /// save (which publishes what it released).
+    func publishOnceSaved() {
+        if unsaved { saveTimer?.arm(at: loop.now) } else { publishToBus() }
+    }
+
     /// After a save: the apps that changed, to the bus, and their signals
     /// out (one per changed object); then operations judged and finished.
     func publishToBus(changed: Set<AppID> = []) {
@@ -317,7 +320,6 @@ extension Daemon {
             // back (`connected` asks for a resync), nothing is kept for it.
             bus.touched = []
             bus.records = []
-            bus.resync = true
             judgeOperations()
             return
         }
