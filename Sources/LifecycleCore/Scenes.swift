@@ -237,8 +237,10 @@ extension Supervisor {
         case .home:
             for ref in displays.with(d, { $0.clear() }) { sync(ref.app); advance(ref.app) }
             // A restart under way brings its app back in front only if
-            // nobody went home meanwhile.
-            for id in apps.keys.sorted() where apps[id]!.restartTo == .foreground && displayOf(id) == d {
+            // nobody went home meanwhile. Only a running app has one (its
+            // end clears it), so the running apps are enough: not every
+            // configured app, sorted, at every home.
+            for id in apps.running where apps[id]!.restartTo == .foreground && displayOf(id) == d {
                 update(id) { $0.restartTo = .background }
             }
         case .interruptionBegan:

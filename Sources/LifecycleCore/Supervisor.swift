@@ -318,6 +318,9 @@ public struct Supervisor: Sendable {
             apps.values.allSatisfy { $0.phase != .notRunning || ($0.awaiting == nil && $0.tasks.isEmpty) },
             "an app with no process awaits nothing and holds no task")
         assert(
+            apps.values.allSatisfy { $0.phase != .notRunning || $0.restartTo == nil },
+            "only a running app has a restart under way (home looks for one among the running apps)")
+        assert(
             apps.allSatisfy { id, app in
                 timers.deadline(id, .budget).map { $0 == app.budgetEnd } ?? true
                     && timers.deadline(id, .expiration).map { end in app.budgetEnd.map { end <= $0 } ?? false } ?? true

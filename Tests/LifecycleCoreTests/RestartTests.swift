@@ -212,16 +212,33 @@ import Testing
         #expect(spawned(h.send(.exited("b", generation: h.generation("b"), .exited(0))), "b") == nil)
     }
 
-    @Test func aRestartUnderWaySurvivesARestore() throws {
-        var h = Harness(apps: ["a"])
+    /// A restart of `a` under way (stopping), the core saved and restored
+    /// with `apps` configured.
+    func restartedThenRestored(_ apps: [AppID]) throws -> (Harness, Supervisor) {
+        var h = Harness(apps: apps)
         h.launchActive("a")
         h.send(.restart("a"))
         h.ackAll("a")
         let bytes = try JSONEncoder().encode(h.supervisor.saved)
-        var restored = Supervisor(
+        let restored = Supervisor(
             restoring: try JSONDecoder().decode(CoreState.self, from: bytes), foregroundSlots: 1,
-            apps: ["a": AppPolicy()])
+            apps: Dictionary(uniqueKeysWithValues: apps.map { ($0, AppPolicy()) }))
+        return (h, restored)
+    }
+
+    @Test func aRestartUnderWaySurvivesARestore() throws {
+        var (h, restored) = try restartedThenRestored(["a"])
         let effects = restored.handle(.exited("a", generation: h.generation("a"), .exited(0)), now: h.now)
         #expect(spawned(effects, "a") == .foreground)
+    }
+
+    /// `home` looks for a restart under way among the running apps only: a
+    /// restored core knows which they are, so a home after the restore
+    /// still sends the restarted app to the background.
+    @Test func aHomeAfterARestoreStillFindsTheRestartUnderWay() throws {
+        var (h, restored) = try restartedThenRestored(["a", "b", "c"])
+        _ = restored.handle(.display(nil, .home), now: h.now)
+        let effects = restored.handle(.exited("a", generation: h.generation("a"), .exited(0)), now: h.now)
+        #expect(spawned(effects, "a") == .background)
     }
 }
