@@ -106,6 +106,11 @@ public final class Daemon {
     var savedRuns: [AppID: SavedRun] = [:]
     /// Retries of cgroup removal, by path.
     var cleanupTimers: [String: EventLoop.Source] = [:]
+    /// What every app's environment starts from (Launcher.swift): read
+    /// once, at the first launch. The daemon's own environment does not
+    /// change while it runs (a re-exec sets one variable for the next
+    /// image only, and no launch comes between).
+    lazy var baseAppEnvironment: [String: String] = appEnvironment()
     /// Where app messages are received, one at a time (as large as the largest).
     var channelBuffer = [UInt8](repeating: 0, count: Wire.maxMessageSize)
     /// The resume socket of library apps (Apps/ResumeSocket.swift).

@@ -240,4 +240,42 @@ func notifying(_ command: [String], launch: Double) -> String {
         #expect(try d.stop() == 0)
         #expect(!FileManager.default.fileExists(atPath: address), "the socket file goes with its run")
     }
+
+    /// Each launch starts from the daemon's environment, read once: without
+    /// what belongs to the daemon alone, with the app's own `[environment]`,
+    /// and nothing of another app's (launched before it) or of its own last run.
+    @Test func eachLaunchGetsTheDaemonsEnvironmentAndOnlyItsOwnAdditions() throws {
+        let s = scratch()
+        // Each run writes its environment to NAME.GENERATION (its NOTIFY_SOCKET's name).
+        func app(_ extra: String) -> String {
+            """
+            command = ["/bin/sh", "-c", "{ env; echo END; } > \(s)/${NOTIFY_SOCKET##*/}; exec sleep 1000"]
+            delivery = "signals"
+            \(extra)
+            """
+        }
+        let d = try DaemonUnderTest(
+            apps: ["one": app("[environment]\nONLY_ONE = \"1\"\nFROM_DAEMON = \"mine\""), "two": app("")],
+            environment: ["FROM_DAEMON": "yes", "LIFECYCLE_FD": "9", "LIFECYCLED_SOCKET": "/nowhere"])
+        func environment(_ run: String) throws -> [String: String] {
+            try waitForLine(s + "/" + run, "END", seconds: 10)
+            let pairs = lines(s + "/" + run).compactMap { l in
+                l.firstIndex(of: "=").map { (String(l[..<$0]), String(l[l.index(after: $0)...])) }
+            }
+            return Dictionary(pairs) { a, _ in a }.filter { $0.key != "NOTIFY_SOCKET" }
+        }
+        let f = try d.follow()
+        try d.command(ControlRequest(.launch, app: "one", background: true))
+        let first = try environment("one.1")
+        #expect(first["ONLY_ONE"] == "1" && first["FROM_DAEMON"] == "mine")
+        try d.command(ControlRequest(.launch, app: "two", background: true))
+        let two = try environment("two.1")
+        #expect(two["FROM_DAEMON"] == "yes" && two["ONLY_ONE"] == nil, "nothing of one's")
+        #expect(two["LIFECYCLE_FD"] == nil && two["LIFECYCLED_SOCKET"] == nil, "nothing of the daemon's own")
+        try d.command(ControlRequest(.stop, app: "one"))
+        try f.terminated("one")
+        try d.command(ControlRequest(.launch, app: "one", background: true))
+        #expect(try environment("one.2") == first)
+        #expect(try d.stop() == 0)
+    }
 }

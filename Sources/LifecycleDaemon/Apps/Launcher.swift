@@ -68,7 +68,7 @@ extension Daemon {
         // handle would not touch this one anyway: AppCgroup.stillItself).
         cleanupTimers.removeValue(forKey: group.name)?.cancel()
         if let limit = m.policy.memory.limit { group.setMemoryLimit(limit) }
-        var env = appEnvironment()
+        var env = baseAppEnvironment
         for (k, v) in m.environment { env[k] = v }
         env[Wire.appNameEnvironmentKey] = id
         if prewarm && m.policy.delivery == .library { env[Wire.prewarmEnvironmentKey] = "1" }  // a plain program: held at READY=1
@@ -148,7 +148,7 @@ extension Daemon {
         for k in [
             "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
             "JOURNAL_STREAM", "INVOCATION_ID", Wire.socketEnvironmentKey, Wire.resumeSocketEnvironmentKey,
-            ControlDefaults.socketEnvironmentKey,
+            ControlDefaults.socketEnvironmentKey, Cgroups.originEnvironmentKey,
         ] {
             env[k] = nil
         }
