@@ -164,7 +164,7 @@ final class HistoryStore {
             _ = try open()
             guard let database, let statements else { return nil }
             let offset = Self.wallOffset()
-            let encoder = JSONEncoder()
+            let encoder = JSONStreamEncoder()  // as StateStore: one pass, no tree
             try database.transaction { () throws(DatabaseError) in
                 for (id, app) in pendingApps {
                     if var app {
