@@ -75,7 +75,8 @@ public struct DaemonLogHandler: LogHandler {
 
     public func log(event: LogEvent) {
         let level = event.level, message = event.message
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        // Usually the handler has none: no merge (a new dictionary) then.
+        let all = metadata.isEmpty ? event.metadata ?? [:] : metadata.merging(event.metadata ?? [:]) { $1 }
         if journal {
             var fields: [(String, String)] = [
                 ("MESSAGE", message.description),
@@ -88,10 +89,30 @@ public struct DaemonLogHandler: LogHandler {
             output.enqueue(
                 .init(bytes: fields.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count }) { Systemd.journal(sent) })
         } else {
-            var text = "\(identifier): \(level): \(message)"
-            for (k, v) in all.sorted(by: { $0.key < $1.key }) { text += " \(k)=\(v)" }
-            output.write(text + "\n")
+            output.write(Self.line(identifier, level, message.description, all))
         }
+    }
+
+    /// An entry as one plain line: "IDENTIFIER: LEVEL: MESSAGE k=v ...",
+    /// the metadata sorted by key. Built in one buffer: a line is written
+    /// for every step of every app, and interpolating the level (an enum,
+    /// described by reflection) and each pair cost more than the rest.
+    static func line(_ identifier: String, _ level: Logger.Level, _ message: String, _ all: Logger.Metadata) -> String {
+        var text = ""
+        text.reserveCapacity(identifier.utf8.count + message.utf8.count + 12 + all.count * 32)
+        text += identifier
+        text += ": "
+        text += level.rawValue
+        text += ": "
+        text += message
+        for (k, v) in all.sorted(by: { $0.key < $1.key }) {
+            text += " "
+            text += k
+            text += "="
+            text += v.description
+        }
+        text += "\n"
+        return text
     }
 
     /// Where the lines go: standard error, or the journal, never blocking.
