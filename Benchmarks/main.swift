@@ -15,6 +15,37 @@ import LifecycleWire
 let quick = CommandLine.arguments.contains("--quick")
 let iterations = quick ? 200 : 2000
 
+/// An argument it does not know (a `--help`, a misspelt section) is an
+/// error with the list, not a full run of every section.
+let benchUsage = """
+    usage: lifecycled-bench [--quick] [--pin one|two] [SECTION]
+      no section: the table of docs/performance.md's "Results" (make bench)
+      --events     event round trips against the raw floor (with --pin one|two)
+      --launches   launch cost with 10, 100 and 1,000 apps running, and the burst
+      --prewarm    a prewarmed activation against a cold launch
+      --durable    bursts of commands and launches, each saved before it leaves
+      --restarts   kill -9 and daemon-reexec blackouts (--only-1000: that row alone)
+      --wakeups    pushes and fetch wake-ups
+      --scenes     activate across displays and scenes
+      --quick      fewer iterations
+      --pin one    every process on CPU 0; two: the apps on CPU 1
+    Run it from the repository's root (it finds the C recorder in .build/clib).
+
+    """
+do {
+    let known: Set<String> = [
+        "--quick", "--pin", "--events", "--launches", "--prewarm", "--durable", "--restarts", "--only-1000",
+        "--wakeups", "--scenes", "--echo",
+    ]
+    let args = Array(CommandLine.arguments.dropFirst())
+    for (i, a) in args.enumerated() where !known.contains(a) && !(i > 0 && args[i - 1] == "--pin") {
+        let help = a == "--help" || a == "-h"
+        FileHandle.standardError.write(
+            Data(((help ? "" : "lifecycled-bench: unknown argument '\(a)'\n") + benchUsage).utf8))
+        exit(help ? 0 : 2)
+    }
+}
+
 /// --pin one: every process on CPU 0 (the bench, the daemon, the apps, the
 /// floor's echo); --pin two: the apps and the echo on CPU 1, the rest on
 /// CPU 0. The bench re-executes itself under taskset, which every child
