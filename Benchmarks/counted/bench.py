@@ -24,6 +24,9 @@ timers): nothing else runs.
   freeze/thaw  home then activate of the plain program (signals, grace 1 ms):
                frozen (cgroup.events), then thawed and active: per pair
   launch       launch --background then stop of the plain program: per pair
+  background   launch --background of a second C recorder to frozen (its
+               three launch events, didEnterBackground, the freeze: what each
+               app of lifecycled-bench --launches' burst costs), then stop
   status       status of the 1,000 apps: per request
 
 Waiting adds nothing to the counts: the benchmark reads the recorder's own
@@ -60,8 +63,9 @@ class Counted:
                     f"{binary} \"$@\"\n")
         os.chmod(os.path.join(self.tmp, "lifecycled"), 0o755)
         self.log = os.path.join(self.tmp, "rec.events")
-        apps = {f"idle{i:04}": 'command = ["/bin/sleep", "100000"]\n' for i in range(APPS - 2)}
+        apps = {f"idle{i:04}": 'command = ["/bin/sleep", "100000"]\n' for i in range(APPS - 3)}
         apps["rec"] = f'command = ["{recorder}", "--log", "{self.log}"]\n'
+        apps["bg"] = f'command = ["{recorder}", "--log", "/dev/null"]\n'
         apps["plain"] = ('command = ["/bin/sleep", "100000"]\ndelivery = "signals"\n'
                          '[timeouts]\nbackground_grace = 0.001\n')
         self.d = BenchDaemon("counted", apps, settings="event_history = 0\n[memory]\nmonitor = false\n",
@@ -151,6 +155,17 @@ class Counted:
                 d.request({"command": "stop", "app": "plain"})
                 wait_until("plain's cgroup gone", lambda: not self.groups("plain"))
         rows["launch and stop (a plain program)"] = self.window(launches) / N
+
+        def background_launches():
+            for _ in range(N):
+                r = d.request({"command": "launch", "app": "bg", "background": True})
+                assert r.get("ok"), r
+                bg = self.events_file("bg")
+                wait_until("bg frozen", lambda: "frozen 1" in open(bg).read())
+                d.request({"command": "stop", "app": "bg"})
+                wait_until("bg's cgroup gone", lambda: not self.groups("bg"))
+        rows["background launch to frozen, and stop (a C recorder: one of the burst's)"] = (
+            self.window(background_launches) / N)
 
         def statuses():
             for _ in range(N):
