@@ -218,7 +218,11 @@ func roundTrip(client: String = "swift", driverAway: Bool = false) throws -> Ser
     unlink(fifo)
     mkfifo(fifo, 0o600)
     let reader = open(fifo, O_RDWR | O_CLOEXEC)  // RDWR: neither side blocks in open
-    defer { close(reader); unlink(fifo) }
+    defer {
+        close(reader)
+        unlink(fifo)
+        rmdir(dir)
+    }
     let d = try DaemonUnderTest(
         apps: ["a": recorderCommand(client, fifo, afterAck: true)],
         daemon: "event_history = \(iterations * 4 + 100)")

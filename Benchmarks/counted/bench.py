@@ -177,8 +177,7 @@ class Counted:
     def stop(self):
         self.d.stop(timeout=300)
         if not os.environ.get("KEEP"):  # KEEP=1: the dumps stay, for callgrind_annotate
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            shutil.rmtree(self.d.dir, ignore_errors=True)
+            shutil.rmtree(self.tmp, ignore_errors=True)  # the daemon's own directory goes with its stop
 
 
 def main():

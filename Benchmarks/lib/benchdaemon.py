@@ -2,7 +2,7 @@
 output/, status/): a temporary directory with its config and apps, its own
 control socket and cgroup root, requests over the socket, events followed,
 and a clean stop. Imported by the scripts; not run alone."""
-import json, os, signal, socket, subprocess, tempfile, time, uuid
+import json, os, shutil, signal, socket, subprocess, tempfile, time, uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RELEASE = os.path.join(ROOT, ".build", "release")
@@ -70,9 +70,13 @@ class BenchDaemon:
                 return e
 
     def stop(self, timeout=60):
+        """Stops the daemon and removes its cgroup root and its directory
+        (KEEP=1 keeps the directory: its daemon.log, its state)."""
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=timeout)
         subprocess.run(["rmdir", f"/sys/fs/cgroup/unified{self.cgroup}"], stderr=subprocess.DEVNULL)
+        if not os.environ.get("KEEP"):
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def wait_until(what, cond, seconds=120):
