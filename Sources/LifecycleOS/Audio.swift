@@ -7,22 +7,34 @@
 /// clients hold no device themselves; see the doc for what is not seen.
 public enum Audio {
     /// The playback device one of `group`'s processes holds open, if any.
+    /// Asked at every freeze: each descriptor's link is read into one
+    /// small buffer and its bytes compared, and only a sound device's path
+    /// becomes a String (a String and a 4 KiB buffer per descriptor were
+    /// most of a freeze's instructions after the save).
     public static func playbackDevice(_ group: any AppGroup) -> String? {
         let pids = (group as? AppCgroup)?.pids() ?? [group.pid]
+        var link = [UInt8](repeating: 0, count: 64)  // longer: not a device's path
         for pid in pids {
-            let dir = "/proc/\(pid)/fd"
-            guard let d = opendir(dir) else { continue }
+            guard let d = opendir("/proc/\(pid)/fd") else { continue }
             defer { closedir(d) }
+            let fd = dirfd(d)
             while let entry = readdir(d) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                guard name.first?.isNumber == true, let target = try? Posix.readLink(dir + "/" + name),
-                    isPlayback(target)
-                else { continue }
-                return target
+                let n = withUnsafeBytes(of: entry.pointee.d_name) { name -> Int in
+                    guard let first = name.first, (0x30...0x39).contains(first) else { return -1 }  // not . or ..
+                    return link.withUnsafeMutableBytes { out in
+                        readlinkat(
+                            fd, name.baseAddress!.assumingMemoryBound(to: CChar.self), out.baseAddress!, out.count)
+                    }
+                }
+                guard n > soundPrefix.count, n < link.count, link.starts(with: soundPrefix) else { continue }
+                let target = String(decoding: link[0..<n], as: UTF8.self)
+                if isPlayback(target) { return target }
             }
         }
         return nil
     }
+
+    static let soundPrefix = Array("/dev/snd/pcmC".utf8)
 
     /// /dev/snd/pcmC0D0p: card, device, and `p` for playback (`c` is capture).
     static func isPlayback(_ path: String) -> Bool {
