@@ -34,12 +34,14 @@ public enum Audio {
         return nil
     }
 
-    static let soundPrefix = Array("/dev/snd/pcmC".utf8)
+    /// Where every PCM device's path starts; as bytes, for the first look.
+    static let pcm = "/dev/snd/pcmC"
+    static let soundPrefix = Array(pcm.utf8)
 
     /// /dev/snd/pcmC0D0p: card, device, and `p` for playback (`c` is capture).
     static func isPlayback(_ path: String) -> Bool {
-        guard path.hasPrefix("/dev/snd/pcmC"), path.hasSuffix("p") else { return false }
-        let middle = path.dropFirst("/dev/snd/pcmC".count).dropLast()
+        guard path.hasPrefix(pcm), path.hasSuffix("p") else { return false }
+        let middle = path.dropFirst(pcm.count).dropLast()
         let parts = middle.split(separator: "D", omittingEmptySubsequences: false)
         return parts.count == 2 && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy(\.isNumber) }
     }
