@@ -248,12 +248,14 @@ struct PureV2MemoryTests {
         // MiB with both suspended apps resident: one kill is enough.
         let front = available - 2 * suspended - total / 10 + 64 * mib
         let s = scratch()
+        // The subject is which app dies, not the launch deadline: right
+        // after the suite's machine-wide exhaustion, in an emulated guest,
+        // the front's launch events once took more than the default 5 s,
+        // and so, another time, did s1's background launch.
+        let slow = "[timeouts]\nlaunch = 60\nevent = 60"
         let d = try DaemonUnderTest(apps: [
-            "s1": hog(s + "/s1", mb: Int(suspended / mib)), "s2": hog(s + "/s2", mb: Int(suspended / mib)),
-            // The subject is which app dies, not the launch deadline: right
-            // after the suite's machine-wide exhaustion, in an emulated guest,
-            // the front's launch events once took more than the default 5 s.
-            "front": hog(s + "/front", mb: Int(front / mib), "[timeouts]\nlaunch = 60\nevent = 60"),
+            "s1": hog(s + "/s1", mb: Int(suspended / mib), slow), "s2": hog(s + "/s2", mb: Int(suspended / mib), slow),
+            "front": hog(s + "/front", mb: Int(front / mib), slow),
         ])
         let f = try d.follow()
         for app in ["s1", "s2"] {
