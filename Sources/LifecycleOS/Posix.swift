@@ -175,15 +175,21 @@ public enum Posix {
         }
         defer { try? fd.close() }
         var out: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n: Int
-            do { n = try buf.withUnsafeMutableBytes { try fd.read(into: $0) } } catch {
-                throw SystemError("read", path, errno: error as? Errno ?? .ioError)
+        var failure: Errno?
+        // Into room on the stack that is not zeroed first (zeroing a 4 KiB
+        // array was half of reading a small cgroup file's instructions).
+        withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { buf in
+            while true {
+                let n: Int
+                do { n = try fd.read(into: buf) } catch {
+                    failure = error as? Errno ?? .ioError
+                    return
+                }
+                if n == 0 { return }
+                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
             }
-            if n == 0 { break }
-            out += buf[0..<n]
         }
+        if let failure { throw SystemError("read", path, errno: failure) }
         return String(decoding: out, as: UTF8.self)
     }
 

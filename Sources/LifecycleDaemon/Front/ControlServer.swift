@@ -57,6 +57,9 @@ final class ControlServer: RecordSink {
     private var connections: [Int32: Connection] = [:]
     private var listenSources: [Int32: EventLoop.Source] = [:]
     private let encoder = JSONStreamEncoder()
+    /// What each read lands in, made once: a new zeroed 16 KiB array at
+    /// every wake-up was 5 % of an event's instructions (docs/performance.md).
+    private var chunk = [UInt8](repeating: 0, count: 16384)
     /// Who may connect, and how often they may ask (Admission.swift).
     private var admission: Admission
     /// Connections with requests left over from their turn, and the
@@ -207,7 +210,12 @@ final class ControlServer: RecordSink {
         // Lines left from an earlier turn go first; until they are done,
         // nothing more is read (the socket's buffer then slows the peer).
         guard !pending.contains(c.fd) else { return }
-        var chunk = [UInt8](repeating: 0, count: 16384)
+        // Taken for this read (and given back after); a read that comes
+        // back here inside its own handling makes its own.
+        var chunk: [UInt8] = []
+        swap(&chunk, &self.chunk)
+        if chunk.isEmpty { chunk = [UInt8](repeating: 0, count: 16384) }
+        defer { self.chunk = chunk }
         while true {
             let received: Int?
             do {
