@@ -30,6 +30,37 @@ import Testing
         }
     }
 
+    /// A spawned process gets exactly the environment asked for, every
+    /// variable whole (a value with "=" in it, an empty one, one not in
+    /// ASCII), in the same order at every launch: strcmp's over "NAME=value".
+    @Test func aSpawnedProcessGetsItsEnvironmentWholeAndInOneOrder() throws {
+        let environment = ["B": "2", "A": "x=y", "A1": "", "Ä": "ü", "PATH": "/usr/bin:/bin"]
+        var expected: [UInt8] = []
+        for entry in environment.map({ Array("\($0.key)=\($0.value)".utf8) })
+            .sorted(by: { $0.lexicographicallyPrecedes($1) })
+        {
+            expected += entry + [0]
+        }
+        for _ in 0..<2 {
+            var fds: [Int32] = [0, 0]
+            try #require(pipe(&fds) == 0)
+            for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            let child = try Spawner.spawn(
+                SpawnRequest(
+                    executable: "/bin/cat", arguments: ["/proc/self/environ"], environment: environment,
+                    workingDirectory: nil, group: AppProcessGroup(), inherit: [(fds[1], 1)]))
+            Posix.close(fds[1])
+            var got: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while case let n = read(fds[0], &buffer, buffer.count), n > 0 { got += buffer[0..<n] }
+            Posix.close(fds[0])
+            var status: Int32 = 0
+            #expect(waitpid(child.pid, &status, 0) == child.pid)
+            Posix.close(child.pidfd)
+            #expect(got == expected, "\(String(decoding: got, as: UTF8.self).split(separator: "\0"))")
+        }
+    }
+
     /// How a process that is not reaped yet ended: read from /proc while
     /// it is a zombie (the pidfd has no status before the reap), and from
     /// the pidfd after.
