@@ -152,8 +152,8 @@ bench-prewarm: release clib
 	.build/release/lifecycled-bench --prewarm
 
 # The daemon's instructions per event, freeze and thaw, launch, background
-# launch to frozen and status of 1,000 apps, counted by callgrind, each build
-# in BUILDS (issue 31): docs/performance.md.
+# launch to frozen, status of 1,000 apps and a prewarmed activation, counted
+# by callgrind, each build in BUILDS (issue 31): docs/performance.md.
 bench-counted: release clib
 	/usr/bin/python3 Benchmarks/counted/bench.py
 

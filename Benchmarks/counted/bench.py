@@ -12,7 +12,7 @@ the next; callgrind's counts repeat.
 
 For each build: its lifecycled (debug info stripped: valgrind 3.19 cannot
 read the static binary's) under valgrind --tool=callgrind, 1,000
-configured apps (a C recorder, a plain program, the rest never launched),
+configured apps (C recorders, a plain program, the rest never launched),
 no memory monitor. Each operation is repeated N times inside one window:
 callgrind_control --zero before, --dump after; the dump's total over N.
 Everything the daemon does in the window counts (all its threads, its
@@ -28,6 +28,12 @@ timers): nothing else runs.
                three launch events, didEnterBackground, the freeze: what each
                app of lifecycled-bench --launches' burst costs), then stop
   status       status of the 1,000 apps: per request
+  prewarmed    activate of a C recorder held prewarmed (prewarm = "always") to
+               its didBecomeActive (thawed, its three launch events), kill, and
+               its next prewarm to held (launch, frozen): per round. Measured
+               last: prewarm_budget is off until then (a reload), so that the
+               rows above see what they saw before this one existed. A build
+               without prewarming has no such app, and n/a in the row
 
 Waiting adds nothing to the counts: the benchmark reads the recorder's own
 log and the cgroup's files, not the daemon.
@@ -55,7 +61,10 @@ class Counted:
             raise SystemExit(f"no {recorder}: run make clib in that build's tree")
         # A build that predates runtime_directory (the first release) gets a daemon file without it.
         with open(binary, "rb") as f:
-            modern = b"runtime_directory" in f.read()
+            image = f.read()
+        modern = b"runtime_directory" in image
+        # A build without prewarming (before issue 31) has no "warm" app, and no row for it.
+        self.prewarming = b"LIFECYCLE_PREWARM" in image
         base = 'apps_dir = "apps"\nstate_directory = "state"\n' + ('runtime_directory = "run"\n' if modern else "")
         self.out = os.path.join(self.tmp, "callgrind.out")
         with open(os.path.join(self.tmp, "lifecycled"), "w") as f:
@@ -66,9 +75,17 @@ class Counted:
         apps = {f"idle{i:04}": 'command = ["/bin/sleep", "100000"]\n' for i in range(APPS - 3)}
         apps["rec"] = f'command = ["{recorder}", "--log", "{self.log}"]\n'
         apps["bg"] = f'command = ["{recorder}", "--log", "/dev/null"]\n'
+        self.warm_log = os.path.join(self.tmp, "warm.events")
+        if self.prewarming:
+            apps.pop("idle0000")
+            apps["warm"] = f'command = ["{recorder}", "--log", "{self.warm_log}"]\nprewarm = "always"\n'
         apps["plain"] = ('command = ["/bin/sleep", "100000"]\ndelivery = "signals"\n'
                          '[timeouts]\nbackground_grace = 0.001\n')
-        self.d = BenchDaemon("counted", apps, settings="event_history = 0\n[memory]\nmonitor = false\n",
+        # The warm app is held only for its own row, the last: the budget is
+        # off until then (a reload), so that the other rows see the same
+        # daemon as before the row existed.
+        budget = 'prewarm_budget = "off"\n' if self.prewarming else ""
+        self.d = BenchDaemon("counted", apps, settings=budget + "event_history = 0\n[memory]\nmonitor = false\n",
                              bin_dir=self.tmp, ready_tries=6000, base=base, bus=bus)
         self.pid = self.valgrind_pid()
         if bus:  # counting starts once the interface is served
@@ -172,6 +189,44 @@ class Counted:
                 r = d.request({"command": "status"})
                 assert len(r["status"]["apps"]) == APPS
         rows[f"status of {APPS} apps"] = self.window(statuses) / N
+
+        def held():
+            """The warm app's one group, frozen: prewarmed and held."""
+            groups = self.groups("warm")
+            if len(groups) != 1:
+                return False
+            try:
+                return "frozen 1" in open(groups[0] + "/cgroup.events").read()
+            except OSError:
+                return False
+
+        def prewarmed_activations():
+            for _ in range(N):
+                wait_until("warm held", held)
+                n = warm_lines()
+                d.request({"command": "activate", "app": "warm"})
+                wait_until("warm active", lambda: warm_lines() >= n + 3)  # its three launch events
+                d.request({"command": "kill", "app": "warm"})  # then prewarmed again: "always"
+            wait_until("warm held", held)  # the last one's prewarm is in the window too
+
+        def warm_lines():
+            try:
+                with open(self.warm_log) as f:
+                    return f.read().count("\n")
+            except OSError:
+                return 0
+        name = "prewarmed activation to active, kill, prewarmed and held again (a C recorder)"
+        if self.prewarming:
+            conf = os.path.join(d.dir, "lifecycled.toml")
+            with open(conf) as f:
+                text = f.read()
+            with open(conf, "w") as f:
+                f.write(text.replace('prewarm_budget = "off"', 'prewarm_budget = "256M"'))
+            assert d.request({"command": "reload"}).get("ok"), "reload refused"
+            wait_until("warm held", held)
+            rows[name] = self.window(prewarmed_activations) / N
+        else:
+            rows[name] = None
         return rows
 
     def stop(self):
@@ -199,7 +254,8 @@ def main():
     print(f"| instructions in the daemon, {N} repetitions | " + " | ".join(builds) + " |")
     print("|---|" + "---|" * len(builds))
     for name in names:
-        print(f"| {name} | " + " | ".join(f"{r[name] / 1e3:,.0f} k" for r in results) + " |")
+        print(f"| {name} | " + " | ".join("n/a" if r.get(name) is None else f"{r[name] / 1e3:,.0f} k"
+                                          for r in results) + " |")
 
 
 if __name__ == "__main__":
