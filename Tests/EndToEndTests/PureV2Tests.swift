@@ -289,7 +289,10 @@ struct PureV2MemoryTests {
     /// groups keep their standing, which moves on with the next transition.
     @Test func afterKill9TheNextDaemonCarriesOnWithEachStanding() throws {
         let s = scratch()
-        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a"), "b": recorder(s + "/b")])
+        // Long deadlines, as above: this suite's exhaustions empty the page
+        // cache, and the subject here is adoption, not a launch's deadline.
+        let slow = "[timeouts]\nlaunch = 60\nevent = 60"
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a", slow), "b": recorder(s + "/b", slow)])
         let f = try d.follow()
         try d.command(ControlRequest(.launch, app: "b", background: true))
         try f.state("b", "suspended")
