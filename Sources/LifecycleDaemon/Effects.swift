@@ -55,7 +55,8 @@ extension Daemon {
                     ]))
             record(id, .transition, from: from.rawValue, to: to.rawValue)
             // What `status` shows: measured where it says something (settled
-            // in front, or frozen), one file, never per request.
+            // in front, or frozen), never per request: the group's usage and
+            // memory.stat (and memory.swap.current on v2).
             if to == .suspended || to == .active, let run = runs[id] {
                 sweep.shown[id] = run.group.memoryFootprint()
             }
