@@ -210,12 +210,8 @@ final class ControlServer: RecordSink {
         // Lines left from an earlier turn go first; until they are done,
         // nothing more is read (the socket's buffer then slows the peer).
         guard !pending.contains(c.fd) else { return }
-        // Taken for this read (and given back after); a read that comes
-        // back here inside its own handling makes its own.
-        var chunk: [UInt8] = []
-        swap(&chunk, &self.chunk)
-        if chunk.isEmpty { chunk = [UInt8](repeating: 0, count: 16384) }
-        defer { self.chunk = chunk }
+        // Each read's bytes are copied to the connection's input before
+        // anything else runs, so the one buffer serves every read.
         while true {
             let received: Int?
             do {
