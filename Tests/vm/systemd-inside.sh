@@ -19,6 +19,12 @@ until_() { local i; for i in $(seq 300); do "$@" && return 0; sleep 0.1; done; r
 echo "systemd: $(systemctl --version | head -1); cgroup2 root: $(cat /sys/fs/cgroup/cgroup.controllers)"
 systemctl start multi-user.target  # D-Bus: the daemon asks systemd for the apps' scope over it
 
+# A machine that never ran the daemon: the guest's /etc and /var are
+# overlays on the host's, where a daemon run by hand (make run's default
+# config) leaves its kill log, history and app logs, and an install its
+# configuration. The host's own files are not touched.
+rm -rf /etc/lifecycled /var/lib/lifecycled /var/log/lifecycled
+
 # The shipped units, run from the build (only ExecStart= and ExecReload= change).
 rm -f /etc/systemd/system/lifecycled.service /etc/systemd/system/lifecycled.socket  # masked by the init
 cp systemd/lifecycled.service systemd/lifecycled.socket /etc/systemd/system/
