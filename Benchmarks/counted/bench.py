@@ -11,7 +11,8 @@ the next; callgrind's counts repeat.
     and the daemon publishes nothing).
 
 For each build: its lifecycled (debug info stripped: valgrind 3.19 cannot
-read the static binary's) under valgrind --tool=callgrind, 1,000
+read the static binary's) under valgrind --tool=callgrind with one hash
+seed (SWIFT_DETERMINISTIC_HASHING=1), 1,000
 configured apps (C recorders, a plain program, the rest never launched),
 no memory monitor. Each operation is repeated N times inside one window:
 callgrind_control --zero before, --dump after; the dump's total over N.
@@ -68,7 +69,10 @@ class Counted:
         base = 'apps_dir = "apps"\nstate_directory = "state"\n' + ('runtime_directory = "run"\n' if modern else "")
         self.out = os.path.join(self.tmp, "callgrind.out")
         with open(os.path.join(self.tmp, "lifecycled"), "w") as f:
-            f.write(f"#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file={self.out} "
+            # One hash seed for every run (Swift seeds its dictionaries at
+            # random per process): lookups then collide the same way in each
+            # build and each run, and the counts repeat more closely.
+            f.write(f"#!/bin/sh\nSWIFT_DETERMINISTIC_HASHING=1 exec valgrind --tool=callgrind --callgrind-out-file={self.out} "
                     f"{binary} \"$@\"\n")
         os.chmod(os.path.join(self.tmp, "lifecycled"), 0o755)
         self.log = os.path.join(self.tmp, "rec.events")

@@ -102,6 +102,28 @@ public struct ControlResponse: Codable, Sendable {
     public static func failure(_ code: ControlError.Code, _ message: String) -> ControlResponse {
         ControlResponse(ok: false, error: ControlError(code: code, message: message))
     }
+
+    private enum CodingKeys: String, CodingKey {
+        case ok, error, status, events, event, kills, reload, avail, tail, raise, run
+    }
+
+    /// Every answer and every followed record: its ten optional fields
+    /// without the runtime's generic `encodeIfPresent`
+    /// (LifecycleModel/Encoding.swift). The decoder is the synthesized one.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(ok, forKey: .ok)
+        try c.encode(ifPresent: error, forKey: .error)
+        try c.encode(ifPresent: status, forKey: .status)
+        try c.encode(ifPresent: events, forKey: .events)
+        try c.encode(ifPresent: event, forKey: .event)
+        try c.encode(ifPresent: kills, forKey: .kills)
+        try c.encode(ifPresent: reload, forKey: .reload)
+        try c.encode(ifPresent: avail, forKey: .avail)
+        try c.encode(ifPresent: tail, forKey: .tail)
+        try c.encode(ifPresent: raise, forKey: .raise)
+        try c.encode(ifPresent: run, forKey: .run)
+    }
 }
 
 public struct ControlError: Codable, Sendable, Error, CustomStringConvertible {

@@ -92,4 +92,28 @@ public struct EventRecord: Codable, Sendable, Equatable {
         self.reason = reason
         self.detail = detail
     }
+
+    private enum CodingKeys: String, CodingKey {
+        case time, monotonic, app, kind, pid, from, to, event, sequence, latencyMicroseconds, reason, detail, kill
+    }
+
+    /// Every record a follower reads and every one kept: what the
+    /// synthesized encoder wrote, with a nil field costing a comparison
+    /// (LifecycleModel/Encoding.swift). The decoder is the synthesized one.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(time, forKey: .time)
+        try c.encode(monotonic, forKey: .monotonic)
+        try c.encode(app, forKey: .app)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(ifPresent: pid, forKey: .pid)
+        try c.encode(ifPresent: from, forKey: .from)
+        try c.encode(ifPresent: to, forKey: .to)
+        try c.encode(ifPresent: event, forKey: .event)
+        try c.encode(ifPresent: sequence, forKey: .sequence)
+        try c.encode(ifPresent: latencyMicroseconds, forKey: .latencyMicroseconds)
+        try c.encode(ifPresent: reason, forKey: .reason)
+        try c.encode(ifPresent: detail, forKey: .detail)
+        try c.encode(ifPresent: kill, forKey: .kill)
+    }
 }

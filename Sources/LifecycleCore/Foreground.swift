@@ -83,7 +83,7 @@ public struct Foreground: Sendable, Equatable, Codable {
         try c.encode(interruptions, forKey: .interruptions)
         try c.encode(locked, forKey: .locked)
         if followed { try c.encode(followed, forKey: .followed) }
-        try c.encodeIfPresent(focus, forKey: .focus)
+        try c.encode(ifPresent: focus, forKey: .focus)
         if overlaid { try c.encode(overlaid, forKey: .overlaid) }
         if sessionLocked { try c.encode(sessionLocked, forKey: .sessionLocked) }
     }

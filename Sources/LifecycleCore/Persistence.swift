@@ -39,7 +39,7 @@ public struct CoreState: Codable, Sendable {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(apps, forKey: .apps)
         try c.encode(footprints, forKey: .footprints)
-        try c.encodeIfPresent(swapped, forKey: .swapped)
+        try c.encode(ifPresent: swapped, forKey: .swapped)
     }
 
     /// The apps the state knows, with the generation of their current (or
@@ -178,10 +178,10 @@ extension CoreState {
                 try c.encode(gauge, forKey: .gauge)
                 try c.encode(memoryLevel, forKey: .memoryLevel)
                 try c.encode(memorySimulated, forKey: .memorySimulated)
-                try c.encodeIfPresent(pressureVictim, forKey: .pressureVictim)
-                try c.encodeIfPresent(reclaiming, forKey: .reclaiming)
+                try c.encode(ifPresent: pressureVictim, forKey: .pressureVictim)
+                try c.encode(ifPresent: reclaiming, forKey: .reclaiming)
                 try c.encode(lastSample, forKey: .lastSample)
-                try c.encodeIfPresent(prewarmWaiting, forKey: .prewarmWaiting)
+                try c.encode(ifPresent: prewarmWaiting, forKey: .prewarmWaiting)
             }
         }
     }

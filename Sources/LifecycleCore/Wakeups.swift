@@ -97,6 +97,27 @@ public struct AppHistory: Sendable, Equatable, Codable {
 
     public init() {}
 
+    private enum CodingKeys: String, CodingKey {
+        case quit, lastFetch, window, noData, strikes, uses, pushWakes, held, prewarmFootprint, prewarmRefusal
+    }
+
+    /// What the synthesized encoder wrote, without the runtime's generic
+    /// `encodeIfPresent` (LifecycleModel/Encoding.swift): part of every save
+    /// of an app the user has used. The decoder is the synthesized one.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(quit, forKey: .quit)
+        try c.encode(ifPresent: lastFetch, forKey: .lastFetch)
+        try c.encode(ifPresent: window, forKey: .window)
+        try c.encode(noData, forKey: .noData)
+        try c.encode(strikes, forKey: .strikes)
+        try c.encode(uses, forKey: .uses)
+        try c.encode(pushWakes, forKey: .pushWakes)
+        try c.encode(ifPresent: held, forKey: .held)
+        try c.encode(ifPresent: prewarmFootprint, forKey: .prewarmFootprint)
+        try c.encode(ifPresent: prewarmRefusal, forKey: .prewarmRefusal)
+    }
+
     /// The same history on a clock whose origin is `offset` later.
     public func shifted(by offset: Duration) -> AppHistory {
         var h = self

@@ -1,6 +1,7 @@
 import Foundation
 import LifecycleControl
-import LifecycleCore
+@testable import LifecycleCore
+import LifecycleWire
 import Testing
 
 @testable import LifecycleDaemon
@@ -176,5 +177,80 @@ import Testing
         }
         let ours = try JSONStreamEncoder().encode(saved.shared)
         #expect(try sameJSON(ours, JSONEncoder().encode(saved.shared)))
+    }
+
+    /// The keys of an object `value` encodes to, and the names of its stored
+    /// properties: the same set when every field is set.
+    func keysAndFields<T: Encodable>(_ value: T) throws -> (keys: Set<String>, fields: Set<String>) {
+        let object = try JSONSerialization.jsonObject(with: JSONStreamEncoder().encode(value)) as? [String: Any]
+        return (Set((object ?? [:]).keys), Set(Mirror(reflecting: value).children.compactMap(\.label)))
+    }
+
+    /// The encoders written out for their optional fields' sake
+    /// (LifecycleModel/Encoding.swift) write every field that is set, and
+    /// the synthesized decoders read them back equal: a field added to one
+    /// of these types and not to its encoder fails here.
+    @Test func theEncodersWrittenOutLeaveNoFieldBehind() throws {
+        let at = Instant(nanoseconds: 5_000_000_000)
+        let event = EventMessage(
+            sequence: 3, event: .didEnterBackground, launchedInBackground: true, deadline: 9, budgetEnd: 10,
+            options: [KeyValue("launch.mode", "background")])
+        let run = SavedRun(
+            generation: 2, pid: 7, startTime: 99, notifyName: "n", statusLine: "ready", lastEvent: event,
+            fingerprint: 42)
+        var history = AppHistory()
+        history.quit = true
+        history.lastFetch = at
+        history.window = FetchWindow(earliest: at, latest: at + .seconds(60))
+        history.noData = 1
+        history.strikes = 2
+        history.uses = [at]
+        history.pushWakes = [at]
+        history.held = Push(payload: "{}", at: at)
+        history.prewarmFootprint = 1 << 20
+        history.prewarmRefusal = "ended at its first event"
+        var core = Supervisor(apps: ["a": AppPolicy()])
+        _ = core.handle(.launch("a", .foreground), now: .zero)
+        let saved = SavedApp(
+            core: core.saved.app("a"), run: run,
+            termination: TerminationInfo(reason: .exited, description: "exited 1", time: 1.5, pid: 6), crashes: 2)
+        let durable = DurableApp(
+            history: history, last: TerminationRecord(reason: .exited(code: 1), generation: 2, at: at))
+        let kill = KillRecord(
+            time: 1, app: "a", pid: 7, reason: .memoryPressure, footprint: 1, swap: 2, limit: 3, killer: .kernel,
+            peak: 4, state: .suspended, band: .high, level: .critical, simulated: true,
+            reading: MemoryReading(available: 1, total: 2), candidates: [], lastNotice: true)
+        let record = EventRecord(
+            time: 1.25, monotonic: 2, app: "a", kind: .jetsam, pid: 7, from: "suspended", to: "not-running",
+            event: .willTerminate, sequence: 4, latencyMicroseconds: 5.5, reason: "memory-pressure", detail: "d",
+            kill: kill)
+        for (keys, fields) in [
+            try keysAndFields(run), try keysAndFields(history), try keysAndFields(saved),
+            try keysAndFields(durable), try keysAndFields(record),
+        ] {
+            #expect(keys == fields)
+        }
+        try agrees(run)
+        try agrees(history)
+        try agrees(saved)
+        try agrees(durable)
+        try agrees(record)
+        var response = ControlResponse(
+            ok: true, error: ControlError(code: .refused, message: "no", refusal: "screen-locked"),
+            status: StatusReport(
+                daemon: DaemonStatus(
+                    pid: 1, foregroundSlots: 1, foreground: [], locked: false, interruptions: 0, confinement: "x",
+                    shuttingDown: false),
+                apps: []),
+            events: [record], event: record, kills: [kill])
+        response.reload = ReloadReport(dryRun: true)
+        response.avail = []
+        response.tail = TailReport(journal: true)
+        response.raise = RaiseRequest(window: "2", output: nil, sequence: 1)
+        response.run = CompositorCommand(command: "home", display: "tv", sequence: 1)
+        let (keys, fields) = try keysAndFields(response)
+        #expect(keys == fields)
+        let theirs = try JSONEncoder().encode(response)
+        #expect(try sameJSON(JSONStreamEncoder().encode(response), theirs))
     }
 }

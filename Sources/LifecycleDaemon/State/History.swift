@@ -36,6 +36,14 @@ import LifecycleControl
 struct DurableApp: Codable, Equatable {
     var history: AppHistory
     var last: TerminationRecord?
+
+    private enum CodingKeys: String, CodingKey { case history, last }
+
+    func encode(to encoder: any Encoder) throws {  // LifecycleModel/Encoding.swift says why
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(history, forKey: .history)
+        try c.encode(ifPresent: last, forKey: .last)
+    }
 }
 
 final class HistoryStore {

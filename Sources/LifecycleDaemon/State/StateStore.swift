@@ -39,6 +39,23 @@ struct SavedRun: Codable, Equatable {
     /// The fingerprint of the manifest it was launched with (absent from
     /// daemons before reload existed): a later one is a change pending.
     var fingerprint: UInt64?
+
+    // Written out for the optional fields' sake (LifecycleModel/Encoding.swift):
+    // the decoder stays the synthesized one, over these keys.
+    private enum CodingKeys: String, CodingKey {
+        case generation, pid, startTime, notifyName, statusLine, lastEvent, fingerprint
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(generation, forKey: .generation)
+        try c.encode(pid, forKey: .pid)
+        try c.encode(startTime, forKey: .startTime)
+        try c.encode(ifPresent: notifyName, forKey: .notifyName)
+        try c.encode(ifPresent: statusLine, forKey: .statusLine)
+        try c.encode(ifPresent: lastEvent, forKey: .lastEvent)
+        try c.encode(ifPresent: fingerprint, forKey: .fingerprint)
+    }
 }
 
 /// The state as the daemon uses it: read whole at start, saved by parts.
@@ -69,6 +86,18 @@ struct SavedApp: Codable, Equatable {
     /// so that a row kept through later crashes is read with their
     /// numbering gaps. Only in the file: nil in memory.
     var crashes: UInt32? = nil
+
+    private enum CodingKeys: String, CodingKey { case core, run, termination, crashes }
+
+    /// Written on every save of the app: its optional parts without the
+    /// runtime's generic `encodeIfPresent` (LifecycleModel/Encoding.swift).
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(ifPresent: core, forKey: .core)
+        try c.encode(ifPresent: run, forKey: .run)
+        try c.encode(ifPresent: termination, forKey: .termination)
+        try c.encode(ifPresent: crashes, forKey: .crashes)
+    }
 }
 
 /// What a daemon hands its own next image across execve.
