@@ -82,6 +82,27 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// A follower that reads nothing while megabytes of records are made
+    /// for it, then reads them all: every record, once, in order (what is
+    /// left of a partial write is written next; the socket full, nothing is
+    /// tried until it is writable).
+    @Test func aFollowerThatFallsBehindMissesNothing() throws {
+        let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
+        let f = try d.follow(["a"])
+        try d.command(ControlRequest(.activate, app: "a"))
+        let c = try d.client()
+        for i in 0..<1000 {  // about 1,000 bytes of records each: several socket buffers
+            #expect(try c.send(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd)).ok)
+        }
+        try d.command(ControlRequest(.home))  // after every interruption's records
+        let last = try f.acknowledged("a", "didEnterBackground")
+        #expect(f.seen.count > 2000)
+        let delivered = f.seen.filter { $0.kind == .delivered }.compactMap(\.sequence)
+        #expect(delivered == Array(1...last.sequence!), "each event once, in order")
+        #expect(f.seen.filter { $0.kind == .acknowledged }.compactMap(\.sequence) == delivered)
+        #expect(try d.stop() == 0)
+    }
+
     @Test func aClientThatSendsHalfALineBlocksNobody() throws {
         let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
         let slow = try d.client()

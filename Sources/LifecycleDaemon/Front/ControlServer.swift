@@ -31,7 +31,17 @@ final class ControlServer: RecordSink {
         let fd: Int32
         let caller: Caller
         var input: [UInt8] = []
+        /// What is still to be written is `output[written...]`: the bytes
+        /// before it went out and are dropped once they are the larger
+        /// part, not moved at every partial write (a follower that lags
+        /// by megabytes would have its whole backlog moved each time).
         var output: [UInt8] = []
+        var written = 0
+        var unwritten: Int { output.count - written }
+        /// The socket was full at the last write: nothing is tried again
+        /// until the loop says it is writable (a lagging follower costs no
+        /// failed write per record).
+        var blocked = false
         var source: EventLoop.Source?
         /// Set for `events --follow`: the apps it wants (empty: all).
         var following: Set<String>?
@@ -205,7 +215,10 @@ final class ControlServer: RecordSink {
     }
 
     private func ready(_ c: Connection, _ events: UInt32) {
-        if events & IOEvents.writable != 0 { flush(c) }
+        if events & IOEvents.writable != 0 {
+            c.blocked = false
+            flush(c)
+        }
         guard events & IOEvents.readable | IOEvents.hangup | IOEvents.error != 0 else { return }
         // Lines left from an earlier turn go first; until they are done,
         // nothing more is read (the socket's buffer then slows the peer).
@@ -338,7 +351,7 @@ final class ControlServer: RecordSink {
     private func send(line: Data, to c: Connection) {
         guard !c.dropped else { return }
         c.output += line
-        if c.output.count > Self.maxBacklog { return drop(c) }
+        if c.unwritten > Self.maxBacklog { return drop(c) }
         flush(c)
     }
 
@@ -381,25 +394,36 @@ final class ControlServer: RecordSink {
     }
 
     private func flush(_ c: Connection) {
-        if holding(), !c.output.isEmpty {
+        if holding(), c.unwritten > 0 {
             held.insert(c.fd)
             return
         }
-        while !c.output.isEmpty {
+        guard !c.blocked else { return }  // the writable event flushes it
+        while c.unwritten > 0 {
             let sent: Int?
+            let from = c.written
             do {
                 sent = try c.output.withUnsafeBytes { b in
-                    Result { () throws(SystemError) in try UnixSocket.write(c.fd, b) }
+                    Result { () throws(SystemError) in
+                        try UnixSocket.write(c.fd, UnsafeRawBufferPointer(rebasing: b[from...]))
+                    }
                 }.get()
             } catch {
                 return drop(c)  // the peer is gone
             }
             guard let n = sent else {
+                c.blocked = true
+                if c.written > c.output.count / 2 {  // the sent part is the larger: dropped now
+                    c.output.removeFirst(c.written)
+                    c.written = 0
+                }
                 c.source?.setEvents(IOEvents.readable | IOEvents.writable)
                 return
             }
-            c.output.removeFirst(n)
+            c.written += n
         }
+        c.output.removeAll(keepingCapacity: c.output.count <= 64 * 1024)
+        c.written = 0
         c.source?.setEvents(IOEvents.readable)
     }
 
