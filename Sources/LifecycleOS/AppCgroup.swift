@@ -46,6 +46,22 @@ public final class AppCgroup: AppGroup {
     public var name: String { path }
     public var placement: SpawnPlacement { .cgroup(directory: directory, v1Procs: v1ProcsFD) }
 
+    /// One of the group's own files: opened relative to its directory while
+    /// the handle holds it open (the kernel walks nothing above it, and the
+    /// file is this group's even if its path were another's by now), by
+    /// its path once the directory is closed or for a leftover handle.
+    func read(_ file: String) throws(SystemError) -> String {
+        directory >= 0 ? try Posix.readFile(in: directory, file, of: path) : try Posix.readFile(path + "/" + file)
+    }
+
+    func write(_ file: String, _ value: String) throws(SystemError) {
+        if directory >= 0 {
+            try Posix.writeFile(in: directory, file, value, of: path)
+        } else {
+            try Posix.writeFile(path + "/" + file, value)
+        }
+    }
+
     func closeDirectory() {
         if directory >= 0 { Posix.close(directory) }
         directory = -1
@@ -58,7 +74,9 @@ public final class AppCgroup: AppGroup {
 
     public func memoryUse() -> MemoryUse? {
         switch memory {
-        case .cgroupV2: return MemoryProbe.cgroupUse(path, v1: false)
+        case .cgroupV2:
+            return directory >= 0
+                ? MemoryProbe.cgroupUse(in: directory, path, v1: false) : MemoryProbe.cgroupUse(path, v1: false)
         case .cgroupV1: return v1Memory.flatMap { MemoryProbe.cgroupUse($0, v1: true) }
         case .processPSS:
             let all = pids().compactMap { MemoryProbe.pss(pid: $0) }
@@ -71,7 +89,7 @@ public final class AppCgroup: AppGroup {
     @discardableResult
     public func setMemoryLimit(_ bytes: UInt64) -> Bool {
         guard memory == .cgroupV2 else { return false }
-        return (try? Posix.writeFile(path + "/memory.max", String(bytes))) != nil
+        return (try? write("memory.max", String(bytes))) != nil
     }
 
     /// memory.events' OOM counters when the group was made (zero for a
@@ -89,16 +107,16 @@ public final class AppCgroup: AppGroup {
     public func outOfMemory() -> OutOfMemory? {
         switch memory {
         case .cgroupV2:
-            guard let text = try? Posix.readFile(path + "/memory.events") else { return nil }
+            guard let text = try? read("memory.events") else { return nil }
             let now = OOMCounters(text)
-            let peak = (try? Posix.readFile(path + "/memory.peak")).flatMap { UInt64($0.trimmingWhitespace()) }
+            let peak = (try? read("memory.peak")).flatMap { UInt64($0.trimmingWhitespace()) }
             guard now.oomKill > oomBaseline.oomKill || now.groupKill > oomBaseline.groupKill else {
                 return lc_xattr_exists(path, "user.oomd_ooms") == 1
                     ? OutOfMemory(limit: nil, peak: peak, killer: .systemdOOMD) : nil
             }
             let limit =
                 now.oom > oomBaseline.oom
-                ? (try? Posix.readFile(path + "/memory.max")).flatMap { UInt64($0.trimmingWhitespace()) } : nil
+                ? (try? read("memory.max")).flatMap { UInt64($0.trimmingWhitespace()) } : nil
             return OutOfMemory(limit: limit, peak: peak)
         case .cgroupV1:
             guard let v1 = v1Memory, let text = try? Posix.readFile(v1 + "/memory.oom_control"),
@@ -131,10 +149,10 @@ public final class AppCgroup: AppGroup {
     /// next transition writes again.
     public func stand(_ standing: GroupStanding) {
         if let low = standing.memoryLow, memory == .cgroupV2 {
-            try? Posix.writeFile(path + "/memory.low", low == .max ? "max" : String(low))
+            try? write("memory.low", low == .max ? "max" : String(low))
         }
         if let weight = standing.cpuWeight {
-            try? Posix.writeFile(path + "/cpu.weight", String(weight))
+            try? write("cpu.weight", String(weight))
         }
         if let oomd = standing.oomd, memory == .cgroupV2 {
             // Both xattrs are read by systemd-oomd on root-owned cgroups only, which ours are.
@@ -147,33 +165,39 @@ public final class AppCgroup: AppGroup {
     /// Starts freezing; true when the freeze is already complete. A busy
     /// process can take a scheduler tick or two: poll `isFrozen()` after.
     public func freeze() throws(SystemError) -> Bool {
-        try Posix.writeFile(path + "/cgroup.freeze", "1")
+        try write("cgroup.freeze", "1")
         return isFrozen()
     }
 
     /// Reads cgroup.events' "frozen" line.
     public func isFrozen() -> Bool {
-        guard let events = try? Posix.readFile(path + "/cgroup.events") else { return false }
+        guard let events = try? read("cgroup.events") else { return false }
         return events.contains("frozen 1")
     }
 
     public func freezeAsked() -> Bool {
-        (try? Posix.readFile(path + "/cgroup.freeze"))?.hasPrefix("1") ?? false
+        (try? read("cgroup.freeze"))?.hasPrefix("1") ?? false
     }
 
     public func thaw() throws(SystemError) {
-        try Posix.writeFile(path + "/cgroup.freeze", "0")
+        try write("cgroup.freeze", "0")
     }
 
     /// SIGKILLs every process: cgroup.kill (Linux 5.14+), else each pid of
     /// cgroup.procs. Works on frozen processes without thawing them.
     public func killAll() {
-        guard stillItself else { return }
-        if (try? Posix.writeFile(path + "/cgroup.kill", "1")) != nil { return }
+        // Its open directory is this group (gone, it has no files to
+        // write); without it, the path must still name this group.
+        guard directory >= 0 || stillItself else { return }
+        if (try? write("cgroup.kill", "1")) != nil { return }
         for pid in pids() { Posix.signal(pid, SIGKILL) }
     }
 
-    public func pids() -> [Int32] { Self.pids(path + "/cgroup.procs") }
+    public func pids() -> [Int32] {
+        guard directory >= 0 else { return Self.pids(path + "/cgroup.procs") }
+        guard let text = try? read("cgroup.procs") else { return [] }
+        return text.split(separator: "\n").compactMap { Int32($0) }
+    }
 
     static func pids(_ procsFile: String) -> [Int32] {
         guard let text = try? Posix.readFile(procsFile) else { return [] }
@@ -183,7 +207,7 @@ public final class AppCgroup: AppGroup {
     public func contains(_ pid: Int32) -> Bool { pids().contains(pid) }
 
     public var populated: Bool {
-        guard let events = try? Posix.readFile(path + "/cgroup.events") else { return false }
+        guard let events = try? read("cgroup.events") else { return false }
         return events.contains("populated 1")
     }
 
@@ -206,7 +230,7 @@ public final class AppCgroup: AppGroup {
     }
 
     public func cpuMicroseconds() -> UInt64? {
-        guard let text = try? Posix.readFile(path + "/cpu.stat") else { return nil }
+        guard let text = try? read("cpu.stat") else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("usage_usec ") {
             return UInt64(line.dropFirst("usage_usec ".count))
         }

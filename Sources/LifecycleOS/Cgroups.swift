@@ -340,8 +340,8 @@ public final class Cgroups: Confinement {
         if memory == .cgroupV2 {
             // All or nothing: the kernel's OOM killer takes the whole app,
             // never one helper of it (and counts it in oom_group_kill).
-            try? Posix.writeFile(path + "/memory.oom.group", "1")
-            if let events = try? Posix.readFile(path + "/memory.events") { group.oomBaseline = OOMCounters(events) }
+            try? group.write("memory.oom.group", "1")
+            if let events = try? group.read("memory.events") { group.oomBaseline = OOMCounters(events) }
         }
         if let v1 = v1MemoryBase {
             let dir = v1 + "/apps/\(name).\(generation)"

@@ -46,16 +46,25 @@ public enum MemoryProbe {
     /// memory.current); v1: memory.usage_in_bytes and memory.stat
     /// (hierarchical total_ keys, `total_swap` with swap accounting).
     public static func cgroupUse(_ dir: String, v1: Bool) -> MemoryUse? {
-        let usageFile = v1 ? "/memory.usage_in_bytes" : "/memory.current"
-        guard let usageText = try? Posix.readFile(dir + usageFile),
+        cgroupUse(v1: v1) { try? Posix.readFile(dir + "/" + $0) }
+    }
+
+    /// `cgroupUse` of the group open as `directory` (AppCgroup's files
+    /// relative to its directory: no path walked above it).
+    public static func cgroupUse(in directory: Int32, _ dir: String, v1: Bool) -> MemoryUse? {
+        cgroupUse(v1: v1) { try? Posix.readFile(in: directory, $0, of: dir) }
+    }
+
+    private static func cgroupUse(v1: Bool, _ read: (String) -> String?) -> MemoryUse? {
+        guard let usageText = read(v1 ? "memory.usage_in_bytes" : "memory.current"),
             let usage = UInt64(usageText.trimmingWhitespace())
         else { return nil }
-        let stat = try? Posix.readFile(dir + "/memory.stat")
+        let stat = read("memory.stat")
         let inactive = stat.flatMap { statValue($0, v1 ? "total_inactive_file" : "inactive_file") } ?? 0
         var swapped: UInt64 = 0
         if v1 {
             swapped = stat.flatMap { statValue($0, "total_swap") } ?? 0
-        } else if let swap = (try? Posix.readFile(dir + "/memory.swap.current")).flatMap({
+        } else if let swap = read("memory.swap.current").flatMap({
             UInt64($0.trimmingWhitespace())
         }) {
             let zswapped = stat.flatMap { statValue($0, "zswapped") } ?? 0

@@ -169,40 +169,84 @@ public enum Posix {
 
     /// Reads a whole small file (a cgroup or /proc file).
     public static func readFile(_ path: String) throws(SystemError) -> String {
-        let fd: FileDescriptor
-        do { fd = try FileDescriptor.open(path, .readOnly, options: .closeOnExec) } catch {
-            throw SystemError("open", path, errno: error as? Errno ?? .ioError)
+        try readFile(in: -1, path)
+    }
+
+    /// Reads `name` in the directory open as `directory`: the kernel walks
+    /// no component above it (an app's cgroup files, AppCgroup). With no
+    /// directory (-1), `name` is a path. Errors name `path + "/" + name`
+    /// (the path of the directory, for the reader).
+    public static func readFile(
+        in directory: Int32, _ name: String, of path: @autoclosure () -> String = ""
+    ) throws(SystemError) -> String {
+        let fd = openFile(directory, name, O_RDONLY)
+        if fd < 0 {
+            let e = errno
+            throw SystemError("open", described(directory, name, path), errno: Errno(rawValue: e))
         }
-        defer { try? fd.close() }
+        defer { _ = Glibc.close(fd) }
         var out: [UInt8] = []
-        var failure: Errno?
+        var failure: Int32 = 0
         // Into room on the stack that is not zeroed first (zeroing a 4 KiB
         // array was half of reading a small cgroup file's instructions).
         withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { buf in
             while true {
-                let n: Int
-                do { n = try fd.read(into: buf) } catch {
-                    failure = error as? Errno ?? .ioError
+                let n = Glibc.read(fd, buf.baseAddress, buf.count)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
                     return
                 }
                 if n == 0 { return }
                 out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
             }
         }
-        if let failure { throw SystemError("read", path, errno: failure) }
+        if failure != 0 { throw SystemError("read", described(directory, name, path), errno: Errno(rawValue: failure)) }
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Writes a short string to a (cgroup) file in one write(2).
+    /// Writes a small file whole (a cgroup or /proc file).
     public static func writeFile(_ path: String, _ value: String) throws(SystemError) {
-        let fd: FileDescriptor
-        do { fd = try FileDescriptor.open(path, .writeOnly, options: .closeOnExec) } catch {
-            throw SystemError("open", path, errno: error as? Errno ?? .ioError)
+        try writeFile(in: -1, path, value)
+    }
+
+    /// Writes `name` in the directory open as `directory`, as `readFile(in:)` reads.
+    public static func writeFile(
+        in directory: Int32, _ name: String, _ value: String, of path: @autoclosure () -> String = ""
+    ) throws(SystemError) {
+        let fd = openFile(directory, name, O_WRONLY)
+        if fd < 0 {
+            let e = errno
+            throw SystemError("open", described(directory, name, path), errno: Errno(rawValue: e))
         }
-        defer { try? fd.close() }
-        do { _ = try fd.writeAll(value.utf8) } catch {
-            throw SystemError("write", path, errno: error as? Errno ?? .ioError)
+        defer { _ = Glibc.close(fd) }
+        var value = value
+        let failure = value.withUTF8 { bytes -> Int32 in
+            var done = 0
+            while done < bytes.count {
+                let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                done += n
+            }
+            return 0
         }
+        if failure != 0 {
+            throw SystemError("write", described(directory, name, path), errno: Errno(rawValue: failure))
+        }
+    }
+
+    private static func openFile(_ directory: Int32, _ name: String, _ flags: Int32) -> Int32 {
+        while true {
+            let fd = directory >= 0 ? openat(directory, name, flags | O_CLOEXEC) : Glibc.open(name, flags | O_CLOEXEC)
+            if fd >= 0 || errno != EINTR { return fd }
+        }
+    }
+
+    private static func described(_ directory: Int32, _ name: String, _ path: () -> String) -> String {
+        directory >= 0 ? path() + "/" + name : name
     }
 
     /// `/proc/PID/oom_score_adj`. Errors are ignored: a process already

@@ -23,6 +23,33 @@ import Testing
         #expect(Posix.remove(directory: "/nonexistent/dir"), "already gone counts as removed")
     }
 
+    /// A file read or written relative to an open directory is found
+    /// through that directory, wherever its path has gone (the kernel walks
+    /// nothing above it); an error names the directory's path and the file.
+    @Test func aFileInAnOpenDirectoryIsReachedThroughIt() throws {
+        var template = Array("/tmp/lifecycled-posix-XXXXXX".utf8CString)
+        let made = try #require(mkdtemp(&template))
+        let path = String(cString: made)
+        defer { _ = Glibc.system("rm -rf '\(path)' '\(path).moved'") }
+        let fd = open(path, O_DIRECTORY | O_RDONLY | O_CLOEXEC)
+        try #require(fd >= 0)
+        defer { Posix.close(fd) }
+        Posix.close(creat(path + "/value", 0o644))  // made here: a write opens, never creates
+        try Posix.writeFile(in: fd, "value", "1\n", of: path)
+        #expect(try Posix.readFile(path + "/value") == "1\n")
+        try #require(rename(path, path + ".moved") == 0)
+        #expect(try Posix.readFile(in: fd, "value", of: path) == "1\n")
+        try Posix.writeFile(in: fd, "value", "2\n", of: path)
+        #expect(try Posix.readFile(path + ".moved/value") == "2\n")
+        do {
+            _ = try Posix.readFile(in: fd, "missing", of: path)
+            Issue.record("a missing file was read")
+        } catch {
+            #expect("\(error)".contains(path + "/missing"), "\(error)")
+            #expect(error.errno == .noSuchFileOrDirectory)
+        }
+    }
+
     @Test func aBadDescriptorIsABugAndStopsTheProcess() async {
         await #expect(processExitsWith: .failure) {
             var byte: UInt8 = 0
