@@ -103,6 +103,42 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// A follower that stops reading, then goes away with megabytes owed
+    /// to it: the daemon finds it writable and hung up at once, and must
+    /// drop it without touching its closed descriptor again (it crashed
+    /// there, two runs in three). Three followers in turn, to meet the race.
+    @Test func aFollowerGoneWithABacklogCostsNothing() throws {
+        let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
+        try d.command(ControlRequest(.activate, app: "a"))
+        let c = try d.client()
+        for _ in 0..<3 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            try #require(fd >= 0)
+            var small: Int32 = 4096
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { p in
+                for (i, b) in d.socket.utf8.enumerated() { p[i] = b }
+            }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            try #require(connected == 0)
+            let follow = Array("{\"command\":\"events\",\"follow\":true}\n".utf8)
+            try #require(write(fd, follow, follow.count) == follow.count)
+            for i in 0..<600 {  // records well past what its socket holds
+                #expect(try c.send(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd)).ok)
+            }
+            close(fd)
+            #expect(try c.send(ControlRequest(.status)).ok, "the daemon carries on")
+        }
+        #expect(try d.status("a").lastTermination == nil, "and so does its app")
+        #expect(try d.stop() == 0)
+    }
+
     @Test func aClientThatSendsHalfALineBlocksNobody() throws {
         let d = try DaemonUnderTest(apps: ["a": recorder("/dev/null")])
         let slow = try d.client()

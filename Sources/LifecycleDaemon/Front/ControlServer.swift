@@ -218,6 +218,10 @@ final class ControlServer: RecordSink {
         if events & IOEvents.writable != 0 {
             c.blocked = false
             flush(c)
+            // A peer gone with a backlog for it wakes the loop writable and
+            // hung up at once; the write failed and closed the descriptor,
+            // which must not be read then (EBADF stops the daemon: Posix.swift).
+            guard !c.dropped else { return }
         }
         guard events & IOEvents.readable | IOEvents.hangup | IOEvents.error != 0 else { return }
         // Lines left from an earlier turn go first; until they are done,
