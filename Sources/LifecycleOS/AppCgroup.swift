@@ -51,15 +51,11 @@ public final class AppCgroup: AppGroup {
     /// file is this group's even if its path were another's by now), by
     /// its path once the directory is closed or for a leftover handle.
     func read(_ file: String) throws(SystemError) -> String {
-        directory >= 0 ? try Posix.readFile(in: directory, file, of: path) : try Posix.readFile(path + "/" + file)
+        try Posix.readFile(in: directory, file, of: path)
     }
 
     func write(_ file: String, _ value: String) throws(SystemError) {
-        if directory >= 0 {
-            try Posix.writeFile(in: directory, file, value, of: path)
-        } else {
-            try Posix.writeFile(path + "/" + file, value)
-        }
+        try Posix.writeFile(in: directory, file, value, of: path)
     }
 
     func closeDirectory() {
@@ -74,9 +70,7 @@ public final class AppCgroup: AppGroup {
 
     public func memoryUse() -> MemoryUse? {
         switch memory {
-        case .cgroupV2:
-            return directory >= 0
-                ? MemoryProbe.cgroupUse(in: directory, path, v1: false) : MemoryProbe.cgroupUse(path, v1: false)
+        case .cgroupV2: return MemoryProbe.cgroupUse(in: directory, path, v1: false)
         case .cgroupV1: return v1Memory.flatMap { MemoryProbe.cgroupUse($0, v1: true) }
         case .processPSS:
             let all = pids().compactMap { MemoryProbe.pss(pid: $0) }
@@ -193,15 +187,12 @@ public final class AppCgroup: AppGroup {
         for pid in pids() { Posix.signal(pid, SIGKILL) }
     }
 
-    public func pids() -> [Int32] {
-        guard directory >= 0 else { return Self.pids(path + "/cgroup.procs") }
-        guard let text = try? read("cgroup.procs") else { return [] }
-        return text.split(separator: "\n").compactMap { Int32($0) }
-    }
+    public func pids() -> [Int32] { Self.pids(listed: try? read("cgroup.procs")) }
 
-    static func pids(_ procsFile: String) -> [Int32] {
-        guard let text = try? Posix.readFile(procsFile) else { return [] }
-        return text.split(separator: "\n").compactMap { Int32($0) }
+    static func pids(_ procsFile: String) -> [Int32] { pids(listed: try? Posix.readFile(procsFile)) }
+
+    private static func pids(listed text: String?) -> [Int32] {
+        text?.split(separator: "\n").compactMap { Int32($0) } ?? []
     }
 
     public func contains(_ pid: Int32) -> Bool { pids().contains(pid) }

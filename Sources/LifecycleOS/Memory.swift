@@ -45,17 +45,12 @@ public enum MemoryProbe {
     /// (`zswapped`: those pages are in memory, compressed, and counted in
     /// memory.current); v1: memory.usage_in_bytes and memory.stat
     /// (hierarchical total_ keys, `total_swap` with swap accounting).
-    public static func cgroupUse(_ dir: String, v1: Bool) -> MemoryUse? {
-        cgroupUse(v1: v1) { try? Posix.readFile(dir + "/" + $0) }
-    }
+    public static func cgroupUse(_ dir: String, v1: Bool) -> MemoryUse? { cgroupUse(in: -1, dir, v1: v1) }
 
-    /// `cgroupUse` of the group open as `directory` (AppCgroup's files
-    /// relative to its directory: no path walked above it).
+    /// `cgroupUse` of the group `dir`, through its open descriptor
+    /// `directory` (-1: by the path), as AppCgroup reads its files.
     public static func cgroupUse(in directory: Int32, _ dir: String, v1: Bool) -> MemoryUse? {
-        cgroupUse(v1: v1) { try? Posix.readFile(in: directory, $0, of: dir) }
-    }
-
-    private static func cgroupUse(v1: Bool, _ read: (String) -> String?) -> MemoryUse? {
+        func read(_ file: String) -> String? { try? Posix.readFile(in: directory, file, of: dir) }
         guard let usageText = read(v1 ? "memory.usage_in_bytes" : "memory.current"),
             let usage = UInt64(usageText.trimmingWhitespace())
         else { return nil }

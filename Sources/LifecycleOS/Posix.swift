@@ -169,20 +169,45 @@ public enum Posix {
 
     /// Reads a whole small file (a cgroup or /proc file).
     public static func readFile(_ path: String) throws(SystemError) -> String {
-        try readFile(in: -1, path)
+        try contents(of: opened(AT_FDCWD, path, O_RDONLY), path)
     }
 
-    /// Reads `name` in the directory open as `directory`: the kernel walks
-    /// no component above it (an app's cgroup files, AppCgroup). With no
-    /// directory (-1), `name` is a path. Errors name `path + "/" + name`
-    /// (the path of the directory, for the reader).
-    public static func readFile(
-        in directory: Int32, _ name: String, of path: @autoclosure () -> String = ""
-    ) throws(SystemError) -> String {
-        let fd = openFile(directory, name, O_RDONLY)
+    /// Reads `name` in the directory `dir`, through its open descriptor
+    /// `directory`: the kernel walks nothing above it (an app's cgroup
+    /// files, AppCgroup). With no descriptor (-1), by the path. Errors name
+    /// `dir/name` either way.
+    public static func readFile(in directory: Int32, _ name: String, of dir: String) throws(SystemError) -> String {
+        guard directory >= 0 else { return try readFile(dir + "/" + name) }
+        return try contents(of: opened(directory, name, O_RDONLY), dir + "/" + name)
+    }
+
+    /// Writes a small file whole (a cgroup or /proc file).
+    public static func writeFile(_ path: String, _ value: String) throws(SystemError) {
+        try write(value, to: opened(AT_FDCWD, path, O_WRONLY), path)
+    }
+
+    /// Writes `name` in the directory `dir`, as `readFile(in:)` reads.
+    public static func writeFile(in directory: Int32, _ name: String, _ value: String, of dir: String)
+        throws(SystemError)
+    {
+        guard directory >= 0 else { return try writeFile(dir + "/" + name, value) }
+        try write(value, to: opened(directory, name, O_WRONLY), dir + "/" + name)
+    }
+
+    /// openat(2), retried on EINTR; -1 with errno on failure.
+    private static func opened(_ directory: Int32, _ path: String, _ flags: Int32) -> Int32 {
+        while true {
+            let fd = openat(directory, path, flags | O_CLOEXEC)
+            if fd >= 0 || errno != EINTR { return fd }
+        }
+    }
+
+    /// What `fd` (just opened, or -1 with errno) holds, read to its end and
+    /// closed. `path` names it in an error (made only then).
+    private static func contents(of fd: Int32, _ path: @autoclosure () -> String) throws(SystemError) -> String {
         if fd < 0 {
             let e = errno
-            throw SystemError("open", described(directory, name, path), errno: Errno(rawValue: e))
+            throw SystemError("open", path(), errno: Errno(rawValue: e))
         }
         defer { _ = Glibc.close(fd) }
         var out: [UInt8] = []
@@ -201,23 +226,15 @@ public enum Posix {
                 out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[0..<n]))
             }
         }
-        if failure != 0 { throw SystemError("read", described(directory, name, path), errno: Errno(rawValue: failure)) }
+        if failure != 0 { throw SystemError("read", path(), errno: Errno(rawValue: failure)) }
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Writes a small file whole (a cgroup or /proc file).
-    public static func writeFile(_ path: String, _ value: String) throws(SystemError) {
-        try writeFile(in: -1, path, value)
-    }
-
-    /// Writes `name` in the directory open as `directory`, as `readFile(in:)` reads.
-    public static func writeFile(
-        in directory: Int32, _ name: String, _ value: String, of path: @autoclosure () -> String = ""
-    ) throws(SystemError) {
-        let fd = openFile(directory, name, O_WRONLY)
+    /// Writes `value` whole to `fd` (just opened, or -1 with errno), then closes it.
+    private static func write(_ value: String, to fd: Int32, _ path: @autoclosure () -> String) throws(SystemError) {
         if fd < 0 {
             let e = errno
-            throw SystemError("open", described(directory, name, path), errno: Errno(rawValue: e))
+            throw SystemError("open", path(), errno: Errno(rawValue: e))
         }
         defer { _ = Glibc.close(fd) }
         var value = value
@@ -233,20 +250,7 @@ public enum Posix {
             }
             return 0
         }
-        if failure != 0 {
-            throw SystemError("write", described(directory, name, path), errno: Errno(rawValue: failure))
-        }
-    }
-
-    private static func openFile(_ directory: Int32, _ name: String, _ flags: Int32) -> Int32 {
-        while true {
-            let fd = directory >= 0 ? openat(directory, name, flags | O_CLOEXEC) : Glibc.open(name, flags | O_CLOEXEC)
-            if fd >= 0 || errno != EINTR { return fd }
-        }
-    }
-
-    private static func described(_ directory: Int32, _ name: String, _ path: () -> String) -> String {
-        directory >= 0 ? path() + "/" + name : name
+        if failure != 0 { throw SystemError("write", path(), errno: Errno(rawValue: failure)) }
     }
 
     /// `/proc/PID/oom_score_adj`. Errors are ignored: a process already
