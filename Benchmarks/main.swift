@@ -105,7 +105,10 @@ func runHere(cpu: Int) {
     }
 }
 
-func rawFloor() throws -> Series {
+/// `pause` (µs): this process sleeps that long before each round trip,
+/// so that each starts on a CPU that was idle, as a paced event does
+/// (`roundTripUnwatched`); 0: back to back.
+func rawFloor(pause: UInt32 = 0) throws -> Series {
     let (mine, theirs) = try UnixSocket.channelPair()
     try Posix.setNonBlocking(mine, false)
     let p = try Spawner.spawn(
@@ -119,6 +122,7 @@ func rawFloor() throws -> Series {
     var s = Series()
     var buf = [UInt8](repeating: 0, count: 64)
     for i in 0..<(iterations * 5 + 500) {
+        if pause > 0 { usleep(pause) }
         let t0 = now()
         _ = send(mine, message, message.count, 0)
         _ = recv(mine, &buf, buf.count, 0)
@@ -129,6 +133,86 @@ func rawFloor() throws -> Series {
     var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
     poll(&pfd, 1, 5000)
     lc_reap(p.pid, &st)
+    return s
+}
+
+/// The floor with a real client in it: this process plays the daemon's
+/// part and nothing more. It starts a recorder of `client` ("swift" or
+/// "c") on a channel of its own (the variables a launch sets), takes it
+/// through its launch events to active, then times each event as the
+/// daemon does (stamped, encoded by LifecycleWire, sent; the
+/// acknowledgement read), alternating willResignActive and
+/// didBecomeActive. What this adds to the raw floor is the client
+/// library and the recorder (its lines go to /dev/null): the least any
+/// daemon could reach with that app. `pause` as for `rawFloor`.
+///
+/// Two knobs, for the experiment in docs/performance.md that asks whether
+/// what the daemon does before a send slows the round trip after it:
+/// LIFECYCLED_BENCH_PWRITES=N writes N pages of 4 KiB to a file in
+/// TMPDIR before each event (a save's WAL frames), and
+/// LIFECYCLED_BENCH_THRASH_KB=N touches N KiB of memory (its working set).
+func clientFloor(client: String, pause: UInt32 = 0) throws -> Series {
+    let (mine, theirs) = try UnixSocket.channelPair()
+    try Posix.setNonBlocking(mine, false)
+    let root = FileManager.default.currentDirectoryPath
+    let recorder =
+        client == "c"
+        ? [root + "/.build/clib/c-recorder", "--log", "/dev/null", "--after-ack"]
+        : [buildDirectory + "/example-recorder", "--log", "/dev/null", "--after-ack"]
+    let argv = appCore + recorder
+    let p = try Spawner.spawn(
+        SpawnRequest(
+            executable: argv[0], arguments: Array(argv.dropFirst()),
+            environment: [
+                Wire.socketEnvironmentKey: "3", Wire.appNameEnvironmentKey: "a",
+                Wire.protocolEnvironmentKey: String(Wire.version),
+            ],
+            workingDirectory: nil, group: AppProcessGroup(), inherit: [(theirs, 3)]))
+    close(theirs)
+    var sequence: UInt32 = 0
+    var buf = [UInt8](repeating: 0, count: 256)
+    let environment = ProcessInfo.processInfo.environment
+    let pages = Int(environment["LIFECYCLED_BENCH_PWRITES"] ?? "") ?? 0
+    var scratch = [UInt8](repeating: 0, count: (Int(environment["LIFECYCLED_BENCH_THRASH_KB"] ?? "") ?? 0) * 1024)
+    let wal = pages > 0 ? FileManager.default.temporaryDirectory.path + "/lifecycled-bench-wal-\(getpid())" : ""
+    let walFD = pages > 0 ? open(wal, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) : -1
+    defer {
+        if walFD >= 0 {
+            close(walFD)
+            unlink(wal)
+        }
+    }
+    let page = [UInt8](repeating: 7, count: 4096)
+    func roundTrip(_ event: LifecycleEvent) throws -> Int64 {
+        sequence += 1
+        if pause > 0 { usleep(pause) }
+        for k in 0..<pages { _ = pwrite(walFD, page, page.count, off_t((Int(sequence) * pages + k) % 4096 * 4096)) }
+        for j in stride(from: 0, to: scratch.count, by: 64) { scratch[j] &+= 1 }
+        let t0 = now()
+        let message = DaemonMessage.event(
+            EventMessage(sequence: sequence, event: event, deadline: nil, budgetEnd: nil)
+        ).encoded()
+        _ = send(mine, message, message.count, 0)
+        while true {
+            let n = recv(mine, &buf, buf.count, 0)
+            guard n > 0 else { throw TestFailure("the \(client) recorder closed its channel at \(event.rawValue)") }
+            if case .acknowledge(sequence) = try AppMessage.decode(Array(buf[0..<n])) { return now() - t0 }
+        }
+    }
+    for event in [LifecycleEvent.willFinishLaunching, .didFinishLaunching, .didBecomeActive] {
+        _ = try roundTrip(event)
+    }
+    var s = Series()
+    for i in 0..<(iterations * 5 + 500) {
+        let took = try roundTrip(i % 2 == 0 ? .willResignActive : .didBecomeActive)
+        if i >= 500 { s.add(microseconds: Double(took) / 1000) }
+    }
+    close(mine)  // the recorder's channel is gone: it ends
+    var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
+    if poll(&pfd, 1, 5000) != 1 { _ = Posix.signal(pidfd: p.pidfd, SIGKILL) }
+    var st = lc_child_status()
+    lc_reap(p.pid, &st)
+    close(p.pidfd)
     return s
 }
 
@@ -257,6 +341,49 @@ func roundTrip(client: String = "swift", driverAway: Bool = false) throws -> Ser
     var s = Series()
     let history = try c.send(ControlRequest(.events, apps: ["a"])).events ?? []
     for r in history.dropFirst(6) where r.kind == .acknowledged { s.add(microseconds: r.latencyMicroseconds ?? 0) }
+    stopped = true
+    try d.stop()
+    return s
+}
+
+/// The same round trip with nothing but the daemon and the app inside it
+/// (`driverAway`, with --pin one: this process on CPU 1 throughout). `roundTrip`'s
+/// pacing still woke a third process from inside the window, on the other
+/// core: the daemon's answer to the request, sent right after the event,
+/// woke the driver blocked on it, and the app's line to the FIFO woke it
+/// again; each wake-up of a process on another CPU is an interprocessor
+/// interrupt the waker's CPU sends, a trap to the hypervisor in a virtual
+/// machine. Here the app writes its lines to /dev/null and the driver is
+/// paced by its own clock: it writes a request, sleeps 2 ms (an app's
+/// round trip is a few dozen µs), and only then reads the answer, already
+/// waiting, so that nothing is blocked on what the daemon or the app
+/// writes while the event is out. The daemon's history says when the app
+/// became active and holds every latency.
+func roundTripUnwatched(client: String, driverAway: Bool) throws -> Series {
+    let d = try DaemonUnderTest(
+        apps: ["a": recorderCommand(client, "/dev/null", afterAck: true)],
+        daemon: "event_history = \(iterations * 4 + 100)")
+    var stopped = false
+    defer { if !stopped { _ = try? d.stop() } }
+    let c = try d.client()
+    do {
+        let f = try d.follow(["a"])  // closed before the round trips: no records go out while they run
+        _ = try c.send(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+    }
+    if driverAway { runHere(cpu: 1) }
+    defer { if driverAway { runHere(cpu: 0) } }
+    for i in 0..<iterations {
+        try c.write(ControlRequest(i % 2 == 0 ? .interruptionBegin : .interruptionEnd))
+        usleep(2000)
+        guard try c.readResponse().ok else { throw TestFailure("interruption \(i) refused") }
+    }
+    let history = try c.send(ControlRequest(.events, apps: ["a"])).events ?? []
+    var s = Series()
+    for r in history.dropFirst(6) where r.kind == .acknowledged { s.add(microseconds: r.latencyMicroseconds ?? 0) }
+    guard s.count >= iterations * 9 / 10 else {
+        throw TestFailure("only \(s.count) of \(iterations) events acknowledged: see \(d.dir)/daemon.log")
+    }
     stopped = true
     try d.stop()
     return s
@@ -673,12 +800,33 @@ if CommandLine.arguments.contains("--events") {
     // --pin one and --pin two; run from a build's tree, it measures that
     // build's daemon and recorders.
     let floor = try rawFloor()
+    let idle: UInt32 = 2000  // roundTripUnwatched's pace
+    let floorPaced = try rawFloor(pause: idle)
+    let bareSwift = try clientFloor(client: "swift")
+    let bareC = try clientFloor(client: "c")
+    let bareSwiftPaced = try clientFloor(client: "swift", pause: idle)
+    let bareCPaced = try clientFloor(client: "c", pause: idle)
     let rt = try roundTrip()
     let rtC = try roundTrip(client: "c")
-    func ratio(_ a: Series) -> String { String(format: "%.2f", Double(a.p(50)) / Double(max(floor.p(50), 1))) }
+    func ratio(_ a: Series, _ b: Series = floor) -> String {
+        String(format: "%.2f", Double(a.p(50)) / Double(max(b.p(50), 1)))
+    }
     out("| pinned: \(pin ?? "no") | p50 / p99 µs | p50 over the floor's |")
     out("|---|---|---|")
     out("| raw SOCK_SEQPACKET round trip (floor) | \(floor.p(50)) / \(floor.p(99)) | 1.00× |")
+    out(
+        "| the floor, each after 2 ms idle (paced floor) | \(floorPaced.p(50)) / \(floorPaced.p(99)) | \(ratio(floorPaced))× |"
+    )
+    out(
+        "| an event to the Swift recorder, no daemon | \(bareSwift.p(50)) / \(bareSwift.p(99)) | \(ratio(bareSwift))× |"
+    )
+    out("| an event to the C recorder, no daemon | \(bareC.p(50)) / \(bareC.p(99)) | \(ratio(bareC))× |")
+    out(
+        "| an event to the Swift recorder, no daemon, each after 2 ms idle | \(bareSwiftPaced.p(50)) / \(bareSwiftPaced.p(99)) | \(ratio(bareSwiftPaced))×; \(ratio(bareSwiftPaced, floorPaced))× the paced floor's |"
+    )
+    out(
+        "| an event to the C recorder, no daemon, each after 2 ms idle | \(bareCPaced.p(50)) / \(bareCPaced.p(99)) | \(ratio(bareCPaced))×; \(ratio(bareCPaced, floorPaced))× the paced floor's |"
+    )
     out("| event round trip, Swift client | \(rt.p(50)) / \(rt.p(99)) | \(ratio(rt))× |")
     out("| event round trip, C client | \(rtC.p(50)) / \(rtC.p(99)) | \(ratio(rtC))× |")
     if pin == "one" {
@@ -691,6 +839,16 @@ if CommandLine.arguments.contains("--events") {
             "| event round trip, C client, the bench's driver on CPU 1 | \(awayC.p(50)) / \(awayC.p(99)) | \(ratio(awayC))× |"
         )
     }
+    // Nothing but the daemon and the app inside the window (roundTripUnwatched).
+    let placement = pin == "one" ? ", the driver on CPU 1" : ""
+    let quiet = try roundTripUnwatched(client: "swift", driverAway: pin == "one")
+    let quietC = try roundTripUnwatched(client: "c", driverAway: pin == "one")
+    out(
+        "| event round trip, Swift client, paced by the clock\(placement) | \(quiet.p(50)) / \(quiet.p(99)) | \(ratio(quiet))×; \(ratio(quiet, floorPaced))× the paced floor's |"
+    )
+    out(
+        "| event round trip, C client, paced by the clock\(placement) | \(quietC.p(50)) / \(quietC.p(99)) | \(ratio(quietC))×; \(ratio(quietC, floorPaced))× the paced floor's |"
+    )
     exit(0)
 }
 
