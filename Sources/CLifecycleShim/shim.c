@@ -87,6 +87,26 @@ static int reset_signals(void) {
     return 0;
 }
 
+/// /proc/self/oom_score_adj = value, before exec (async-signal-safe: no
+/// stdio). Best effort, as nice: raising it needs no privilege, and a
+/// failure leaves the daemon's own value, which its first transition's
+/// write then corrects.
+static void set_oom_score_adj(int value) {
+    char text[16];
+    char *end = text + sizeof text, *at = end;
+    unsigned magnitude = value < 0 ? 0u - (unsigned)value : (unsigned)value;
+    do {
+        *--at = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude > 0 && at > text + 1);
+    if (value < 0) *--at = '-';
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t ignored = write(fd, at, (size_t)(end - at));
+    (void)ignored;
+    close(fd);
+}
+
 /// The child's side: put the fds in place (closing the daemon's), join the
 /// v1 memory cgroup, reset signals, lead a new session, change directory,
 /// exec. The daemon's descriptors go first, before anything that can block
@@ -155,6 +175,7 @@ __attribute__((noreturn)) static void child(const struct lc_spawn_request *req, 
     const struct lc_spawn_credentials *c = req->credentials;
     if (c) {
         if (c->nice != INT_MIN) setpriority(PRIO_PROCESS, 0, c->nice);  // best effort: raising it always works
+        if (c->oom_score_adj != INT_MIN) set_oom_score_adj(c->oom_score_adj);  // the same
         if (c->umask >= 0) umask((mode_t)c->umask);
         // The bounding set first: dropping needs CAP_SETPCAP, which setuid takes away.
         for (int cap = 0; cap < 64; cap++) {
@@ -646,7 +667,7 @@ int lc_zombie_exit_status(int pid, int *exited, int *value) {
 struct lc_helper_request {
     uint32_t magic;
     int32_t has_cgroup, has_v1, fd_map_count, has_cwd, has_credentials;
-    int32_t set_ids, group_count, no_new_privs, umask, nice, argc, envc;
+    int32_t set_ids, group_count, no_new_privs, umask, nice, oom_score_adj, argc, envc;
     uint32_t uid, gid;
     uint64_t keep_caps;
     uint32_t strings_length;
@@ -714,7 +735,7 @@ static void helper_serve(int sock, char *buf, ssize_t len, int *fds, int nfds, c
         map[2 * i + 1] = targets[i];
     }
     struct lc_spawn_credentials creds = {h.set_ids, h.uid, h.gid, groups, h.group_count, h.no_new_privs,
-                                         h.keep_caps, h.umask, h.nice};
+                                         h.keep_caps, h.umask, h.nice, h.oom_score_adj};
     struct lc_spawn_request req = {path, argv, envp, cwd, cgroup_fd, v1_fd, map, h.fd_map_count,
                                    h.has_credentials ? &creds : NULL};
     int pidfd = -1, step = 0, atomic = 0;
@@ -819,6 +840,7 @@ pid_t lc_spawn_via(int helper, const struct lc_spawn_request *req, int *pidfd_ou
         h.keep_caps = c->keep_caps;
         h.umask = c->umask;
         h.nice = c->nice;
+        h.oom_score_adj = c->oom_score_adj;
     }
     h.argc = argc;
     h.envc = envc;

@@ -37,11 +37,16 @@ extension Daemon {
             status.counts[to, default: 0] += 1
             // Where the app stands for the kernel first, so that whoever sees
             // the transition's record finds it done. Written only when the
-            // value changes (not between inactive and active).
+            // value changes (not between inactive and active), and not after
+            // a launch whose child already wrote it (Apps/Launcher.swift).
             if let band = manifests[id]?.policy.memory.band,
                 let value = OOMScoreAdjust.value(to, band: band), value != OOMScoreAdjust.value(from, band: band)
             {
-                outward(id) { run in run.group.setOOMScoreAdjust(value) }
+                outward(id) { run in
+                    guard run.oomScoreAdjust != value else { return }
+                    run.group.setOOMScoreAdjust(value)
+                    run.oomScoreAdjust = value
+                }
             }
             if let standing = settings.standing(to, from: from, knobs: confinement.standings) {
                 outward(id) { run in run.group.stand(standing) }

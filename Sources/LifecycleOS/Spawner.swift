@@ -18,6 +18,11 @@ public struct SpawnCredentials: Sendable, Equatable {
     /// The app's nice value: 0, whatever the daemon's own (it runs above
     /// its apps, so that a busy app or a flooding user cannot starve it).
     public var nice: Int32? = 0
+    /// The app's `oom_score_adj`, written by the child before exec; nil:
+    /// the daemon's own (-900, which the app would carry until the daemon
+    /// wrote it after the launch's save). Not the manifest's: the daemon
+    /// sets it from the state the app starts in.
+    public var oomScoreAdjust: Int32? = nil
 
     public init() {}
 
@@ -200,7 +205,8 @@ public enum Spawner {
                                     set_ids: given.uid == nil ? 0 : 1, uid: given.uid ?? 0, gid: given.gid ?? 0,
                                     groups: g.baseAddress, group_count: Int32(g.count),
                                     no_new_privs: given.noNewPrivileges ? 1 : 0, keep_caps: given.keepCapabilities,
-                                    umask: given.umask.map { Int32($0) } ?? -1, nice: given.nice ?? Int32.min)
+                                    umask: given.umask.map { Int32($0) } ?? -1, nice: given.nice ?? Int32.min,
+                                    oom_score_adj: given.oomScoreAdjust ?? Int32.min)
                                 return withUnsafePointer(to: &creds) { c in
                                     var req = lc_spawn_request(
                                         path: path, argv: a.baseAddress, envp: e.baseAddress,

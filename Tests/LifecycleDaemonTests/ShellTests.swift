@@ -204,11 +204,13 @@ let someone = Caller(pid: nil, uid: 1000, gid: 1000)
         #expect(spawn.request.environment[Wire.socketEnvironmentKey] == "3")
         #expect(spawn.request.environment[Wire.appNameEnvironmentKey] == "a")
         let group = try #require(confinement.groups["a.1"])
-        // Launched for the foreground: the kernel's OOM killer is told it comes last;
+        // Launched for the foreground: the kernel's OOM killer is told it comes last
+        // (by the child, before exec: the transition writes nothing more);
         // it is protected from reclaim, weighted first for the CPU, and left alone by oomd.
+        #expect(spawn.request.credentials?.oomScoreAdjust == 150)
         #expect(
             group.calls == [
-                "limit \(64 << 20)", "spawned", "oom_score_adj 150", "memory.low max", "cpu.weight 1000", "oomd omit",
+                "limit \(64 << 20)", "spawned", "memory.low max", "cpu.weight 1000", "oomd omit",
             ])
 
         // The launch events arrive one at a time, each after the last was acknowledged.

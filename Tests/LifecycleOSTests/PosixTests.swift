@@ -69,22 +69,67 @@ import Testing
             expected += entry + [0]
         }
         for _ in 0..<2 {
-            var fds: [Int32] = [0, 0]
-            try #require(pipe(&fds) == 0)
-            for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-            let child = try Spawner.spawn(
-                SpawnRequest(
+            let got = try output(
+                of: SpawnRequest(
                     executable: "/bin/cat", arguments: ["/proc/self/environ"], environment: environment,
-                    workingDirectory: nil, group: AppProcessGroup(), inherit: [(fds[1], 1)]))
-            Posix.close(fds[1])
-            var got: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while case let n = read(fds[0], &buffer, buffer.count), n > 0 { got += buffer[0..<n] }
-            Posix.close(fds[0])
-            var status: Int32 = 0
-            #expect(waitpid(child.pid, &status, 0) == child.pid)
-            Posix.close(child.pidfd)
+                    workingDirectory: nil, group: AppProcessGroup()))
             #expect(got == expected, "\(String(decoding: got, as: UTF8.self).split(separator: "\0"))")
+        }
+    }
+
+    /// What `request`'s process writes to its stdout (a pipe), once it has
+    /// ended and been reaped.
+    func output(of request: SpawnRequest, by starter: any ProcessStarter = KernelSpawner()) throws -> [UInt8] {
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var request = request
+        request.inherit = [(fds[1], 1)]
+        let child: SpawnedProcess
+        do { child = try starter.spawn(request) } catch {
+            Posix.close(fds[0])
+            Posix.close(fds[1])
+            throw error
+        }
+        Posix.close(fds[1])
+        var got: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while case let n = read(fds[0], &buffer, buffer.count), n > 0 { got += buffer[0..<n] }
+        Posix.close(fds[0])
+        var status: Int32 = 0
+        #expect(waitpid(child.pid, &status, 0) == child.pid)
+        Posix.close(child.pidfd)
+        return got
+    }
+
+    /// The child writes the `oom_score_adj` asked for before exec, so that an
+    /// app never runs with the daemon's own (-900): started directly and
+    /// through the spawn helper, which carries it in its request. Raising
+    /// it needs no privilege; a value below the parent's needs
+    /// CAP_SYS_RESOURCE, without which the write is refused and the child
+    /// keeps the parent's value (best effort, as nice).
+    @Test func aSpawnedProcessStartsWithTheOOMScoreAskedFor() throws {
+        let helper = HelperSpawner { Issue.record("spawn helper: \($0)") }
+        defer { withExtendedLifetime(helper) {} }
+        let own = try String(contentsOfFile: "/proc/self/oom_score_adj", encoding: .utf8)
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let effective =
+            status.split(separator: "\n").first { $0.hasPrefix("CapEff:") }
+            .flatMap { UInt64($0.split(separator: "\t").last ?? "", radix: 16) } ?? 0
+        let mayLower = effective & (1 << 24) != 0  // CAP_SYS_RESOURCE
+        let starters: [(String, any ProcessStarter)] = [("directly", KernelSpawner()), ("helper", helper)]
+        for (how, starter) in starters {
+            for value: Int32 in [321, 1000, -17] {
+                let expected = value >= 0 || mayLower ? "\(value)\n" : own
+                var credentials = SpawnCredentials()
+                credentials.oomScoreAdjust = value
+                let got = try output(
+                    of: SpawnRequest(
+                        executable: "/bin/cat", arguments: ["/proc/self/oom_score_adj"], environment: [:],
+                        workingDirectory: nil, group: AppProcessGroup(), credentials: credentials),
+                    by: starter)
+                #expect(String(decoding: got, as: UTF8.self) == expected, "\(how), \(value)")
+            }
         }
     }
 

@@ -21,7 +21,7 @@ extern "C" {
 
 /// Who the child runs as, and with what power (NULL in the request: as
 /// the daemon). Applied after the descriptors and signals, before chdir
-/// and exec, in this order: nice; umask; drop every capability not in
+/// and exec, in this order: nice; oom_score_adj; umask; drop every capability not in
 /// `keep_caps` from the bounding set; setgroups, setgid, setuid (when
 /// `set_ids`); PR_SET_NO_NEW_PRIVS (when `no_new_privs`).
 struct lc_spawn_credentials {
@@ -34,6 +34,8 @@ struct lc_spawn_credentials {
     unsigned long long keep_caps; ///< bit N set: keep capability N in the bounding set
     int umask;                   ///< or -1 to inherit
     int nice;                    ///< the app's nice value (the daemon runs above its apps), or INT_MIN to inherit
+    int oom_score_adj;           ///< written to /proc/self/oom_score_adj (the daemon's own is lower: raising
+                                 ///< needs no privilege), or INT_MIN to inherit
 };
 
 /// What to start and where.

@@ -103,11 +103,17 @@ extension Daemon {
             }
         }
         let stdio = output?.prepare(id)
+        // Where it stands for the kernel's OOM killer from its first
+        // instruction (the child writes it before exec): the state it
+        // starts in, which its first transition confirms without a write.
+        var credentials = m.credentials
+        let starting: LifecycleState = prewarm ? .prewarmed : mode == .background ? .background : .inactive
+        credentials.oomScoreAdjust = OOMScoreAdjust.value(starting, band: m.policy.memory.band)
         let request = SpawnRequest(
             executable: executable, argv0: m.command[0], arguments: Array(m.command.dropFirst()),
             environment: env, workingDirectory: m.workingDirectory, group: group,
             inherit: (channel.map { [(source: $0.app, target: Int32(3))] } ?? []) + (stdio?.inherit ?? []),
-            credentials: m.credentials)
+            credentials: credentials)
         let process: SpawnedProcess
         do { process = try starter.spawn(request) } catch {
             if let stdio { output?.spawned(id, stdio, ok: false) }
@@ -123,6 +129,7 @@ extension Daemon {
             channel: channel?.daemon ?? -1)
         run.startTime = Processes.startTime(process.pid)
         run.fingerprint = m.fingerprint
+        run.oomScoreAdjust = credentials.oomScoreAdjust
         run.notifyName = notify >= 0 ? notifyName : nil
         runs.insert(run, for: id)
         if run.channel >= 0 {

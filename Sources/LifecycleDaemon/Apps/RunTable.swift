@@ -33,6 +33,10 @@ final class Run {
     var windowCount = 0
     /// Identifies the process with its pid (saved for the next daemon).
     var startTime: UInt64 = 0
+    /// The `oom_score_adj` its processes were last given (at the spawn, or
+    /// by a transition's write); nil: not known (a run taken back after a
+    /// restart), so the next transition writes it.
+    var oomScoreAdjust: Int32?
     /// A plain program's NOTIFY_SOCKET: its path (an abstract name if an
     /// earlier daemon launched it).
     var notifyName: String?
