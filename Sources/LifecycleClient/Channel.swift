@@ -200,7 +200,7 @@ final class Channel: @unchecked Sendable {
             var ts = timespec(tv_sec: 0, tv_nsec: Int(min(pause, left)))
             var rest = timespec()
             while nanosleep(&ts, &rest) != 0 && errno == EINTR { ts = rest }
-            pause = min(pause * 2, 1_000_000_000)
+            pause = min(pause * 2, Int64(Wire.resumeLongestPauseMilliseconds) * 1_000_000)
         }
     }
 

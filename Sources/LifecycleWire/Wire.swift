@@ -51,6 +51,11 @@ public enum Wire {
     /// How long a client tries to resume before the broken channel is final
     /// (LIFECYCLE_RESUME_WAIT_MS in C).
     public static let resumeWaitMilliseconds = 60_000
+    /// The longest pause between a library's tries to reach the resume
+    /// socket (the first is 100 ms, then doubling; the C library's
+    /// RESUME_LONGEST_PAUSE_MS): how long after a new daemon starts an app
+    /// may take to come back to it.
+    public static let resumeLongestPauseMilliseconds = 1000
     /// Most open tasks a resume names: the daemon's limit per app.
     public static let maxResumeTasks = 64
 }

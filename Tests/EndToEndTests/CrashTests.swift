@@ -191,6 +191,38 @@ import Testing
         #expect(try d2.stop() == 0)
     }
 
+    /// An event owed to an app when the daemon died, with the daemon away
+    /// longer than the event's timeout: the app could not answer a daemon
+    /// that was not there, nor before its library's next try to resume
+    /// (at most a second away), so the new daemon does not end it at its
+    /// start: it has its whole time from then. The app is stopped while
+    /// the event is sent, so that it reads it only once the new daemon runs
+    /// (chaos seeds 454908 and 558818 found this under load: two crashes in
+    /// a row, and a resume try still a second off).
+    @Test func anEventOwedAcrossACrashIsJudgedFromTheNewDaemonsStart() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a", "[timeouts]\nevent = 1")])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        let pid = try #require(try d.status("a").pid)
+        kill(pid, SIGSTOP)
+        try d.command(ControlRequest(.interruptionBegin))  // answered after its save: willResignActive is out
+        #expect(try d.crash(with: SIGKILL) == (true, SIGKILL))
+        usleep(1_500_000)  // no daemon, past a's 1 s deadline
+        let d2 = try DaemonUnderTest(after: d)
+        let f2 = try d2.follow()
+        kill(pid, SIGCONT)
+        try f2.wait("a resumed") { $0.app == "a" && $0.kind == .resumed }
+        try d2.command(ControlRequest(.interruptionEnd))
+        try f2.acknowledged("a", "didBecomeActive")
+        let st = try d2.status("a")
+        #expect(st.pid == pid && st.state == .active, "\(st)")
+        #expect(!f2.seen.contains { $0.app == "a" && $0.kind == .terminated }, "\(f2.seen)")
+        #expect(lines(s + "/a").suffix(2) == ["willResignActive", "didBecomeActive"])
+        #expect(try d2.stop() == 0)
+    }
+
     /// A client from before the resume extension ignores the resume socket:
     /// its app ends with the daemon, and the next daemon records that.
     @Test func anOldClientEndsWithTheDaemonAndIsRecorded() throws {

@@ -14,8 +14,10 @@ import Logging
 // Taking apps back after a restart. A starting daemon reads what the last
 // one saved, finds each recorded process alive and the same process (pid
 // and start time, in its group), and carries on supervising it in its saved
-// state: a suspended app stays frozen, deadlines stay as they were, an event
-// in flight is acknowledged on the resumed channel or its watchdog fires.
+// state: a suspended app stays frozen, deadlines stay as they were (but an
+// event owed to an app that must resume its channel is judged from the new
+// daemon's start), an event in flight is acknowledged on the resumed channel
+// or its watchdog fires.
 // What cannot be matched is killed and recorded with the reason; a process
 // found gone is recorded as ended while the daemon was away. Nothing here
 // decides a lifecycle rule: the core's restored state does.
@@ -129,6 +131,20 @@ extension Daemon {
                 handoff != nil
                     ? "re-executed: carried on with every app" : "carried on from the earlier daemon's state",
                 metadata: ["adopted": "\(runs.byApp.count)", "ended-while-away": "\(ended.count)"])
+        }
+        // An event owed to an app whose channel must be taken back (after a
+        // crash; a reexec hands the channel over): the app cannot answer
+        // before it resumes, and its library's next try may be as far as
+        // Wire.resumeLongestPauseMilliseconds off. The deadline waiting on
+        // it is its whole time from then, as for an event that left late:
+        // the time no daemon ran is not the app's. One that never resumes
+        // is still ended, that much later.
+        let back = Instant(nanoseconds: loop.now + Int64(Wire.resumeLongestPauseMilliseconds) * 1_000_000)
+        for (id, run) in runs.byApp.sorted(by: { $0.key < $1.key }) where run.adopted && run.channel < 0 {
+            guard manifests[id]?.policy.delivery == .library, let seq = supervisor.channelState(id)?.awaiting else {
+                continue
+            }
+            report(.left(id, generation: run.generation, sequence: seq, at: back))  // before any deadline fires
         }
         for input in ended { submit(input) }
         // A reclaim the earlier daemon's worker was doing went with it (a
