@@ -97,9 +97,8 @@ extension Supervisor {
     /// scene, when the app is active), but `except`.
     func activeScenes(on d: DisplayID, except: SceneRef? = nil) -> Int {
         var n = 0
-        // Only an app with a process has an active scene: the running ones
-        // (a walk over all 1,000 configured apps was a tenth of an event).
-        for id in apps.running {
+        // Only an active app holds one (AppTable.active).
+        for id in apps.active {
             guard let app = apps[id] else { continue }
             n += Self.activeScenes(id, app, on: d, except: except)
         }
@@ -107,7 +106,7 @@ extension Supervisor {
     }
 
     /// The same count over every app, for the invariants: it holds the
-    /// index of running apps to the table.
+    /// index of active apps to the table.
     func activeScenesOfEveryApp(on d: DisplayID) -> Int {
         apps.reduce(0) { $0 + Self.activeScenes($1.key, $1.value, on: d, except: nil) }
     }
@@ -237,10 +236,9 @@ extension Supervisor {
         case .home:
             for ref in displays.with(d, { $0.clear() }) { sync(ref.app); advance(ref.app) }
             // A restart under way brings its app back in front only if
-            // nobody went home meanwhile. Only a running app has one (its
-            // end clears it), so the running apps are enough: not every
-            // configured app, sorted, at every home.
-            for id in apps.running where apps[id]!.restartTo == .foreground && displayOf(id) == d {
+            // nobody went home meanwhile: the apps with one (AppTable keeps
+            // them), not every app, at every home.
+            for id in apps.restartingToFront.sorted() where displayOf(id) == d {
                 update(id) { $0.restartTo = .background }
             }
         case .interruptionBegan:

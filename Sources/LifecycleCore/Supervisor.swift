@@ -281,7 +281,12 @@ public struct Supervisor: Sendable {
             "never more active scenes on a display than its slots")
         assert(
             displays.all.allSatisfy { activeScenes(on: $0.name) == activeScenesOfEveryApp(on: $0.name) },
-            "the running apps hold every active scene")
+            "the active apps hold every active scene")
+        assert(
+            apps.active == Set(apps.records.keys.filter { apps.records[$0]!.state == .active })
+                && apps.restartingToFront
+                    == Set(apps.records.keys.filter { apps.records[$0]!.restartTo == .foreground }),
+            "the table's indexes hold what its records say")
         assert(
             displays.all.allSatisfy { $0.followed || $0.scenes.count <= $0.slots },
             "never more scenes in front than slots, unless a compositor shows them (Follow.swift)")
