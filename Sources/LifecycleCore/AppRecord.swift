@@ -263,7 +263,11 @@ struct AppTable: Sendable, Sequence {
 
     private mutating func note(_ id: AppID, _ record: AppRecord?) {
         if record?.state == .active { active.insert(id) } else { active.remove(id) }
-        if record?.restartTo == .foreground { restartingToFront.insert(id) } else { restartingToFront.remove(id) }
+        if record?.restartTo == .foreground {
+            restartingToFront.insert(id)
+        } else if !restartingToFront.isEmpty {  // nearly always empty: no name hashed
+            restartingToFront.remove(id)
+        }
     }
 
     /// A change that is saved with the app's record (its footprint).
