@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -921,4 +922,21 @@ pid_t lc_spawn_via(int helper, const struct lc_spawn_request *req, int *pidfd_ou
     *placed_atomically = reply.atomic;
     *pidfd_out = pidfd;
     return reply.pid;
+}
+
+int lc_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int lc_epoll_add(int set, int fd) {
+    struct epoll_event e = {.events = EPOLLIN, .data.fd = fd};
+    return epoll_ctl(set, EPOLL_CTL_ADD, fd, &e);
+}
+
+int lc_epoll_remove(int set, int fd) { return epoll_ctl(set, EPOLL_CTL_DEL, fd, NULL); }
+
+int lc_epoll_wait(int set, int *fds, int max, int timeout_ms) {
+    struct epoll_event ready[64];
+    if (max > 64) max = 64;
+    int n = epoll_wait(set, ready, max, timeout_ms);
+    for (int i = 0; i < n; i++) fds[i] = ready[i].data.fd;
+    return n;
 }

@@ -212,6 +212,15 @@ long long lc_monotonic_ns(void);
 /// thread. `name` prefixes the line (copied). Returns 0 or -1 with errno.
 int lc_die_on_fatal_signals(int fd, const char *name);
 
+/// epoll, which Swift's Glibc module leaves out: a close-on-exec set
+/// (-1 with errno), `fd` added for reading or taken out (0 or -1 with
+/// errno), and a wait that stores the ready descriptors in `fds` (at most
+/// `max`) and returns how many, or -1 with errno (EINTR).
+int lc_epoll_create(void);
+int lc_epoll_add(int set, int fd);
+int lc_epoll_remove(int set, int fd);
+int lc_epoll_wait(int set, int *fds, int max, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif
