@@ -8,7 +8,10 @@ the next; callgrind's counts repeat.
     N=100 to change the repetitions; KEEP=1 keeps each window's dump
     (callgrind_annotate --inclusive=yes DUMP shows where they go); BUS=1
     serves D-Bus on a private dbus-daemon (by default there is no bus,
-    and the daemon publishes nothing).
+    and the daemon publishes nothing); RUNNING=990 launches that many of
+    the idle apps into the background (plain programs, frozen at once)
+    before the rows, so that each row is counted beside them: an
+    operation whose cost grows with the number of running apps shows.
 
 For each build: its lifecycled (debug info stripped: valgrind 3.19 cannot
 read the static binary's) under valgrind --tool=callgrind with one hash
@@ -39,13 +42,14 @@ timers): nothing else runs.
 Waiting adds nothing to the counts: the benchmark reads the recorder's own
 log and the cgroup's files, not the daemon.
 """
-import glob, os, shutil, subprocess, sys, tempfile
+import glob, os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from benchdaemon import BenchDaemon, RELEASE, private_bus, wait_until  # noqa: E402
 
 N = int(os.environ.get("N", "100"))
 APPS = 1000
+RUNNING = int(os.environ.get("RUNNING", "0"))
 
 
 class Counted:
@@ -76,7 +80,10 @@ class Counted:
                     f"{binary} \"$@\"\n")
         os.chmod(os.path.join(self.tmp, "lifecycled"), 0o755)
         self.log = os.path.join(self.tmp, "rec.events")
-        apps = {f"idle{i:04}": 'command = ["/bin/sleep", "100000"]\n' for i in range(APPS - 3)}
+        # With RUNNING, the idle apps are plain programs frozen at once in the background.
+        idle = ('command = ["/bin/sleep", "100000"]\n' + ('delivery = "signals"\n[timeouts]\nbackground_grace = 0.001\n'
+                                                          if RUNNING else ""))
+        apps = {f"idle{i:04}": idle for i in range(APPS - 3)}
         apps["rec"] = f'command = ["{recorder}", "--log", "{self.log}"]\n'
         apps["bg"] = f'command = ["{recorder}", "--log", "/dev/null"]\n'
         self.warm_log = os.path.join(self.tmp, "warm.events")
@@ -130,9 +137,32 @@ class Counted:
         wait_until(f"{app}'s cgroup", lambda: self.groups(app))
         return self.groups(app)[0] + "/cgroup.events"
 
+    def launch_idle(self):
+        """RUNNING idle apps launched into the background, until all are frozen."""
+        running = [f"idle{i + 1:04}" for i in range(RUNNING)]  # idle0000 is the warm app's place
+        for app in running:
+            r = self.d.request({"command": "launch", "app": app, "background": True})
+            assert r.get("ok"), r
+
+        def frozen():
+            for app in running:
+                groups = self.groups(app)
+                try:
+                    if not groups or "frozen 1" not in open(groups[0] + "/cgroup.events").read():
+                        return False
+                except OSError:
+                    return False
+            return True
+        end = time.monotonic() + 1200
+        while not frozen():  # looked at every 2 s: a thousand files each time
+            assert time.monotonic() < end, "the idle apps never all frozen"
+            time.sleep(2)
+
     def measure(self):
         d = self.d
         rows = {}
+        if RUNNING:
+            self.launch_idle()
         # The recorder active: the events' app.
         d.request({"command": "activate", "app": "rec"})
         wait_until("rec active", lambda: "didBecomeActive" in open(self.log).read() if os.path.exists(self.log)
