@@ -90,8 +90,9 @@ static int reset_signals(void) {
 
 /// /proc/self/oom_score_adj = value, before exec (async-signal-safe: no
 /// stdio). Best effort, as nice: raising it needs no privilege, and a
-/// failure leaves the daemon's own value, which its first transition's
-/// write then corrects.
+/// write refused here, with the daemon's rights and its /proc, would have
+/// been refused to the daemon's own writes too, which were always best
+/// effort (docs/architecture.md, the kernel's OOM killer).
 static void set_oom_score_adj(int value) {
     char text[16];
     char *end = text + sizeof text, *at = end;
