@@ -2,7 +2,9 @@
 // by the shell after every step and restored by the next daemon, so that a
 // crash loses nothing an app or an operator can observe. Deadlines are
 // absolute monotonic instants: they are restored as they were, never
-// re-derived from configured durations (the time the daemon was away counts).
+// re-derived from configured durations. (The shell moves one kind on at a
+// start after a crash: an event owed to an app that must resume its channel
+// is judged from the start, LifecycleDaemon/State/Adoption.swift.)
 //
 // The seeded simulation restores a saved core at a random step and requires
 // it to behave exactly as the original on every remaining input: state added

@@ -192,7 +192,10 @@
  *    result it had); a task already warned of its expiration runs no
  *    handler again; restoration data whose save found the break is sent
  *    again on the resumed channel.
- * Event deadlines are absolute: the time the daemon was away counts. An app
+ * Event deadlines are absolute, and a message keeps the one it was sent
+ * with; the daemon itself gives an event owed across its crash its whole
+ * time from its restart plus a second (the longest pause between resume
+ * tries), and again from its sending on the resumed channel. An app
  * not started by a daemon that names a resume socket (or with
  * lifecycle_connect_fd()) finds a broken channel final at once, as before.
  *
