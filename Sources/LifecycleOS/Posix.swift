@@ -169,7 +169,7 @@ public enum Posix {
 
     /// Reads a whole small file (a cgroup or /proc file).
     public static func readFile(_ path: String) throws(SystemError) -> String {
-        try contents(of: opened(AT_FDCWD, path, O_RDONLY), path)
+        try contents(of: opened(AT_FDCWD, path, O_RDONLY, path), path)
     }
 
     /// Reads `name` in the directory `dir`, through its open descriptor
@@ -178,12 +178,12 @@ public enum Posix {
     /// `dir/name` either way.
     public static func readFile(in directory: Int32, _ name: String, of dir: String) throws(SystemError) -> String {
         guard directory >= 0 else { return try readFile(dir + "/" + name) }
-        return try contents(of: opened(directory, name, O_RDONLY), dir + "/" + name)
+        return try contents(of: opened(directory, name, O_RDONLY, dir + "/" + name), dir + "/" + name)
     }
 
     /// Writes a small file whole (a cgroup or /proc file).
     public static func writeFile(_ path: String, _ value: String) throws(SystemError) {
-        try write(value, to: opened(AT_FDCWD, path, O_WRONLY), path)
+        try write(value, to: opened(AT_FDCWD, path, O_WRONLY, path), path)
     }
 
     /// Writes `name` in the directory `dir`, as `readFile(in:)` reads.
@@ -191,24 +191,25 @@ public enum Posix {
         throws(SystemError)
     {
         guard directory >= 0 else { return try writeFile(dir + "/" + name, value) }
-        try write(value, to: opened(directory, name, O_WRONLY), dir + "/" + name)
+        try write(value, to: opened(directory, name, O_WRONLY, dir + "/" + name), dir + "/" + name)
     }
 
-    /// openat(2), retried on EINTR; -1 with errno on failure.
-    private static func opened(_ directory: Int32, _ path: String, _ flags: Int32) -> Int32 {
+    /// openat(2), close-on-exec, retried on EINTR. `name` says what it is
+    /// in an error (made only then).
+    private static func opened(
+        _ directory: Int32, _ path: String, _ flags: Int32, _ name: @autoclosure () -> String
+    ) throws(SystemError) -> Int32 {
         while true {
             let fd = openat(directory, path, flags | O_CLOEXEC)
-            if fd >= 0 || errno != EINTR { return fd }
+            if fd >= 0 { return fd }
+            let e = errno
+            if e != EINTR { throw SystemError("open", name(), errno: Errno(rawValue: e)) }
         }
     }
 
-    /// What `fd` (just opened, or -1 with errno) holds, read to its end and
-    /// closed. `path` names it in an error (made only then).
+    /// What the open `fd` holds, read to its end; `fd` is closed.
+    /// `path` names it in an error (made only then).
     private static func contents(of fd: Int32, _ path: @autoclosure () -> String) throws(SystemError) -> String {
-        if fd < 0 {
-            let e = errno
-            throw SystemError("open", path(), errno: Errno(rawValue: e))
-        }
         defer { _ = Glibc.close(fd) }
         var out: [UInt8] = []
         var failure: Int32 = 0
@@ -230,12 +231,8 @@ public enum Posix {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Writes `value` whole to `fd` (just opened, or -1 with errno), then closes it.
+    /// Writes `value` whole to the open `fd`, then closes it.
     private static func write(_ value: String, to fd: Int32, _ path: @autoclosure () -> String) throws(SystemError) {
-        if fd < 0 {
-            let e = errno
-            throw SystemError("open", path(), errno: Errno(rawValue: e))
-        }
         defer { _ = Glibc.close(fd) }
         var value = value
         let failure = value.withUTF8 { bytes -> Int32 in
