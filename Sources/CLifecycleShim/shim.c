@@ -184,9 +184,13 @@ __attribute__((noreturn)) static void child(const struct lc_spawn_request *req, 
             if (c->keep_caps & (1ULL << cap)) continue;
             if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) child_fail(pipe_fd, LC_STEP_CAPABILITIES);
         }
+        // The system calls themselves: glibc's wrappers may signal every
+        // thread it knows of to change theirs too (setxid), and in the
+        // helper's child, which shares the helper's memory, those would be
+        // the helper's. The child is one thread: the call changes it all.
         if (c->set_ids) {
-            if (setgroups((size_t)c->group_count, c->groups) != 0 || setresgid(c->gid, c->gid, c->gid) != 0 ||
-                setresuid(c->uid, c->uid, c->uid) != 0)
+            if (syscall(SYS_setgroups, (size_t)c->group_count, c->groups) != 0 ||
+                syscall(SYS_setresgid, c->gid, c->gid, c->gid) != 0 || syscall(SYS_setresuid, c->uid, c->uid, c->uid) != 0)
                 child_fail(pipe_fd, LC_STEP_IDS);
         }
         if (c->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(pipe_fd, LC_STEP_NO_NEW_PRIVS);
@@ -206,6 +210,73 @@ static ssize_t read_full(int fd, void *buf, size_t len) {
     }
     return (ssize_t)got;
 }
+
+#ifndef CLONE_VM
+#define CLONE_VM 0x00000100
+#endif
+#ifndef CLONE_VFORK
+#define CLONE_VFORK 0x00004000
+#endif
+
+/// The spawn helper's way, as glibc's and musl's posix_spawn: a child that
+/// shares the helper's memory (CLONE_VM) on a stack of its own, while the
+/// helper waits (CLONE_VFORK) until it has exec'd or _exited. No page
+/// table is copied at the clone nor torn down at the exec, and no page is
+/// faulted in copy-on-write by either side: with a forked copy that was
+/// most of a launch's time in the helper (docs/performance.md, "The spawn
+/// helper's child shares its memory"). Only the helper does it: it is one
+/// thread with default signal handlers, so nothing else runs in the shared
+/// memory meanwhile and no handler of the daemon's can run on the child's
+/// stack. x86-64 only, for the few instructions below (a child must not
+/// return through the C frame it shares with its parent); elsewhere the
+/// helper's clone copies its small address space, as before (and with
+/// -DLC_COPIED_CLONE, to compare).
+#if defined(__x86_64__) && !defined(LC_COPIED_CLONE)
+#define LC_SHARED_CLONE 1
+#define LC_CHILD_STACK (128u * 1024u)
+static char *shared_clone_stack;
+
+struct lc_child_start {
+    const struct lc_spawn_request *req;
+    int pipe_fd;
+};
+
+__attribute__((noreturn)) static void child(const struct lc_spawn_request *req, int pipe_fd);
+
+static int child_entry(void *arg) {
+    const struct lc_child_start *start = arg;
+    child(start->req, start->pipe_fd);
+}
+
+/// clone3 whose child calls fn(arg) on args->stack and exits with its
+/// value: the raw system call, since the child must not return through a
+/// libc wrapper's frame on the parent's stack. -errno on failure.
+static long clone3_on_own_stack(struct lc_clone_args *args, int (*fn)(void *), void *arg) {
+    long ret;
+    __asm__ volatile(
+        "mov %[fn], %%r12\n\t"
+        "mov %[arg], %%r13\n\t"
+        "syscall\n\t"
+        "test %%rax, %%rax\n\t"
+        "jnz 1f\n\t"
+        // The child: a fresh frame on its own stack, fn(arg), exit(value).
+        "xor %%ebp, %%ebp\n\t"
+        "mov %%r13, %%rdi\n\t"
+        "call *%%r12\n\t"
+        "mov %%eax, %%edi\n\t"
+        "mov %[exit], %%eax\n\t"
+        "syscall\n\t"
+        "ud2\n"
+        "1:"
+        : "=a"(ret)
+        : "0"((long)SYS_clone3), "D"(args), "S"(sizeof *args), [fn] "r"(fn), [arg] "r"(arg),
+          [exit] "i"(SYS_exit)
+        : "rcx", "r11", "r12", "r13", "memory", "cc");
+    return ret;
+}
+#else
+#define LC_SHARED_CLONE 0
+#endif
 
 /// clone3 (with `extra` flags: CLONE_PARENT from the helper), the child's
 /// set-up, and the wait for its exec or its failure. `reap`: the failed
@@ -234,7 +305,21 @@ static pid_t spawn_with(const struct lc_spawn_request *req, uint64_t extra, int 
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = (uint64_t)req->cgroup_fd;
     }
-    pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+    pid_t pid;
+#if LC_SHARED_CLONE
+    if ((extra & CLONE_PARENT) && shared_clone_stack) {
+        // The helper's child (above); the pipe still reports a failure
+        // before exec, already written when the clone returns.
+        struct lc_child_start start = {req, p[1]};
+        args.flags |= CLONE_VM | CLONE_VFORK;
+        args.stack = (uint64_t)(uintptr_t)shared_clone_stack;
+        args.stack_size = LC_CHILD_STACK;
+        long r = clone3_on_own_stack(&args, child_entry, &start);
+        if (r < 0) errno = (int)-r;
+        pid = r < 0 ? -1 : (pid_t)r;
+    } else
+#endif
+        pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
     if (pid < 0 && errno == ENOSYS && extra == 0) {
         // No clone3 (Linux < 5.3): fork, and the caller learns the child was
         // not placed atomically (it is moved below, before exec can run).
@@ -779,6 +864,13 @@ __attribute__((noreturn)) static void helper_main(int sock) {
     char **pointers = mmap(NULL, capacity * sizeof(char *), PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (buf == MAP_FAILED || pointers == MAP_FAILED) _exit(1);
+#if LC_SHARED_CLONE
+    // The children's stack, below a guard page; one child at a time uses it
+    // (the helper waits for each). Without it the clone copies, as before.
+    char *stack = mmap(NULL, LC_CHILD_STACK + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+                       -1, 0);
+    if (stack != MAP_FAILED && mprotect(stack, 4096, PROT_NONE) == 0) shared_clone_stack = stack + 4096;
+#endif
     for (;;) {
         union { struct cmsghdr align; char space[CMSG_SPACE(sizeof(int) * LC_HELPER_MAX_FDS)]; } control;
         struct iovec iov;
