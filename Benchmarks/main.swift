@@ -235,12 +235,22 @@ func startProfiler(suffix: String = "") throws -> Process? {
 
 /// LIFECYCLED_BENCH_TRACE=1: where one activation of `app` went, from the
 /// daemon's records since `t0` (µs after it), on stderr, after `label`.
-func trace(_ f: Follower, _ app: String, since t0: Int64, _ label: String) {
+func trace(_ f: Follower, _ app: String, since t0: Int64, _ label: String, faults: Int? = nil) {
     guard ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_TRACE"] != nil else { return }
     let records = f.seen.suffix(14).filter { $0.app == app && $0.monotonic >= t0 }.map {
         "\($0.kind.rawValue)\($0.event.map { " " + $0.rawValue } ?? "")\($0.to.map { " " + $0 } ?? "") +\(($0.monotonic - t0) / 1000)"
     }
-    FileHandle.standardError.write(Data("\(label): \(records.joined(separator: ", "))\n".utf8))
+    let taken = faults.map { "; \($0) page faults" } ?? ""
+    FileHandle.standardError.write(Data("\(label): \(records.joined(separator: ", "))\(taken)\n".utf8))
+}
+
+/// The minor page faults a process has taken (field 10 of /proc/PID/stat), or nil.
+func minorFaults(_ pid: Int32?) -> Int? {
+    guard let pid, let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = text.lastIndex(of: ")")
+    else { return nil }
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    return fields.count > 7 ? Int(fields[7]) : nil
 }
 
 /// Reads the follower's stream until `count` apps reached suspended: a
@@ -525,13 +535,17 @@ func prewarmedAgainstCold(n: Int, client: String) throws -> (warm: Series, cold:
     var warm = Series(), cold = Series()
     for _ in 0..<n {
         try f.state("warm", "prewarmed")
-        _ = try f.wait("warm frozen") { $0.app == "warm" && $0.kind == .frozen }
+        let held = try f.wait("warm frozen") { $0.app == "warm" && $0.kind == .frozen }
         for (name, series) in [("warm", 0), ("cold", 1)] {
+            // The held process's page faults in its activation (traced):
+            // how much of it was code it had never run.
+            let faultsBefore = name == "warm" ? minorFaults(held.pid) : nil
             let t0 = now()
             _ = try c.send(ControlRequest(.activate, app: name))
             let active = try f.acknowledged(name, "didBecomeActive")
             let us = Double(active.monotonic - t0) / 1000
-            trace(f, name, since: t0, name)
+            let faults = faultsBefore.flatMap { before in minorFaults(held.pid).map { $0 - before } }
+            trace(f, name, since: t0, name, faults: faults)
             if series == 0 { warm.add(microseconds: us) } else { cold.add(microseconds: us) }
             _ = try c.send(ControlRequest(.kill, app: name))
             try f.terminated(name)
