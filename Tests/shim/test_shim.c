@@ -6,6 +6,7 @@
 #include "CLifecycleShim.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -150,6 +151,24 @@ static void spawn_tests(void) {
         struct lc_child_status st = wait_exit(pid, pidfd);
         CHECK("death by signal 15 is reported", !st.exited && st.value == SIGTERM);
         sigprocmask(SIG_UNBLOCK, &set, NULL);
+    }
+    {   // another user: its uid, gid and groups, all set in the child (as root)
+        int p[2];
+        pipe2(p, O_CLOEXEC);
+        int map[] = {p[1], 1};
+        gid_t groups[] = {65534, 4};
+        struct lc_spawn_credentials c = {1, 65534, 65534, groups, 2, 1, ~0ULL, -1, INT_MIN, INT_MIN};
+        char *sh[] = {"/bin/sh", "-c", "echo $(id -u) $(id -g) $(id -G)", NULL};
+        struct lc_spawn_request r = {sh[0], sh, environ, "/", -1, -1, map, 1, &c};
+        int atomic = 0;
+        pid_t pid = helper >= 0 ? lc_spawn_via(helper, &r, &pidfd, &step, &atomic)
+                                : lc_spawn(&r, &pidfd, &step, &atomic);
+        close(p[1]);
+        slurp(p[0], buf, sizeof buf);
+        close(p[0]);
+        if (pid > 0) wait_exit(pid, pidfd);
+        CHECK("the child runs as the user, group and groups asked for",
+              pid > 0 && strcmp(buf, "65534 65534 65534 4\n") == 0);
     }
     {   // v1 memory cgroup joined before exec
         char dir[256], procs[300];
