@@ -45,6 +45,12 @@ do {
     }
 }
 
+// A reader that goes early (`lifecycled-bench ... | head`) must not kill
+// the bench by SIGPIPE between a daemon's start and its stop: that left the
+// daemon, its apps and its cgroups behind. Its lines are lost instead, and
+// every daemon is stopped as usual.
+signal(SIGPIPE, SIG_IGN)
+
 /// --pin one: every process on CPU 0 (the bench, the daemon, the apps, the
 /// floor's echo); --pin two: the apps and the echo on CPU 1, the rest on
 /// CPU 0. The bench re-executes itself under taskset, which every child
