@@ -250,13 +250,19 @@ func trace(_ f: Follower, _ app: String, since t0: Int64, _ label: String, fault
     FileHandle.standardError.write(Data("\(label): \(records.joined(separator: ", "))\(taken)\n".utf8))
 }
 
-/// The minor page faults a process has taken (field 10 of /proc/PID/stat), or nil.
-func minorFaults(_ pid: Int32?) -> Int? {
-    guard let pid, let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+/// The fields of /proc/PID/stat after the command (field 3 first: the
+/// command may hold spaces and parentheses), or nil.
+func statFields(_ pid: Int32) -> [Substring]? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
         let close = text.lastIndex(of: ")")
     else { return nil }
-    let fields = text[text.index(after: close)...].split(separator: " ")
-    return fields.count > 7 ? Int(fields[7]) : nil
+    return text[text.index(after: close)...].split(separator: " ")
+}
+
+/// The minor page faults a process has taken (field 10 of /proc/PID/stat), or nil.
+func minorFaults(_ pid: Int32?) -> Int? {
+    guard let pid, let fields = statFields(pid), fields.count > 7 else { return nil }
+    return Int(fields[7])
 }
 
 /// Reads the follower's stream until `count` apps reached suspended: a
@@ -578,8 +584,7 @@ func usage(_ pid: Int32) -> (rssKB: Int, cpuTicks: Int, switches: Int, userTicks
             }
         }
     }
-    let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
-    let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
+    let fields = statFields(pid)!
     return (rss, (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0), sw, Int(fields[11]) ?? 0)
 }
 
