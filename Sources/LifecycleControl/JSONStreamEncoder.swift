@@ -3,6 +3,11 @@
 #else
     import Foundation
 #endif
+// The fuzzers compile this module's files together with LifecycleModel's
+// into one module, where there is nothing to import.
+#if canImport(LifecycleModel)
+    import LifecycleModel
+#endif
 
 // Codable values written straight to JSON bytes, in one pass. Foundation's
 // JSONEncoder first builds a tree of every value and key, then writes it;
@@ -35,6 +40,25 @@ public struct JSONStreamEncoder {
         return writer.out.bytes
     }
 
+    /// What `encodeBytes` writes for a value that writes itself
+    /// (LifecycleModel/JSONWriting.swift): its own writer, and this
+    /// encoder for its fields that have none.
+    public func writeBytes<T: JSONWritable>(_ value: T) throws -> [UInt8] {
+        var w = JSONWriter(other: Self.other)
+        try value.write(json: &w)
+        return w.out.bytes
+    }
+
+    /// A field without a writer of its own, written through Codable into
+    /// the hand-written writer's buffer.
+    static func other(_ value: any Encodable, _ out: inout JSONBytes) throws {
+        let writer = JSONStreamWriter(capacity: 0)
+        swap(&writer.out, &out)
+        defer { swap(&writer.out, &out) }
+        try writer.value(value)
+        writer.closeAll(downTo: 0)
+    }
+
     /// Two encoded objects as one: `{"a":1}` and `{"b":2}` make
     /// `{"a":1,"b":2}` (what one conformance writing both parts into the
     /// same container writes). Each must be an object this encoder wrote.
@@ -58,7 +82,7 @@ final class JSONStreamWriter: Encoder {
     /// nothing is checked. One writer encodes one value on one thread, and
     /// no access to the state overlaps another.
     struct State {
-        var out = JSONBytes(capacity: 512)
+        var out: JSONBytes
         /// The containers open, outermost first: the byte that closes each,
         /// and whether it has an element yet.
         var open: [(closer: UInt8, filled: Bool)] = []
@@ -70,9 +94,9 @@ final class JSONStreamWriter: Encoder {
     }
     private let state: UnsafeMutablePointer<State>
 
-    init() {
+    init(capacity: Int = 512) {
         state = .allocate(capacity: 1)
-        state.initialize(to: State())
+        state.initialize(to: State(out: JSONBytes(capacity: capacity)))
     }
 
     deinit {

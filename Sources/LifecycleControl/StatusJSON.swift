@@ -3,6 +3,11 @@
 #else
     import Foundation
 #endif
+// The fuzzers compile this module's files together with LifecycleModel's
+// into one module, where there is nothing to import.
+#if canImport(LifecycleModel)
+    import LifecycleModel
+#endif
 
 // The status answer written and read by hand: with 1,000 apps, JSONEncoder's
 // generic path cost the daemon 5 ms of a 7 ms answer, and JSONDecoder a
@@ -12,89 +17,6 @@
 // left out when nil. Tests hold the table to the Codable keys and both
 // paths to the same value; the reader is fuzzed (scripts/fuzz.sh). Anything
 // else still goes through JSONEncoder.
-
-/// Appends JSON values to a byte buffer.
-public struct JSONBytes {
-    public internal(set) var bytes: [UInt8] = []
-
-    public init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
-
-    mutating func raw(_ s: StaticString) {
-        s.withUTF8Buffer { bytes.append(contentsOf: $0) }
-    }
-
-    mutating func string(_ s: String) {
-        bytes.append(0x22)
-        var s = s
-        s.withUTF8 { u in
-            // Most strings need no escape: appended whole.
-            guard u.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) else {
-                return bytes.append(contentsOf: u)
-            }
-            for b in u {
-                switch b {
-                case 0x22: bytes += [0x5C, 0x22]
-                case 0x5C: bytes += [0x5C, 0x5C]
-                case 0x0A: bytes += [0x5C, 0x6E]
-                case 0x0D: bytes += [0x5C, 0x72]
-                case 0x09: bytes += [0x5C, 0x74]
-                case 0..<0x20:
-                    let hex = Array("0123456789abcdef".utf8)
-                    bytes += [0x5C, 0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 15)]]
-                default: bytes.append(b)
-                }
-            }
-        }
-        bytes.append(0x22)
-    }
-
-    /// Digits written in place (no String made on the way).
-    mutating func number<T: BinaryInteger>(_ n: T) {
-        guard let v = Int64(exactly: n) else { return bytes += Array(String(n).utf8) }
-        if v < 0 { bytes.append(0x2D) }
-        var m = v.magnitude
-        if m < 10 { return bytes.append(0x30 + UInt8(m)) }
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var i = 20
-            while m > 0 {
-                i -= 1
-                digits[i] = 0x30 + UInt8(m % 10)
-                m /= 10
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
-        }
-    }
-
-    mutating func number(_ d: Double) {
-        guard d.isFinite else { return bytes.append(0x30) }
-        if d == d.rounded() && abs(d) < 1e15 {
-            if d == 0 && d.sign == .minus { bytes.append(0x2D) }  // -0, as JSONEncoder writes it
-            return number(Int64(d))
-        }
-        bytes += Array("\(d)".utf8)
-    }
-
-    mutating func bool(_ b: Bool) { b ? raw("true") : raw("false") }
-
-    /// `,"key":` (without the comma for the first key of an object).
-    mutating func key(_ k: StaticString, first: Bool = false) {
-        if !first { bytes.append(0x2C) }
-        bytes.append(0x22)
-        k.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(0x22)
-        bytes.append(0x3A)
-    }
-
-    /// The same for a key of a field table (an ASCII word).
-    mutating func key(_ k: String, first: Bool) {
-        if !first { bytes.append(0x2C) }
-        bytes.append(0x22)
-        var k = k
-        k.withUTF8 { bytes.append(contentsOf: $0) }
-        bytes.append(0x22)
-        bytes.append(0x3A)
-    }
-}
 
 extension StatusReport {
     /// `{"ok":true,"status":{...}}` and a newline: the daemon's answer to `status`.

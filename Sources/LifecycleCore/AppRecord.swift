@@ -210,6 +210,89 @@ struct AppRecord: Sendable, Equatable, Codable {
     }
 }
 
+// The save's own writers (LifecycleModel/JSONWriting.swift): byte for byte
+// what the conformances above write. A field added to `encode(to:)` goes
+// here too, in the same place; the simulation holds the two to the same
+// bytes at every step of its runs.
+
+extension Told: JSONWritable {
+    func write(json w: inout JSONWriter) {
+        switch self {
+        case .launched: w.enumCase("launched")
+        case .inactive: w.enumCase("inactive")
+        case .active: w.enumCase("active")
+        case .background: w.enumCase("background")
+        }
+    }
+}
+
+extension Phase: JSONWritable {
+    func write(json w: inout JSONWriter) throws {
+        switch self {
+        case .notRunning: w.enumCase("notRunning")
+        case .launching(let step): try w.enumCase("launching") { try $0.field("step", step) }
+        case .awaitingReady: w.enumCase("awaitingReady")
+        case .running(let told): try w.enumCase("running") { try $0.field("_0", told) }
+        case .suspended: w.enumCase("suspended")
+        case .terminating: w.enumCase("terminating")
+        case .prewarming: w.enumCase("prewarming")
+        case .prewarmed: w.enumCase("prewarmed")
+        }
+    }
+}
+
+extension Awaiting: JSONWritable {
+    func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("event", event)
+        try w.field("sequence", sequence)
+        w.closeObject()
+    }
+}
+
+extension AppRecord: JSONWritable {
+    func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("phase", phase, unless: .notRunning)
+        try w.field("state", state, unless: .notRunning)
+        try w.field("since", since, unless: .zero)
+        try w.field("generation", generation, unless: 0)
+        try w.field("generationFloor", generationFloor, unless: 0)
+        try w.field("launchMode", launchMode, unless: .foreground)
+        try w.field("sequence", sequence, unless: 0)
+        try w.field("awaiting", ifPresent: awaiting)
+        if !tasks.isEmpty { try w.field("tasks", other: tasks) }
+        try w.field("nextTask", nextTask, unless: 1)
+        if !expired.isEmpty { try w.field("expired", other: expired) }
+        try w.field("budgetEnd", ifPresent: budgetEnd)
+        try w.field("stop", otherIfPresent: stop)
+        try w.field("freezeRefusal", ifPresent: freezeRefusal)
+        try w.field("killing", otherIfPresent: killing)
+        try w.field("last", otherIfPresent: last)
+        try w.field("warningPending", warningPending, unless: false)
+        try w.field("lastUsed", lastUsed, unless: .zero)
+        try w.field("lastNotice", otherIfPresent: lastNotice)
+        try w.field("restarts", otherIfPresent: restarts)
+        try w.field("restartTo", ifPresent: restartTo)
+        if wakes != Wakes() { try w.field("wakes", other: wakes) }
+        try w.field("history", history, unless: AppHistory())
+        try w.field("launchReason", launchReason, unless: .user)
+        try w.field("launchURL", ifPresent: launchURL)
+        try w.field("launchPush", otherIfPresent: launchPush)
+        if !scenes.isEmpty {
+            w.key("scenes")
+            try w.object(scenes)
+        }
+        if !discarded.isEmpty {
+            w.key("discarded")
+            try w.array(discarded)
+        }
+        try w.field("reclaimed", reclaimed, unless: false)
+        try w.field("prewarmUntil", ifPresent: prewarmUntil)
+        w.closeObject()
+    }
+}
+
 extension AppPolicy {
     func timeout(for event: LifecycleEvent) -> Duration {
         switch event {

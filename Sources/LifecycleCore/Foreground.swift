@@ -3,9 +3,17 @@
 // An app that does not use scenes has one, `main` (docs/lifecycle.md, "Scenes").
 
 /// One scene of one app: what a foreground slot holds.
-public struct SceneRef: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
+public struct SceneRef: Sendable, Hashable, Comparable, Codable, JSONWritable, CustomStringConvertible {
     public var app: AppID
     public var scene: SceneID
+
+    /// As synthesized, by hand (LifecycleModel/JSONWriting.swift).
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("app", app)
+        try w.field("scene", scene)
+        w.closeObject()
+    }
 
     public init(_ app: AppID, _ scene: SceneID) {
         self.app = app
@@ -20,7 +28,7 @@ public struct SceneRef: Sendable, Hashable, Comparable, Codable, CustomStringCon
 
 /// The foreground of one display: a fixed number of slots, held by the
 /// most recently activated scenes, a lock, and interruptions on top.
-public struct Foreground: Sendable, Equatable, Codable {
+public struct Foreground: Sendable, Equatable, Codable, JSONWritable {
     public let name: DisplayID
     /// How many scenes may be in the foreground at once.
     public let slots: Int
@@ -86,6 +94,23 @@ public struct Foreground: Sendable, Equatable, Codable {
         try c.encode(ifPresent: focus, forKey: .focus)
         if overlaid { try c.encode(overlaid, forKey: .overlaid) }
         if sessionLocked { try c.encode(sessionLocked, forKey: .sessionLocked) }
+    }
+
+    /// The same, by hand (LifecycleModel/JSONWriting.swift): the save's
+    /// front part, written again whenever the front changes.
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("name", name)
+        try w.field("slots", slots)
+        w.key("scenes")
+        try w.array(scenes)
+        try w.field("interruptions", interruptions)
+        try w.field("locked", locked)
+        try w.field("followed", followed, unless: false)
+        try w.field("focus", ifPresent: focus)
+        try w.field("overlaid", overlaid, unless: false)
+        try w.field("sessionLocked", sessionLocked, unless: false)
+        w.closeObject()
     }
 
     /// The apps with a scene in a slot, least recently activated first.
@@ -206,8 +231,16 @@ public struct DisplaySpec: Sendable, Equatable, Codable {
 
 /// Every display's foreground, in the order the configuration declares
 /// them: the first is the default (where an app goes when none is named).
-public struct Displays: Sendable, Equatable, Codable {
+public struct Displays: Sendable, Equatable, Codable, JSONWritable {
     public private(set) var all: [Foreground]
+
+    /// As synthesized, by hand (LifecycleModel/JSONWriting.swift).
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        w.key("all")
+        try w.array(all)
+        w.closeObject()
+    }
 
     private enum CodingKeys: String, CodingKey { case all }
 

@@ -55,7 +55,7 @@ public struct CoreState: Codable, Sendable {
 extension CoreState {
     /// What is saved of one app: written again only when it changed, so
     /// that a step costs the records it touched, not all of them.
-    public struct App: Codable, Equatable, Sendable {
+    public struct App: Codable, JSONWritable, Equatable, Sendable {
         var record: AppRecord
         var footprint: UInt64?
         /// The part of the footprint on swap.
@@ -72,6 +72,16 @@ extension CoreState {
             self.record = saved
             self.footprint = footprint
             self.swapped = swapped
+        }
+
+        /// What the synthesized encoder writes, by hand (LifecycleModel/
+        /// JSONWriting.swift): part of every save of the app.
+        public func write(json w: inout JSONWriter) throws {
+            w.openObject()
+            try w.field("record", record)
+            try w.field("footprint", ifPresent: footprint)
+            try w.field("swapped", ifPresent: swapped)
+            w.closeObject()
         }
 
         /// The part as a core restored after `crashes` crashes carries it
@@ -132,7 +142,7 @@ extension CoreState {
         /// `front` is.
         public var memory: Memory { Memory(shared: self) }
 
-        public struct Clock: Encodable, Sendable {
+        public struct Clock: Encodable, JSONWritable, Sendable {
             let now: Instant
             let timers: TimerTable
 
@@ -141,9 +151,17 @@ extension CoreState {
                 try c.encode(now, forKey: .now)
                 try c.encode(timers, forKey: .timers)
             }
+
+            /// The same, by hand (LifecycleModel/JSONWriting.swift).
+            public func write(json w: inout JSONWriter) throws {
+                w.openObject()
+                try w.field("now", now)
+                try w.field("timers", timers)
+                w.closeObject()
+            }
         }
 
-        public struct Front: Encodable, Equatable, Sendable {
+        public struct Front: Encodable, JSONWritable, Equatable, Sendable {
             let displays: Displays
             let shuttingDown: Bool
 
@@ -151,6 +169,14 @@ extension CoreState {
                 var c = encoder.container(keyedBy: CodingKeys.self)
                 try c.encode(displays, forKey: .displays)
                 try c.encode(shuttingDown, forKey: .shuttingDown)
+            }
+
+            /// The same, by hand (LifecycleModel/JSONWriting.swift).
+            public func write(json w: inout JSONWriter) throws {
+                w.openObject()
+                try w.field("front", displays)
+                try w.field("shuttingDown", shuttingDown)
+                w.closeObject()
             }
         }
 

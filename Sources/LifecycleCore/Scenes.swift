@@ -45,6 +45,22 @@ struct SceneRecord: Sendable, Equatable, Codable {
     var shownOn: DisplayID { leaving ?? display }
 }
 
+extension SceneRecord: JSONWritable {
+    /// As synthesized (LifecycleModel/JSONWriting.swift): a field added
+    /// above goes here too.
+    func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("display", display)
+        try w.field("told", told)
+        try w.field("lastUsed", lastUsed)
+        try w.field("connectedBefore", connectedBefore)
+        try w.field("leaving", ifPresent: leaving)
+        try w.field("discarding", discarding)
+        try w.field("shed", shed)
+        w.closeObject()
+    }
+}
+
 extension SceneState {
     /// unattached -1, background 0, inactive 1, active 2.
     var level: Int { rank - 1 }

@@ -46,3 +46,7 @@ extension Instant: Codable {
         try c.encode(nanoseconds)
     }
 }
+
+extension Instant: JSONWritable {
+    public func write(json w: inout JSONWriter) { w.int(nanoseconds) }
+}

@@ -106,6 +106,28 @@ struct TimerTable: Sendable, Codable {
     }
 }
 
+// As synthesized, by hand (LifecycleModel/JSONWriting.swift): the clock
+// part of every save. A dictionary whose keys are not strings is an array
+// of key, value, key, value.
+extension TimerTable: JSONWritable {
+    func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        w.key("deadlines")
+        w.openArray()
+        for (key, deadline) in deadlines {
+            w.element()
+            w.openObject()
+            try w.field("app", key.app)
+            try w.field("kind", key.kind.rawValue)
+            w.closeObject()
+            w.element()
+            deadline.write(json: &w)
+        }
+        w.closeArray()
+        w.closeObject()
+    }
+}
+
 extension Supervisor {
     mutating func fireDueTimers() {
         while let key = timers.popDue(now: now) { fire(key) }

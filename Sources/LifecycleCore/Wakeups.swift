@@ -71,7 +71,7 @@ public struct FetchWindow: Sendable, Equatable, Codable {
 
 /// What an app's wake-ups leave behind that the next boot needs: kept
 /// durably by the shell (instants shifted to the next boot's clock).
-public struct AppHistory: Sendable, Equatable, Codable {
+public struct AppHistory: Sendable, Equatable, Codable, JSONWritable {
     /// The user quit it: no wake-up until a user launches it.
     public var quit = false
     public var lastFetch: Instant?
@@ -116,6 +116,25 @@ public struct AppHistory: Sendable, Equatable, Codable {
         try c.encode(ifPresent: held, forKey: .held)
         try c.encode(ifPresent: prewarmFootprint, forKey: .prewarmFootprint)
         try c.encode(ifPresent: prewarmRefusal, forKey: .prewarmRefusal)
+    }
+
+    /// The same, by hand (LifecycleModel/JSONWriting.swift): kept in step
+    /// with `encode(to:)` just above.
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("quit", quit)
+        try w.field("lastFetch", ifPresent: lastFetch)
+        try w.field("window", otherIfPresent: window)
+        try w.field("noData", noData)
+        try w.field("strikes", strikes)
+        w.key("uses")
+        try w.array(uses)
+        w.key("pushWakes")
+        try w.array(pushWakes)
+        try w.field("held", otherIfPresent: held)
+        try w.field("prewarmFootprint", ifPresent: prewarmFootprint)
+        try w.field("prewarmRefusal", ifPresent: prewarmRefusal)
+        w.closeObject()
     }
 
     /// The same history on a clock whose origin is `offset` later.

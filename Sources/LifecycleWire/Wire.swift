@@ -86,6 +86,32 @@ public struct EventMessage: Sendable, Equatable, Codable {
     }
 }
 
+extension EventMessage: JSONWritable {
+    /// What the synthesized encoder writes, by hand (LifecycleModel/
+    /// JSONWriting.swift): the daemon saves the last event of each app
+    /// with its row. A field added above goes here too.
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("sequence", sequence)
+        try w.field("event", event)
+        try w.field("launchedInBackground", launchedInBackground)
+        try w.field("deadline", ifPresent: deadline)
+        try w.field("budgetEnd", ifPresent: budgetEnd)
+        w.key("options")
+        try w.array(options)
+        w.closeObject()
+    }
+}
+
+extension KeyValue: JSONWritable {
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("key", key)
+        try w.field("value", value)
+        w.closeObject()
+    }
+}
+
 extension EventMessage {
     /// The value of the first option with this key.
     public func option(_ key: String) -> String? { options.first { $0.key == key }?.value }

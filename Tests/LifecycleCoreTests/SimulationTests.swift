@@ -144,12 +144,32 @@ struct Simulation {
     /// The saves a daemon makes after a step: the parts of the apps the
     /// core says changed, and the rest. A change the core did not report
     /// leaves a stale part on `disk`, and the restored twin diverges.
-    /// Written as the daemon writes them (JSONStreamEncoder), read as it
-    /// reads them (JSONDecoder).
+    /// Written as the daemon writes them (their own writers, JSONWritable),
+    /// read as it reads them (JSONDecoder). Each is also written through
+    /// its Codable conformance, which must give the same bytes.
     mutating func persist() {
         let saved = sup.saved
         let encoder = JSONStreamEncoder()
-        for id in sup.takeChanged() { disk[id] = saved.app(id).map { try! encoder.encode($0) } }
+        for id in sup.takeChanged() {
+            disk[id] = saved.app(id).map { part in
+                let bytes = try! encoder.writeBytes(part)
+                let codable = try! encoder.encodeBytes(part)
+                if bytes != codable {
+                    let (hand, other) = (
+                        String(decoding: bytes, as: UTF8.self), String(decoding: codable, as: UTF8.self)
+                    )
+                    Issue.record("\(id)'s part, by hand and through Codable:\n\(hand)\n\(other)")
+                }
+                return Data(bytes)
+            }
+        }
+        let (clock, front) = (saved.shared.clock, saved.shared.front)
+        if try! encoder.writeBytes(clock) != encoder.encodeBytes(clock) {
+            Issue.record("the clock, by hand and through Codable, differ")
+        }
+        if try! encoder.writeBytes(front) != encoder.encodeBytes(front) {
+            Issue.record("the front, by hand and through Codable, differ")
+        }
         diskShared = try! encoder.encode(saved.shared)
     }
 

@@ -253,4 +253,95 @@ import Testing
         let theirs = try JSONEncoder().encode(response)
         #expect(try sameJSON(JSONStreamEncoder().encode(response), theirs))
     }
+
+    /// The save's own writers (LifecycleModel/JSONWriting.swift) write the
+    /// bytes the Codable conformances write, for rows with every field set
+    /// (every case of the phase) and with none: the simulation checks the
+    /// parts its runs reach, this the rest of the daemon's row.
+    @Test func theSavesOwnWritersWriteWhatCodableWrites() throws {
+        let at = Instant(nanoseconds: 5_000_000_000)
+        let encoder = JSONStreamEncoder()
+        func same<T: JSONWritable>(_ value: T) throws {
+            let (hand, codable) = (try encoder.writeBytes(value), try encoder.encodeBytes(value))
+            #expect(
+                hand == codable,
+                "\(String(decoding: hand, as: UTF8.self))\n\(String(decoding: codable, as: UTF8.self))")
+        }
+        var record = AppRecord()
+        record.phase = .suspended
+        record.state = .background
+        record.since = at
+        record.generation = 3
+        record.generationFloor = 2
+        record.launchMode = .background
+        record.sequence = 9
+        record.awaiting = Awaiting(event: .didEnterBackground, sequence: 9)
+        record.tasks = [1: "upload", 2: "sync \"quoted\""]
+        record.nextTask = 3
+        record.expired = [1]
+        record.budgetEnd = at + .seconds(30)
+        record.stop = .user
+        record.freezeRefusal = "held"
+        record.killing = .stoppedByUser(killedAfterDeadline: false)
+        record.last = TerminationRecord(reason: .exited(code: 1), generation: 2, at: at)
+        record.warningPending = true
+        record.lastUsed = at
+        record.lastNotice = .memoryPressure(footprint: 1 << 20, simulated: false)
+        record.restarts = Restarts()
+        record.restarts?.ends = [at]
+        record.restarts?.due = Restarts.Due(inFront: true, attempt: 2)
+        record.restartTo = .foreground
+        record.wakes.fetch = true
+        record.wakes.url = "https://example.org/a?b"
+        record.history.uses = [at, at + .seconds(1)]
+        record.history.pushWakes = [at]
+        record.history.lastFetch = at
+        record.history.held = Push(payload: "{}", at: at)
+        record.history.prewarmFootprint = 1 << 20
+        record.history.prewarmRefusal = "ended at its first event"
+        record.launchReason = .url
+        record.launchURL = "https://example.org/"
+        record.launchPush = Push(payload: "{\"k\":1}", at: at)
+        var scene = SceneRecord(display: "tv")
+        scene.leaving = "car"
+        scene.told = .active
+        record.scenes = ["main": scene, "second\n": SceneRecord(display: "tv")]
+        record.discarded = ["old"]
+        record.reclaimed = true
+        record.prewarmUntil = at + .seconds(60)
+        let notSaved: Set<String> = ["policy", "pending", "removing", "holds"]
+        let (keys, fields) = try keysAndFields(record)
+        #expect(keys == fields.subtracting(notSaved), "a field of AppRecord is not set here, or not saved")
+        for phase: Phase in [
+            .notRunning, .launching(step: 2), .awaitingReady, .running(.launched), .running(.inactive),
+            .running(.active), .running(.background), .suspended, .terminating, .prewarming, .prewarmed,
+        ] {
+            record.phase = phase
+            try same(record)
+        }
+        try same(AppRecord())
+        let event = EventMessage(
+            sequence: 3, event: .didEnterBackground, launchedInBackground: true, deadline: -9, budgetEnd: 10,
+            options: [KeyValue("launch.mode", "background"), KeyValue("url", "a\tb")])
+        let run = SavedRun(
+            generation: 2, pid: 7, startTime: 99, notifyName: "n", statusLine: "ready \u{1}", lastEvent: event,
+            fingerprint: UInt64.max)
+        try same(
+            SavedApp(
+                core: CoreState.App(record, footprint: 1 << 30, swapped: 4096), run: run,
+                termination: TerminationInfo(reason: .exited, description: "exited 1", time: 1.5, pid: 6), crashes: 2))
+        try same(SavedApp())
+        try same(SavedApp(core: CoreState.App(AppRecord(), footprint: nil, swapped: nil), run: nil, termination: nil))
+        try same(SavedRun(generation: 0, pid: 0, startTime: 0))
+        let displaysJSON =
+            #"{"all":[{"name":"tv","slots":2,"scenes":[{"app":"a","scene":"main"},{"app":"b","scene":"s"}],"#
+            + #""interruptions":1,"locked":true,"followed":true,"focus":{"app":"a","scene":"main"},"#
+            + #""overlaid":true,"sessionLocked":true},{"name":"car","slots":1}]}"#
+        let displays = try JSONDecoder().decode(Displays.self, from: Data(displaysJSON.utf8))
+        let (frontKeys, frontFields) = try keysAndFields(displays.all[0])
+        #expect(frontKeys == frontFields, "a field of Foreground is not set here")
+        try same(displays)
+        try same(Instant(nanoseconds: -1))
+        try same(EventMessage(sequence: 1, event: .didBecomeActive, deadline: nil, budgetEnd: nil))
+    }
 }

@@ -58,6 +58,35 @@ struct SavedRun: Codable, Equatable {
     }
 }
 
+// The rows' own writers (LifecycleModel/JSONWriting.swift): what the
+// conformances above write, without Codable's containers. A field added to
+// an `encode(to:)` goes into its writer too; JSONStreamEncoderTests holds
+// the two to the same bytes.
+extension SavedRun: JSONWritable {
+    func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("generation", generation)
+        try w.field("pid", pid)
+        try w.field("startTime", startTime)
+        try w.field("notifyName", ifPresent: notifyName)
+        try w.field("statusLine", ifPresent: statusLine)
+        try w.field("lastEvent", ifPresent: lastEvent)
+        try w.field("fingerprint", ifPresent: fingerprint)
+        w.closeObject()
+    }
+}
+
+extension SavedApp: JSONWritable {
+    func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("core", ifPresent: core)
+        try w.field("run", ifPresent: run)
+        try w.field("termination", otherIfPresent: termination)
+        try w.field("crashes", ifPresent: crashes)
+        w.closeObject()
+    }
+}
+
 /// The state as the daemon uses it: read whole at start, saved by parts.
 struct SavedDaemon: Codable {
     /// The format of `state.json`, written by daemons before the SQLite
@@ -306,11 +335,11 @@ final class StateStore {
     /// parts from their last encoding when they have not changed.
     private func sharedBytes(_ shared: CoreState.Shared, _ encoder: JSONStreamEncoder) throws -> [UInt8] {
         let front = shared.front
-        if sharedFront?.part != front { sharedFront = (front, try encoder.encodeBytes(front)) }
+        if sharedFront?.part != front { sharedFront = (front, try encoder.writeBytes(front)) }
         let memory = shared.memory
         if sharedMemory?.part != memory { sharedMemory = (memory, try encoder.encodeBytes(memory)) }
         let parts = JSONStreamEncoder.joinObjects(sharedFront!.bytes, sharedMemory!.bytes)
-        return JSONStreamEncoder.joinObjects(parts, try encoder.encodeBytes(shared.clock))
+        return JSONStreamEncoder.joinObjects(parts, try encoder.writeBytes(shared.clock))
     }
 
     /// Writes what changed since the last save, in one transaction:
@@ -349,7 +378,7 @@ final class StateStore {
                     for (id, app) in rows {
                         if var app {
                             app.crashes = crashes > 0 ? crashes : nil
-                            try statements.upsert.run([Data(id.utf8), try encoder.encode(app)])
+                            try statements.upsert.run([Data(id.utf8), Data(try encoder.writeBytes(app))])
                         } else {
                             try statements.delete.run([Data(id.utf8)])
                         }
