@@ -329,13 +329,24 @@ public struct ReloadProblem: Codable, Sendable, Equatable {
     }
 }
 
-public struct TerminationInfo: Codable, Sendable, Equatable {
+public struct TerminationInfo: Codable, Sendable, Equatable, JSONWritable {
     /// A stable code: exited, signaled, launch-watchdog, stopped-by-user, ...
     public var reason: TerminationCode
     public var description: String
     /// Wall-clock time, seconds since the epoch.
     public var time: Double
     public var pid: Int32?
+
+    /// As synthesized, by hand (LifecycleModel/JSONWriting.swift): the
+    /// daemon saves it with the row of every app that ended once.
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("reason", reason)
+        try w.field("description", description)
+        try w.field("time", time)
+        try w.field("pid", ifPresent: pid)
+        w.closeObject()
+    }
 
     public init(reason: TerminationCode, description: String, time: Double, pid: Int32?) {
         self.reason = reason

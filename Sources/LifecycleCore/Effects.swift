@@ -178,10 +178,20 @@ public struct LaunchContext: Sendable, Equatable {
 }
 
 /// How and when one run of an app ended.
-public struct TerminationRecord: Sendable, Equatable, Codable {
+public struct TerminationRecord: Sendable, Equatable, Codable, JSONWritable {
     public var reason: TerminationReason
     public var generation: UInt64
     public var at: Instant
+
+    /// As synthesized, by hand (LifecycleModel/JSONWriting.swift): part
+    /// of every save of an app that ended once.
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("reason", reason)
+        try w.field("generation", generation)
+        try w.field("at", at)
+        w.closeObject()
+    }
 
     public init(reason: TerminationReason, generation: UInt64, at: Instant) {
         self.reason = reason

@@ -62,6 +62,49 @@ public struct AppPolicy: Sendable, Equatable, Codable {
     public var continuousBackground: Bool { backgroundModes.isContinuous }
 }
 
+extension TerminationReason: JSONWritable {
+    /// As synthesized, by hand (LifecycleModel/JSONWriting.swift): a case
+    /// is `{"case":{...}}` with its payload's labels as keys, an optional
+    /// left out when nil. A case added below goes here too (the compiler
+    /// says so); JSONStreamEncoderTests writes one of each both ways.
+    public func write(json w: inout JSONWriter) throws {
+        switch self {
+        case .exited(let code): try w.enumCase("exited") { try $0.field("code", code) }
+        case .signaled(let signal): try w.enumCase("signaled") { try $0.field("signal", signal) }
+        case .launchFailed(let message): try w.enumCase("launchFailed") { try $0.field("message", message) }
+        case .launchWatchdog: w.enumCase("launchWatchdog")
+        case .eventWatchdog(let event): try w.enumCase("eventWatchdog") { try $0.field("event", event) }
+        case .backgroundWatchdog: w.enumCase("backgroundWatchdog")
+        case .backgroundTaskExpired: w.enumCase("backgroundTaskExpired")
+        case .stoppedByUser(let k): try w.enumCase("stoppedByUser") { try $0.field("killedAfterDeadline", k) }
+        case .killedByUser: w.enumCase("killedByUser")
+        case .exitedOnSuspend(let k): try w.enumCase("exitedOnSuspend") { try $0.field("killedAfterDeadline", k) }
+        case .shutdown(let k): try w.enumCase("shutdown") { try $0.field("killedAfterDeadline", k) }
+        case .protocolViolation(let message):
+            try w.enumCase("protocolViolation") { try $0.field("message", message) }
+        case .memoryPressure(let footprint, let simulated):
+            try w.enumCase("memoryPressure") {
+                try $0.field("footprint", ifPresent: footprint)
+                try $0.field("simulated", simulated)
+            }
+        case .memoryLimit(let footprint, let limit):
+            try w.enumCase("memoryLimit") {
+                try $0.field("footprint", footprint)
+                try $0.field("limit", limit)
+            }
+        case .oomKilled(let by, let peak):
+            try w.enumCase("oomKilled") {
+                try $0.field("by", by)
+                try $0.field("peak", ifPresent: peak)
+            }
+        case .exitUnknown(let whileAway): try w.enumCase("exitUnknown") { try $0.field("whileAway", whileAway) }
+        case .notAdopted(let why): try w.enumCase("notAdopted") { try $0.field("why", why) }
+        case .freezeFailed(let why): try w.enumCase("freezeFailed") { try $0.field("why", why) }
+        case .prewarmDropped(let why): try w.enumCase("prewarmDropped") { try $0.field("why", why) }
+        }
+    }
+}
+
 /// Why a run of an app ended. Every termination has exactly one.
 public enum TerminationReason: Sendable, Equatable, Codable, CustomStringConvertible {
     /// It exited on its own.

@@ -107,6 +107,17 @@ public struct JSONWriter {
         comma = true
     }
 
+    /// A number as JSONStreamEncoder writes it; not a number or an
+    /// infinity is refused, as there.
+    @inlinable
+    public mutating func double(_ v: Double) throws {
+        guard v.isFinite else {
+            throw EncodingError.invalidValue(v, .init(codingPath: [], debugDescription: "\(v) is not valid in JSON"))
+        }
+        out.number(v)
+        comma = true
+    }
+
     /// A value without a writer of its own, through Codable.
     @inlinable
     public mutating func other<T: Encodable>(_ v: T) throws {
@@ -213,6 +224,9 @@ extension UInt32: JSONWritable {
 extension UInt64: JSONWritable {
     @inlinable public func write(json w: inout JSONWriter) { w.uint(self) }
 }
+extension Double: JSONWritable {
+    @inlinable public func write(json w: inout JSONWriter) throws { try w.double(self) }
+}
 
 /// A word of the vocabulary, written as its raw value (as Codable does).
 public protocol JSONWritableWord: JSONWritable, RawRepresentable where RawValue == String {}
@@ -224,3 +238,5 @@ extension LifecycleEvent: JSONWritableWord {}
 extension LaunchMode: JSONWritableWord {}
 extension LaunchReason: JSONWritableWord {}
 extension SceneState: JSONWritableWord {}
+extension TerminationCode: JSONWritableWord {}
+extension OOMKiller: JSONWritableWord {}

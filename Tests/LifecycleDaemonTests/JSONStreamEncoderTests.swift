@@ -342,6 +342,28 @@ import Testing
         #expect(frontKeys == frontFields, "a field of Foreground is not set here")
         try same(displays)
         try same(Instant(nanoseconds: -1))
+        // One of each way a run ends, optionals both ways.
+        let reasons: [TerminationReason] = [
+            .exited(code: -1), .signaled(signal: 9), .launchFailed(message: "no \"such\" file"), .launchWatchdog,
+            .eventWatchdog(event: .didEnterBackground), .backgroundWatchdog, .backgroundTaskExpired,
+            .stoppedByUser(killedAfterDeadline: true), .killedByUser, .exitedOnSuspend(killedAfterDeadline: false),
+            .shutdown(killedAfterDeadline: true), .protocolViolation(message: "bad"),
+            .memoryPressure(footprint: nil, simulated: true), .memoryPressure(footprint: 7, simulated: false),
+            .memoryLimit(footprint: 9, limit: 8), .oomKilled(by: .kernel, peak: nil),
+            .oomKilled(by: .systemdOOMD, peak: 3),
+            .exitUnknown(whileAway: true), .notAdopted(why: "w"), .freezeFailed(why: "f"), .prewarmDropped(why: "p"),
+        ]
+        #expect(Set(reasons.map(\.code)) == Set(TerminationCode.allCases), "a way to end is missing here")
+        for reason in reasons {
+            try same(TerminationRecord(reason: reason, generation: 4, at: at))
+            try same(
+                DurableApp(history: record.history, last: TerminationRecord(reason: reason, generation: 1, at: at)))
+        }
+        try same(DurableApp(history: AppHistory(), last: nil))
+        try same(TerminationInfo(reason: .kernelOOM, description: "d", time: 1_764_000_000.123, pid: nil))
+        #expect(throws: EncodingError.self) {
+            try encoder.writeBytes(TerminationInfo(reason: .exited, description: "", time: .nan, pid: 1))
+        }
         try same(EventMessage(sequence: 1, event: .didBecomeActive, deadline: nil, budgetEnd: nil))
     }
 }

@@ -33,7 +33,7 @@ import LifecycleControl
 // or not at all; nothing there is ever updated in place.
 
 /// One app's durable row: its history and last termination, on the wall clock.
-struct DurableApp: Codable, Equatable {
+struct DurableApp: Codable, Equatable, JSONWritable {
     var history: AppHistory
     var last: TerminationRecord?
 
@@ -43,6 +43,15 @@ struct DurableApp: Codable, Equatable {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(history, forKey: .history)
         try c.encode(ifPresent: last, forKey: .last)
+    }
+
+    /// The same, by hand (LifecycleModel/JSONWriting.swift): written at
+    /// every use of the app.
+    func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("history", history)
+        try w.field("last", ifPresent: last)
+        w.closeObject()
     }
 }
 
@@ -172,14 +181,14 @@ final class HistoryStore {
             _ = try open()
             guard let database, let statements else { return nil }
             let offset = Self.wallOffset()
-            let encoder = JSONStreamEncoder()  // as StateStore: one pass, no tree
+            let encoder = JSONStreamEncoder()  // as StateStore: its own writer, one pass
             try database.transaction { () throws(DatabaseError) in
                 for (id, app) in pendingApps {
                     if var app {
                         app.history = app.history.shifted(by: .zero - offset)
                         if let last = app.last { app.last?.at = last.at + offset }
-                        guard let data = try? encoder.encode(app) else { continue }
-                        try statements.app.run([Data(id.utf8), data])
+                        guard let data = try? encoder.writeBytes(app) else { continue }
+                        try statements.app.run([Data(id.utf8), Data(data)])
                     } else {
                         try statements.deleteApp.run([Data(id.utf8)])
                     }

@@ -81,7 +81,7 @@ extension SavedApp: JSONWritable {
         w.openObject()
         try w.field("core", ifPresent: core)
         try w.field("run", ifPresent: run)
-        try w.field("termination", otherIfPresent: termination)
+        try w.field("termination", ifPresent: termination)
         try w.field("crashes", ifPresent: crashes)
         w.closeObject()
     }
