@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the app-channel decoder, the control-request parser and the
+# Fuzzes the app-channel decoder, the control-request parser (the hand
+# reader against JSONDecoder) and the
 # status answer's hand-written reader with
 # libFuzzer (swiftc -sanitize=fuzzer,address), and the C client's wire
 # decoder, which parses untrusted bytes inside apps (clang
@@ -26,10 +27,11 @@ build_c() {   # name, sources...: undefined behaviour aborts, as a crash does
 build app-channel Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/app_channel.swift
 control=(Sources/LifecycleControl/ControlProtocol.swift Sources/LifecycleControl/ControlStatus.swift
     Sources/LifecycleControl/ControlRecords.swift Sources/LifecycleControl/ShownReport.swift)
-build control-request Sources/LifecycleModel/*.swift "${control[@]}" Fuzz/control_request.swift
-build status-reader Sources/LifecycleModel/*.swift "${control[@]}" Sources/LifecycleControl/StatusJSON.swift \
-    Sources/LifecycleControl/JSONStreamEncoder.swift \
-    Sources/LifecycleControl/StatusFields.swift Fuzz/status_reader.swift
+readers=(Sources/LifecycleControl/StatusJSON.swift Sources/LifecycleControl/JSONStreamEncoder.swift
+    Sources/LifecycleControl/StatusFields.swift)
+build control-request Sources/LifecycleModel/*.swift "${control[@]}" "${readers[@]}" \
+    Sources/LifecycleControl/RequestJSON.swift Fuzz/control_request.swift
+build status-reader Sources/LifecycleModel/*.swift "${control[@]}" "${readers[@]}" Fuzz/status_reader.swift
 # Swift's decoders against the C client's: wire.c built by clang (coverage, ASan), called through wire.h.
 build wire-differential Sources/LifecycleModel/*.swift Sources/LifecycleWire/Wire.swift Fuzz/wire_differential.swift \
     -import-objc-header clib/src/wire.h -Xcc -Iclib/include "$(clang -fsanitize=fuzzer-no-link,address -O1 -g \

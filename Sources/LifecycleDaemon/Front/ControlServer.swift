@@ -270,7 +270,8 @@ final class ControlServer: RecordSink {
                             "too many requests from uid \(c.caller.uid ?? 0) (at most \(Int(Admission.requestsPerSecond)) a second)",
                         refusal: "too-many-requests"))
             } else if let request = line.isEmpty
-                ? nil : try? JSONDecoder().decode(ControlRequest.self, from: Data(line))
+                ? nil
+                : ControlRequest.readPlain(line) ?? (try? JSONDecoder().decode(ControlRequest.self, from: Data(line)))
             {
                 response = respond(to: request, from: c)
             } else {
