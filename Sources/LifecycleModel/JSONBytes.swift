@@ -51,8 +51,8 @@ public struct JSONBytes {
     }
 
     /// Two digits at a time from a table, into a buffer on the stack, then
-    /// appended at once: a nanosecond instant's 13-16 digits cost about a
-    /// third of what one division per digit did.
+    /// appended at once: about 270 instructions a number on the event
+    /// path, against 645 with a division per digit.
     public mutating func decimal(_ magnitude: UInt64, negative: Bool) {
         if negative { bytes.append(0x2D) }
         var m = magnitude

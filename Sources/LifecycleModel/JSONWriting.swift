@@ -5,7 +5,7 @@
 // cost a container: the generic metadata of the container and its box, a
 // heap box, and a witness call per field, 1.3-1.4 k instructions a
 // container before anything is written (docs/performance.md, "The save's
-// hot records written by hand"). A type that is `JSONWritable` writes its
+// records write themselves"). A type that is `JSONWritable` writes its
 // own bytes instead: exactly what its `encode(to:)` writes through
 // JSONStreamEncoder (LifecycleControl), so what is read back (JSONDecoder,
 // its Codable `init(from:)`) is unchanged, and so is the file. A field whose
