@@ -95,19 +95,4 @@ extension JSONReader {
         ws()
         return i == b.count
     }
-
-    /// `{ "key": value, ... }` with its keys read by `key`.
-    mutating func object(
-        key: (inout JSONReader) throws -> String, _ body: (inout JSONReader, String) throws -> Void
-    ) throws {
-        try expect(0x7B)
-        if take(0x7D) { return }
-        repeat {
-            ws()
-            let name = try key(&self)
-            try expect(0x3A)
-            try body(&self, name)
-        } while take(0x2C)
-        try expect(0x7D)
-    }
 }

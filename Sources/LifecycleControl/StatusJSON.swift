@@ -166,12 +166,19 @@ public struct JSONReader {
 
     /// `{ "key": value, ... }`, the body reading each value.
     mutating func object(_ body: (inout JSONReader, String) throws -> Void) throws {
+        try object(key: { try $0.string() }, body)
+    }
+
+    /// The same, each key read by `key` (RequestJSON.swift takes only plain ones).
+    mutating func object(
+        key: (inout JSONReader) throws -> String, _ body: (inout JSONReader, String) throws -> Void
+    ) throws {
         try expect(0x7B)
         if take(0x7D) { return }
         repeat {
-            let key = try string()
+            let name = try key(&self)
             try expect(0x3A)
-            try body(&self, key)
+            try body(&self, name)
         } while take(0x2C)
         try expect(0x7D)
     }

@@ -53,7 +53,8 @@ public struct JSONBytes {
     /// Two digits at a time from a table, into a buffer on the stack, then
     /// appended at once: about 270 instructions a number on the event
     /// path, against 645 with a division per digit.
-    public mutating func decimal(_ magnitude: UInt64, negative: Bool) {
+    @usableFromInline
+    mutating func decimal(_ magnitude: UInt64, negative: Bool) {
         if negative { bytes.append(0x2D) }
         var m = magnitude
         if m < 10 { return bytes.append(0x30 &+ UInt8(truncatingIfNeeded: m)) }

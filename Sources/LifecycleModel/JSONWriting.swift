@@ -170,13 +170,7 @@ public struct JSONWriter {
     }
 
     @inlinable
-    public mutating func enumCase(_ name: StaticString) {
-        openObject()
-        key(name)
-        openObject()
-        closeObject()
-        closeObject()
-    }
+    public mutating func enumCase(_ name: StaticString) { enumCase(name) { _ in } }
 
     /// An array of values that write themselves.
     @inlinable
