@@ -9,8 +9,10 @@ public enum Goal: Sendable, Equatable {
     case inFront(String)
     /// The app finished launching into the background (suspended, or running there).
     case launchedInBackground(String)
-    /// The app has no process any more.
-    case ended(String)
+    /// The app's process `after` (the one the command found) has ended:
+    /// the app is not running, or a new process of it is prewarmed (an
+    /// `always` app is prewarmed again as soon as its run ends).
+    case ended(String, after: Int32?)
     /// A new run of the app (not the process `after`) is in front (or, when
     /// the front was taken meanwhile, launched into the background).
     case relaunched(String, after: Int32?, inFront: Bool)
@@ -28,7 +30,7 @@ public enum Goal: Sendable, Equatable {
 
     public var apps: [String] {
         switch self {
-        case .inFront(let a), .launchedInBackground(let a), .ended(let a), .relaunched(let a, _, _),
+        case .inFront(let a), .launchedInBackground(let a), .ended(let a, _), .relaunched(let a, _, _),
             .sceneInFront(let a, _, _), .sceneGone(let a, _):
             [a]
         case .scenesLeft(let refs), .scenesBack(let refs):
@@ -61,7 +63,9 @@ public enum Goal: Sendable, Equatable {
         case .launchedInBackground(let name):
             guard let a = app(name), a.launching != true, a.awaiting == nil else { return false }
             return a.state == .background || a.state == .suspended
-        case .ended(let name): return app(name)?.state == .notRunning
+        case .ended(let name, let after):
+            guard let a = app(name) else { return false }
+            return a.state == .notRunning || (a.state == .prewarmed && a.pid != after)
         case .sceneInFront(let name, let sceneName, let display):
             guard let a = app(name), a.launching != true, a.awaiting == nil, a.window != "hidden" else { return false }
             return a.scenes?.contains { s in
@@ -135,7 +139,7 @@ extension Goal {
         case .activate:
             return request.scene == nil && request.display == nil
                 ? .inFront(app) : .sceneInFront(app, scene: request.scene, display: request.display)
-        case .stop, .kill: return .ended(app)
+        case .stop, .kill: return .ended(app, after: before.apps.first { $0.name == app }?.pid)
         case .restart:
             let was = before.apps.first { $0.name == app }
             // A prewarmed process is launched as it is (the same pid), in front.

@@ -118,6 +118,27 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// supervisorctl's stop of an `always` app returns once its running
+    /// process ended, though a new one is prewarmed at once (it waited for
+    /// "not running", which an `always` app may never show, and timed out).
+    @Test func aStopOfAnAlwaysAppReturnsThoughItIsPrewarmedAgain() throws {
+        let s = scratch()
+        let (d, f) = try daemon(["a": recorder(s + "/a", "prewarm = \"always\"", client: .c)])
+        try held(f, "a")
+        for _ in 0..<2 {
+            let (activated, _, err) = try d.ctl(["activate", "a"])
+            #expect(activated == 0, "\(err)")
+            let pid = try d.status("a").pid
+            let (code, _, why) = try d.ctl(["stop", "a", "--timeout", "30"])
+            #expect(code == 0, "\(why)")
+            let after = try d.status("a")
+            #expect(after.pid != pid, "the process it found has ended")
+            #expect(after.state == .notRunning || after.state == .prewarmed)
+            try held(f, "a")
+        }
+        #expect(try d.stop() == 0)
+    }
+
     /// A library app whose client does not prewarm never says it is at
     /// its first event: given up at its launch timeout, and not tried again.
     @Test func anAppThatNeverSaysItIsHeldIsGivenUp() throws {
