@@ -9,6 +9,8 @@ public final class Application {
     /// True when started by lifecycled; false when run standalone.
     public let isSupervised: Bool
     public private(set) var launchOptions: LaunchOptions?
+    /// A prewarmed app's rehearsal of its launch (Channel.waitingForEvents).
+    private var rehearsal: LaunchOptions?
     /// The name lifecycled knows the app by.
     public let name: String?
     /// Its connected scenes, by name (apps whose manifest sets `scenes = true`).
@@ -165,7 +167,12 @@ public final class Application {
             runStandalone()
             return nil
         }
-        channel.waitingForEvents()
+        channel.waitingForEvents { options in
+            // What dispatch does with a launch's options, on a property of
+            // the same type: the metadata it needs is made here.
+            rehearsal = options
+            rehearsal = nil
+        }
         while !finished, channelError == nil {
             let message: DaemonMessage
             if !pending.isEmpty {

@@ -78,15 +78,41 @@ final class Channel: @unchecked Sendable {
     }
 
     /// The first time the app waits for an event: a prewarmed app says it
-    /// is there, and the daemon holds it there, frozen, until a use.
-    func waitingForEvents() {
+    /// is there, and the daemon holds it there, frozen, until a use. First
+    /// it rehearses its launch (`rehearseLaunch`, then `rehearse` with the
+    /// options: the caller's part), so that the activation does not pay for it.
+    func waitingForEvents(rehearse: (LaunchOptions) -> Void = { _ in }) {
         guard
             locked({ () -> Bool in
                 defer { prewarm = false }
                 return prewarm
             })
         else { return }
+        if let options = Self.rehearseLaunch() { rehearse(options) }
         send(.prewarmed)
+    }
+
+    /// The library's part of a launch event, once, on an event of its own
+    /// making: decoded from its bytes, checked, its options read, its
+    /// acknowledgement encoded; nothing is sent and no callback runs. What
+    /// the Swift runtime does at a first use (the metadata of the generic
+    /// types involved, looked up by their mangled names, and the pages of
+    /// this code) is then done while the app is prewarmed, not inside its
+    /// activation: about a quarter of a prewarmed Swift app's activation,
+    /// measured (docs/performance.md, "Prewarming"). The app's own first
+    /// use of its callbacks is its own.
+    static func rehearseLaunch() -> LaunchOptions? {
+        let options = [
+            KeyValue(LaunchOptionKey.launchMode.rawValue, LaunchMode.foreground.rawValue),
+            KeyValue(LaunchOptionKey.reason.rawValue, LaunchReason.user.rawValue),
+            KeyValue(LaunchOptionKey.previousTime.rawValue, "0.5"),
+        ]
+        let event = EventMessage(
+            sequence: 1, event: .willFinishLaunching, deadline: 0, budgetEnd: nil, options: options)
+        guard case .event(let e)? = try? DaemonMessage.decode(DaemonMessage.event(event).encoded()) else { return nil }
+        _ = e.sceneProblem()
+        _ = AppMessage.acknowledge(sequence: e.sequence).encoded()
+        return LaunchOptions(e, restoration: nil)
     }
 
     /// Sends; a send into a broken channel is lost, and the next receive
