@@ -41,6 +41,7 @@ final class Recorder: ApplicationDelegate, SceneDelegate {
         } else {
             write(line)
         }
+        guard let hang else { return }
         if line == hang || line.split(separator: " ").first.map(String.init) == hang { while true { pause() } }
     }
 
