@@ -6,7 +6,9 @@ the next; callgrind's counts repeat.
 
     BUILDS="DIR [DIR ...]" make bench-counted      (default: .build/release)
     N=100 to change the repetitions; KEEP=1 keeps each window's dump
-    (callgrind_annotate --inclusive=yes DUMP shows where they go); BUS=1
+    (callgrind_annotate --inclusive=yes DUMP shows where they go);
+    FOLLOW=1 keeps one follower of every app's records connected (as a
+    shell following events is), read and thrown away; BUS=1
     serves D-Bus on a private dbus-daemon (by default there is no bus,
     and the daemon publishes nothing); RUNNING=990 launches that many of
     the idle apps into the background (plain programs, frozen at once)
@@ -42,7 +44,7 @@ timers): nothing else runs.
 Waiting adds nothing to the counts: the benchmark reads the recorder's own
 log and the cgroup's files, not the daemon.
 """
-import glob, os, shutil, subprocess, sys, tempfile, time
+import glob, os, shutil, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from benchdaemon import BenchDaemon, RELEASE, private_bus, wait_until  # noqa: E402
@@ -99,6 +101,12 @@ class Counted:
         self.d = BenchDaemon("counted", apps, settings=budget + "event_history = 0\n[memory]\nmonitor = false\n",
                              bin_dir=self.tmp, ready_tries=6000, base=base, bus=bus)
         self.pid = self.valgrind_pid()
+        if os.environ.get("FOLLOW"):
+            # Every record of every app, read as it comes (so that the
+            # socket never fills) and thrown away.
+            follower = self.d.connect()
+            follower.sendall(b'{"command":"events","follow":true}\n')
+            threading.Thread(target=lambda: all(iter(lambda: follower.recv(65536), b"")), daemon=True).start()
         if bus:  # counting starts once the interface is served
             wait_until("the bus name", lambda: "serving io.lifecycled" in open(os.path.join(self.d.dir, "daemon.log")).read())
 

@@ -126,6 +126,44 @@ public struct ControlResponse: Codable, Sendable {
     }
 }
 
+// The same, by hand (LifecycleModel/JSONWriting.swift) for the parts every
+// followed record and most answers carry; the rarer parts go through
+// Codable into the same buffer. JSONStreamEncoderTests holds the two to
+// the same bytes.
+extension ControlResponse: JSONWritable {
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("ok", ok)
+        try w.field("error", ifPresent: error)
+        try w.field("status", otherIfPresent: status)
+        if let events {
+            w.key("events")
+            try w.array(events)
+        }
+        try w.field("event", ifPresent: event)
+        try w.field("kills", otherIfPresent: kills)
+        try w.field("reload", otherIfPresent: reload)
+        try w.field("avail", otherIfPresent: avail)
+        try w.field("tail", otherIfPresent: tail)
+        try w.field("raise", otherIfPresent: raise)
+        try w.field("run", otherIfPresent: run)
+        w.closeObject()
+    }
+}
+
+extension ControlError: JSONWritable {
+    /// What the synthesized encoder writes: `refusal` only when present.
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("code", code)
+        try w.field("message", message)
+        try w.field("refusal", ifPresent: refusal)
+        w.closeObject()
+    }
+}
+
+extension ControlError.Code: JSONWritableWord {}
+
 public struct ControlError: Codable, Sendable, Error, CustomStringConvertible {
     public var code: Code
     public var message: String

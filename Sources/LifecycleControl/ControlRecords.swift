@@ -15,7 +15,7 @@
 /// One entry of `supervisorctl events`: a transition, a delivered event, its
 /// acknowledgement, or a termination.
 public struct EventRecord: Codable, Sendable, Equatable {
-    public enum Kind: String, Codable, Sendable {
+    public enum Kind: String, Codable, Sendable, CaseIterable {
         case launched, transition, delivered, acknowledged, expiring, frozen, thawed, killed, terminated
         /// A kill for memory was decided (`kill` holds the record).
         case jetsam
@@ -117,3 +117,29 @@ public struct EventRecord: Codable, Sendable, Equatable {
         try c.encode(ifPresent: kill, forKey: .kill)
     }
 }
+
+// What `encode(to:)` writes, by hand (LifecycleModel/JSONWriting.swift):
+// every record goes to every follower as it happens, and through Codable
+// it cost more than a save's row. A field added there goes here too;
+// JSONStreamEncoderTests holds the two to the same bytes.
+extension EventRecord: JSONWritable {
+    public func write(json w: inout JSONWriter) throws {
+        w.openObject()
+        try w.field("time", time)
+        try w.field("monotonic", monotonic)
+        try w.field("app", app)
+        try w.field("kind", kind)
+        try w.field("pid", ifPresent: pid)
+        try w.field("from", ifPresent: from)
+        try w.field("to", ifPresent: to)
+        try w.field("event", ifPresent: event)
+        try w.field("sequence", ifPresent: sequence)
+        try w.field("latencyMicroseconds", ifPresent: latencyMicroseconds)
+        try w.field("reason", ifPresent: reason)
+        try w.field("detail", ifPresent: detail)
+        try w.field("kill", otherIfPresent: kill)
+        w.closeObject()
+    }
+}
+
+extension EventRecord.Kind: JSONWritableWord {}

@@ -1,4 +1,6 @@
-// The durable save's hot records written by hand (issue 31, part 1).
+// The durable save's hot records written by hand (issue 31, part 1), and
+// what every follower reads and every request is answered with (EventRecord,
+// ControlResponse: LifecycleControl).
 //
 // An event saves the changed app's row twice (the decision's step and the
 // acknowledgement's), and through Codable each nested value of that row

@@ -116,6 +116,15 @@ import Testing
         return try canonical(a) == canonical(b)
     }
 
+    /// A value's own writer (LifecycleModel/JSONWriting.swift) writes
+    /// what its Codable conformance writes through JSONStreamEncoder.
+    func same<T: JSONWritable>(_ value: T) throws {
+        let encoder = JSONStreamEncoder()
+        let (hand, codable) = (try encoder.writeBytes(value), try encoder.encodeBytes(value))
+        #expect(
+            hand == codable, "\(String(decoding: hand, as: UTF8.self))\n\(String(decoding: codable, as: UTF8.self))")
+    }
+
     func agrees<T: Codable & Equatable>(_ value: T) throws {
         let ours = try JSONStreamEncoder().encode(value)
         let theirs = try JSONEncoder().encode(value)
@@ -261,12 +270,6 @@ import Testing
     @Test func theSavesOwnWritersWriteWhatCodableWrites() throws {
         let at = Instant(nanoseconds: 5_000_000_000)
         let encoder = JSONStreamEncoder()
-        func same<T: JSONWritable>(_ value: T) throws {
-            let (hand, codable) = (try encoder.writeBytes(value), try encoder.encodeBytes(value))
-            #expect(
-                hand == codable,
-                "\(String(decoding: hand, as: UTF8.self))\n\(String(decoding: codable, as: UTF8.self))")
-        }
         var record = AppRecord()
         record.phase = .suspended
         record.state = .background
@@ -365,5 +368,48 @@ import Testing
             try encoder.writeBytes(TerminationInfo(reason: .exited, description: "", time: .nan, pid: 1))
         }
         try same(EventMessage(sequence: 1, event: .didBecomeActive, deadline: nil, budgetEnd: nil))
+    }
+
+    /// What goes to every follower and answers a request, written by hand
+    /// (EventRecord, ControlResponse, ControlError): the bytes the Codable
+    /// conformances write, with every field set, with none, for every kind
+    /// of record, and with each rarer part of an answer.
+    @Test func theRecordsAndAnswersOwnWritersWriteWhatCodableWrites() throws {
+        let encoder = JSONStreamEncoder()
+        let kill = KillRecord(
+            time: 1, app: "a", pid: 7, reason: .memoryPressure, footprint: 1, swap: 2, limit: 3, killer: .kernel,
+            peak: 4, state: .suspended, band: .high, level: .critical, simulated: true,
+            reading: MemoryReading(available: 1, total: 2), candidates: [], lastNotice: true)
+        let full = EventRecord(
+            time: 1_764_288_000.123456, monotonic: 2, app: "a \"quoted\"", kind: .jetsam, pid: 7, from: "suspended",
+            to: "not-running", event: .willTerminate, sequence: 4, latencyMicroseconds: 5.5, reason: "memory-pressure",
+            detail: "line\nbreak", kill: kill)
+        try same(full)
+        for kind in EventRecord.Kind.allCases {
+            try same(EventRecord(time: 0.5, monotonic: -1, app: "*", kind: kind))
+        }
+        try same(ControlResponse(ok: true, event: full))
+        try same(
+            ControlResponse(ok: true, events: [full, EventRecord(time: 1, monotonic: 1, app: "b", kind: .thawed)]))
+        try same(ControlResponse(ok: true, events: []))
+        try same(ControlResponse.failure(.unknownApp, "no app named x"))
+        try same(
+            ControlResponse(ok: false, error: ControlError(code: .refused, message: "no", refusal: "screen-locked")))
+        var rare = ControlResponse(
+            ok: true,
+            status: StatusReport(
+                daemon: DaemonStatus(
+                    pid: 1, foregroundSlots: 1, foreground: [], locked: false, interruptions: 0, confinement: "x",
+                    shuttingDown: false),
+                apps: []), kills: [kill])
+        rare.reload = ReloadReport(dryRun: true)
+        rare.avail = []
+        rare.tail = TailReport(journal: true)
+        rare.raise = RaiseRequest(window: "2", output: nil, sequence: 1)
+        rare.run = CompositorCommand(command: "home", display: "tv", sequence: 1)
+        try same(rare)
+        #expect(throws: (any Error).self) {
+            try encoder.writeBytes(EventRecord(time: .nan, monotonic: 0, app: "a", kind: .launched))
+        }
     }
 }

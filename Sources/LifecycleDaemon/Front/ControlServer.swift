@@ -346,28 +346,28 @@ final class ControlServer: RecordSink {
         if response.ok, let status = response.status, response.events == nil,
             let line = try? status.responseLine()
         {
-            return send(line: Data(line), to: c)
+            return send(line: line, to: c)
         }
-        guard var data = try? encoder.encode(response) else { return }
-        data.append(0x0A)
-        send(line: data, to: c)
+        guard var bytes = try? encoder.writeBytes(response) else { return }
+        bytes.append(0x0A)
+        send(line: bytes, to: c)
     }
 
-    private func send(line: Data, to c: Connection) {
+    private func send(line: [UInt8], to c: Connection) {
         guard !c.dropped else { return }
-        c.output += line
+        c.output.append(contentsOf: line)
         if c.unwritten > Self.maxBacklog { return drop(c) }
         flush(c)
     }
 
     /// Sends a record to every follower that wants it, encoded once.
     func deliver(_ record: EventRecord) {
-        var line: Data? = nil
+        var line: [UInt8]? = nil
         for c in connections.values {
             guard let f = c.following, f.isEmpty || f.contains(record.app) else { continue }
-            if line == nil {
-                line = try? encoder.encode(ControlResponse(ok: true, event: record))
-                line?.append(0x0A)
+            if line == nil, var bytes = try? encoder.writeBytes(ControlResponse(ok: true, event: record)) {
+                bytes.append(0x0A)
+                line = bytes
             }
             if let line { send(line: line, to: c) }
         }
