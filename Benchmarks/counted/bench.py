@@ -10,7 +10,9 @@ the next; callgrind's counts repeat.
     FOLLOW=1 keeps one follower of every app's records connected (as a
     shell following events is), read and thrown away; BUS=1
     serves D-Bus on a private dbus-daemon (by default there is no bus,
-    and the daemon publishes nothing); RUNNING=990 launches that many of
+    and the daemon publishes nothing), and with MONITOR=1 one monitor of
+    every app's records is open on it (CreateMonitor; its signals are
+    left to the bus daemon's queue); RUNNING=990 launches that many of
     the idle apps into the background (plain programs, frozen at once)
     before the rows, so that each row is counted beside them: an
     operation whose cost grows with the number of running apps shows.
@@ -109,6 +111,12 @@ class Counted:
             threading.Thread(target=lambda: all(iter(lambda: follower.recv(65536), b"")), daemon=True).start()
         if bus:  # counting starts once the interface is served
             wait_until("the bus name", lambda: "serving io.lifecycled" in open(os.path.join(self.d.dir, "daemon.log")).read())
+            if os.environ.get("MONITOR"):
+                import dbus  # python3-dbus, as Benchmarks/dbus/bench.py
+                self.bus = dbus.bus.BusConnection(bus)
+                manager = self.bus.get_object("io.lifecycled.Lifecycle1", "/io/lifecycled/Lifecycle1")
+                self.monitor = manager.CreateMonitor(dbus.Dictionary({}, signature="sv"),
+                                                     dbus_interface="io.lifecycled.Lifecycle1.Manager")
 
     def valgrind_pid(self):
         # The wrapper execs valgrind: the daemon's pid is the wrapper's.

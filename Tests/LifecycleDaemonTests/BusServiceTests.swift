@@ -1,6 +1,7 @@
 import Foundation
 @testable import LifecycleDaemon
 import LifecycleControl
+@testable import LifecycleCore
 import LifecycleOS
 import Testing
 
@@ -77,5 +78,32 @@ import Testing
         let makefile = try String(contentsOfFile: root + "/Makefile", encoding: .utf8)
         let line = makefile.split(separator: "\n").first { $0.hasPrefix("VERSION ?= ") }
         #expect(line.map { String($0.dropFirst("VERSION ?= ".count)) } == LifecycleVersion.string)
+    }
+
+    /// A monitor's record (the Record signal), written by hand
+    /// (EventRecord.sortedJSON): what JSONEncoder with sorted keys writes,
+    /// for every kind of record and for one with every field (its kill
+    /// record through JSONEncoder itself).
+    @Test func aMonitorsRecordIsWhatJSONEncoderWithSortedKeysWrites() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let kill = KillRecord(
+            time: 1, app: "a", pid: 7, reason: .memoryPressure, footprint: 1, swap: 2, limit: 3, killer: .kernel,
+            peak: 4, state: .suspended, band: .high, level: .critical, simulated: true,
+            reading: MemoryReading(available: 1, total: 2), candidates: [], lastNotice: true)
+        var records = EventRecord.Kind.allCases.map { EventRecord(time: 0.5, monotonic: -1, app: "*", kind: $0) }
+        records.append(
+            EventRecord(
+                time: 1_764_288_000.123456, monotonic: 2, app: "a \"quoted\"", kind: .jetsam, pid: 7,
+                from: "suspended", to: "not-running", event: .willTerminate, sequence: 4, latencyMicroseconds: 5.5,
+                reason: "memory-pressure", detail: "line\nbreak", kill: kill))
+        for record in records {
+            #expect(try record.sortedJSON() == String(decoding: try encoder.encode(record), as: UTF8.self))
+        }
+        // JSONEncoder writes a slash as \/, the writer as it is: the same JSON.
+        let path = EventRecord(time: 1, monotonic: 1, app: "a", kind: .adopted, detail: "group /apps/a.1")
+        let ours = try JSONSerialization.jsonObject(with: Data(path.sortedJSON().utf8)) as? NSDictionary
+        let theirs = try JSONSerialization.jsonObject(with: encoder.encode(path)) as? NSDictionary
+        #expect(ours != nil && ours == theirs)
     }
 }
