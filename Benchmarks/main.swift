@@ -160,10 +160,9 @@ func rawFloor(pause: UInt32 = 0) throws -> Series {
 func clientFloor(client: String, pause: UInt32 = 0) throws -> Series {
     let (mine, theirs) = try UnixSocket.channelPair()
     try Posix.setNonBlocking(mine, false)
-    let root = FileManager.default.currentDirectoryPath
     let recorder =
         client == "c"
-        ? [root + "/.build/clib/c-recorder", "--log", "/dev/null", "--after-ack"]
+        ? [cRecorder(), "--log", "/dev/null", "--after-ack"]
         : [buildDirectory + "/example-recorder", "--log", "/dev/null", "--after-ack"]
     let argv = appCore + recorder
     let p = try Spawner.spawn(
@@ -284,6 +283,19 @@ func recorderApp(_ extra: String = "") -> String {
     recorderCommand("swift", "/dev/null") + "\(extra)\n"
 }
 
+/// The C recorder, from the working directory (the usage says so). Missing,
+/// the bench says so and stops, rather than failing later as a daemon's
+/// closed connection when the first C app cannot be launched.
+func cRecorder() -> String {
+    let path = FileManager.default.currentDirectoryPath + "/.build/clib/c-recorder"
+    guard FileManager.default.isExecutableFile(atPath: path) else {
+        FileHandle.standardError.write(
+            Data("lifecycled-bench: no \(path): run it from the repository's root, after make clib\n".utf8))
+        exit(2)
+    }
+    return path
+}
+
 /// The recording app of each client library, writing to `log` (make bench
 /// runs from the repository's root, where `make clib` put the C recorder).
 /// `afterAck`: the Swift and C recorders write each event's line after
@@ -293,7 +305,7 @@ func recorderCommand(_ client: String, _ log: String, afterAck: Bool = false) ->
     let after = afterAck ? ["--after-ack"] : []
     let argv: [String] =
         switch client {
-        case "c": appCore + [root + "/.build/clib/c-recorder", "--log", log] + after
+        case "c": appCore + [cRecorder(), "--log", log] + after
         case "python":
             appCore + ["/usr/bin/env", "python3", root + "/Examples/python-recorder/recorder.py", "--log", log]
         default: appCore + [buildDirectory + "/example-recorder", "--log", log] + after
