@@ -2,7 +2,7 @@
 output/, status/): a temporary directory with its config and apps, its own
 control socket and cgroup root, requests over the socket, events followed,
 and a clean stop. Imported by the scripts; not run alone."""
-import json, os, shutil, signal, socket, subprocess, tempfile, time, uuid
+import atexit, json, os, shutil, signal, socket, subprocess, tempfile, time, uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RELEASE = os.path.join(ROOT, ".build", "release")
@@ -105,6 +105,7 @@ def private_bus():
     """A dbus-daemon of its own that lets anyone own and call anything: (its
     process, its address)."""
     d = tempfile.mkdtemp(prefix="lifecycled-bench-bus-")
+    atexit.register(shutil.rmtree, d, True)  # its config and socket, once the bench is done
     os.chmod(d, 0o755)
     with open(f"{d}/bus.conf", "w") as f:
         f.write(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
