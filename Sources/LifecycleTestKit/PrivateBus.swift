@@ -21,14 +21,6 @@ public final class PrivateBus {
         dir = "/tmp/lifecycled-bus-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         chmod(dir, 0o755)
-        let open = """
-              <policy context="default">
-                <allow user="*"/>
-                <allow own="*"/>
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-              </policy>
-            """
         // As /usr/share/dbus-1/system.conf has it.
         let stock = """
               <policy context="default">
@@ -48,19 +40,36 @@ public final class PrivateBus {
               </policy>
               <include>\(policy ?? "")</include>
             """
-        let config = """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>system</type>
-              <listen>unix:path=\(dir)/bus.sock</listen>
-              <auth>EXTERNAL</auth>
-            \(policy == nil ? open : stock)
-            </busconfig>
-            """
+        let config = Self.configuration(
+            type: "system", listen: "unix:path=\(dir)/bus.sock", policy: policy == nil ? Self.openPolicy : stock)
         try config.write(toFile: dir + "/bus.conf", atomically: true, encoding: .utf8)
         address = "unix:path=\(dir)/bus.sock"
         (pid, pidfd) = try Self.start(dir)
+    }
+
+    /// A policy that lets anyone connect, own names and call anything.
+    public static let openPolicy = """
+          <policy context="default">
+            <allow user="*"/>
+            <allow own="*"/>
+            <allow send_destination="*" eavesdrop="true"/>
+            <allow eavesdrop="true"/>
+          </policy>
+        """
+
+    /// A dbus-daemon's configuration: a bus of `type` (system, session)
+    /// listening on `listen`, under `policy`.
+    public static func configuration(type: String, listen: String, policy: String) -> String {
+        """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>\(type)</type>
+          <listen>\(listen)</listen>
+          <auth>EXTERNAL</auth>
+        \(policy)
+        </busconfig>
+        """
     }
 
     /// Starts dbus-daemon and waits for it to print its address, which it

@@ -34,13 +34,8 @@ public final class PipeWireSession {
         // ended with SIGKILL (deinit), it cannot remove its socket, and the
         // default session config left one in /tmp at every run.
         let config = dir + "/session-bus.conf"
-        try """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig><type>session</type><listen>unix:dir=\(dir)</listen><auth>EXTERNAL</auth>
-        <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/>
-        <allow own="*"/></policy></busconfig>
-        """.write(toFile: config, atomically: true, encoding: .utf8)
+        try PrivateBus.configuration(type: "session", listen: "unix:dir=\(dir)", policy: PrivateBus.openPolicy)
+            .write(toFile: config, atomically: true, encoding: .utf8)
         chmod(config, 0o644)
         try spawn(
             ["/usr/bin/dbus-run-session", "--config-file=" + config, "--", "/usr/bin/wireplumber"],
