@@ -232,8 +232,11 @@ func zombies(of parent: Int32) -> [Int32] {
 
     @Test func socketActivation() throws {
         let s = scratch()
-        try "apps_dir = \"apps\"\ncontrol_socket = \"\(s)/unused.sock\"\n".write(
-            toFile: s + "/d.toml", atomically: true, encoding: .utf8)
+        // Its own directories: the defaults are the system's (/run/lifecycled, /var/lib/lifecycled).
+        try
+            "apps_dir = \"apps\"\ncontrol_socket = \"\(s)/unused.sock\"\nruntime_directory = \"run\"\nstate_directory = \"state\"\n"
+            .write(
+                toFile: s + "/d.toml", atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: s + "/apps", withIntermediateDirectories: true)
         try recorder(s + "/a.events").write(toFile: s + "/apps/a.toml", atomically: true, encoding: .utf8)
         let sock = s + "/activated.sock"
@@ -270,6 +273,7 @@ func zombies(of parent: Int32) -> [Int32] {
         #expect(r.ok)
         #expect(r.status?.apps.map(\.name) == ["a"])
         #expect(!FileManager.default.fileExists(atPath: s + "/unused.sock"))
+        #expect(FileManager.default.fileExists(atPath: s + "/run/lifecycled.pid"), "its runtime directory is its own")
         kill(p.pid, SIGTERM)
         var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
         #expect(poll(&pfd, 1, 20_000) == 1)
