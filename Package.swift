@@ -136,7 +136,7 @@ let package = Package(
         .testTarget(
             name: "LifecycleOSTests",
             dependencies: [
-                "LifecycleOS", "CMemoryWatch", "LifecycleTestKit",
+                "LifecycleOS", "CMemoryWatch", "CSystemd", "LifecycleTestKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ], swiftSettings: strict),

@@ -58,14 +58,16 @@ void lc_front_operation_finish(lc_front *f, uint64_t id, const char *result, con
     if (!o || o->done) return;
     o->done = 1;
     lc_set_string(&o->result, result);
-    lc_set_string(&o->reason, reason);
+    int reason_changed = lc_set_string(&o->reason, reason);
     for (size_t i = 0; i < o->n_waiters; i++) {
         sd_bus_reply_method_return(o->waiters[i], "ss", o->result, o->reason);
         sd_bus_message_unref(o->waiters[i]);
     }
     o->n_waiters = 0;
     if (f->serving) {
-        sd_bus_emit_properties_changed(f->bus, o->path, OPERATION_IFACE, "State", "Result", "Reason", NULL);
+        // Only what changed, as every object's signals (a done operation's Reason stays "").
+        sd_bus_emit_properties_changed(f->bus, o->path, OPERATION_IFACE, "State", "Result",
+                                       reason_changed ? "Reason" : NULL, NULL);
         sd_bus_message *signal = NULL;
         // To the requester only: nobody else asked.
         if (sd_bus_message_new_signal(f->bus, &signal, ROOT, MANAGER_IFACE, "OperationFinished") >= 0 &&

@@ -164,12 +164,25 @@ public final class BusFront {
     /// An object's values now, in its kind's slots (BusFront.h); signalled,
     /// if changed, at the next flush.
     public func set(_ kind: Kind, _ key: String, strings: [String], numbers: [UInt64]) {
-        let copies = strings.map { strdup($0) }
-        defer { for c in copies { free(c) } }
-        let pointers: [UnsafePointer<CChar>?] = copies.map { UnsafePointer($0) }
-        pointers.withUnsafeBufferPointer { p in
+        // The strings back to back in one buffer, each ended by its NUL: one
+        // allocation, not a C copy of each (this runs for every app, scene
+        // and display pushed after every save). A string is cut at a NUL of
+        // its own (a task's name is the app's to choose), as a C copy was.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(strings.reduce(0) { $0 + $1.utf8.count + 1 })
+        for var string in strings {
+            string.withUTF8 { utf8 in
+                guard let base = utf8.baseAddress else { return }
+                let cut = memchr(base, 0, utf8.count).map { UnsafeRawPointer($0) - UnsafeRawPointer(base) }
+                bytes.append(contentsOf: UnsafeBufferPointer(start: base, count: cut ?? utf8.count))
+            }
+            bytes.append(0)
+        }
+        bytes.withUnsafeBytes { b in
             numbers.withUnsafeBufferPointer { n in
-                lc_front_set(front, kind.rawValue, key, p.baseAddress, p.count, n.baseAddress, n.count)
+                lc_front_set(
+                    front, kind.rawValue, key, b.baseAddress!.assumingMemoryBound(to: CChar.self), strings.count,
+                    n.baseAddress, n.count)
             }
         }
     }

@@ -96,8 +96,9 @@ import Testing
 
     /// A Python shell launches, activates, sends home, restarts and stops
     /// an app; each operation ends done; the signals, applied to the
-    /// snapshot taken before, give the snapshot after; each names only
-    /// values that changed; the JSON socket agrees.
+    /// snapshot taken before, give the snapshot after, for every object
+    /// (apps, their scenes, displays, operations); each names only values
+    /// that changed; the JSON socket agrees.
     @Test func aPythonShellDrivesTheLifecycleAndTheSignalsAddUp() throws {
         let s = scratch()
         let (bus, d) = try Self.daemon(["a": recorder(s + "/a"), "b": recorder(s + "/b")])
@@ -107,34 +108,58 @@ import Testing
         #expect(results == Array(repeating: ["done", ""], count: steps.count))
 
         typealias Properties = [String: Any]
-        func apps(_ snapshot: Any?) -> [String: Properties] {
-            var out: [String: Properties] = [:]
-            for (path, ifaces) in (snapshot as? [String: [String: Properties]]) ?? [:] where path.contains("/app/") {
-                out[path] = ifaces[Self.name + ".App"]
+        /// Every object's interfaces of ours, by path.
+        func objects(_ snapshot: Any?) -> [String: [String: Properties]] {
+            var out: [String: [String: Properties]] = [:]
+            for (path, ifaces) in (snapshot as? [String: [String: Properties]]) ?? [:] {
+                out[path] = ifaces.filter { $0.key.hasPrefix(Self.name) }
             }
             return out
         }
-        var state = apps(out["before"])
-        #expect(state.count == 2)
+        var state = objects(out["before"])
+        #expect(state.count >= 3, "two apps and a display (scenes come with a launch)")
         let signals = try #require(out["signals"] as? [[String: Any]])
         var finished = 0
+        var changes: Set<String> = []
         for signal in signals {
             let path = signal["path"] as? String ?? ""
-            if signal["signal"] as? String == "OperationFinished" { finished += 1 }
-            guard signal["signal"] as? String == "PropertiesChanged", path.contains("/app/"),
-                let changed = signal["changed"] as? Properties
-            else { continue }
-            for (key, value) in changed {
-                let was = state[path]?[key].map { "\($0)" }
-                #expect(was != "\(value)", "\(path) signalled \(key) = \(value), which it already was")
-                state[path]?[key] = value
+            switch signal["signal"] as? String {
+            case "OperationFinished": finished += 1
+            case "InterfacesAdded":
+                let added = (signal["interfaces"] as? [String: Properties] ?? [:]).filter {
+                    $0.key.hasPrefix(Self.name)
+                }
+                state[path, default: [:]].merge(added) { $1 }
+            case "InterfacesRemoved":
+                for iface in signal["removed"] as? [String] ?? [] { state[path]?[iface] = nil }
+                if state[path]?.isEmpty == true { state[path] = nil }
+            case "PropertiesChanged":
+                let iface = signal["interface"] as? String ?? ""
+                let changed = try #require(signal["changed"] as? Properties)
+                #expect(state[path]?[iface] != nil, "\(path) signalled \(iface), which it does not have")
+                for (key, value) in changed {
+                    let was = state[path]?[iface]?[key].map { "\($0)" }
+                    #expect(was != nil, "\(path) signalled \(iface).\(key), which it does not have")
+                    #expect(was != "\(value)", "\(path) signalled \(key) = \(value), which it already was")
+                    state[path]?[iface]?[key] = value
+                    changes.insert(String(iface.split(separator: ".").last ?? "") + "." + key)
+                }
+            default: break
             }
         }
         #expect(finished == steps.count, "OperationFinished reaches the requester, once per operation")
-        let after = apps(out["after"])
-        for (path, properties) in after {
-            for (key, value) in properties where key != "Footprint" {
-                #expect("\(state[path]?[key] ?? "nil")" == "\(value)", "\(path) \(key): signals and snapshot disagree")
+        for kind in ["App.State", "App.Pid", "App.Awaiting", "Scene.State", "Scene.InFront", "Display.Front"] {
+            #expect(changes.contains(kind), "no PropertiesChanged carried \(kind): \(changes.sorted())")
+        }
+        let after = objects(out["after"])
+        #expect(Set(state.keys) == Set(after.keys), "the objects the signals leave are the snapshot's")
+        for (path, ifaces) in after {
+            for (iface, properties) in ifaces {
+                for (key, value) in properties where key != "Footprint" {
+                    #expect(
+                        "\(state[path]?[iface]?[key] ?? "nil")" == "\(value)",
+                        "\(path) \(iface).\(key): signals and snapshot disagree")
+                }
             }
         }
         // GetManagedObjects says what each object's GetAll says.
@@ -150,8 +175,8 @@ import Testing
                 }
             }
         }
-        #expect(after[Self.root + "/app/a"]?["State"] as? String == "not-running")
-        #expect(after[Self.root + "/app/b"]?["State"] as? String == "active")
+        #expect(after[Self.root + "/app/a"]?[Self.name + ".App"]?["State"] as? String == "not-running")
+        #expect(after[Self.root + "/app/b"]?[Self.name + ".App"]?["State"] as? String == "active")
         #expect(try d.status("b").state == .active)
         #expect(try d.stop() == 0)
     }

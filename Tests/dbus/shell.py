@@ -10,7 +10,8 @@ run as a step of its own (a reload through supervisorctl, say). The client subsc
 the daemon's name *before* it takes the snapshot (GetManagedObjects), then
 for each step calls the method and waits for its operation (Operation.Wait).
 It prints one JSON object: each step's (result, reason), every
-PropertiesChanged and InterfacesAdded/Removed in order, the snapshot before,
+PropertiesChanged and InterfacesAdded/Removed in order (with what they add
+and remove), the snapshot before,
 and the snapshot after (taken after the last step; the signals emitted
 before it reach the client before its reply, per-sender order).
 """
@@ -53,8 +54,10 @@ def main():
         member, path = kw["member"], kw["path"]
         if member == "PropertiesChanged":
             signals.append({"signal": member, "path": path, "interface": str(args[0]), "changed": plain(args[1])})
-        elif member in ("InterfacesAdded", "InterfacesRemoved"):
-            signals.append({"signal": member, "path": str(args[0])})
+        elif member == "InterfacesAdded":
+            signals.append({"signal": member, "path": str(args[0]), "interfaces": plain(args[1])})
+        elif member == "InterfacesRemoved":
+            signals.append({"signal": member, "path": str(args[0]), "removed": plain(args[1])})
         else:
             signals.append({"signal": member, "path": path, "args": plain(list(args))})
 

@@ -76,8 +76,9 @@ int lc_front_open(sd_event *event, int64_t priority, const char *version, const 
 void lc_front_close(lc_front *front);
 
 /// An object's values now (copied): a new object appears (InterfacesAdded)
-/// at the next flush; changed values are signalled then.
-void lc_front_set(lc_front *front, int kind, const char *key, const char *const *strings, size_t n_strings,
+/// at the next flush; changed values are signalled then. `strings` holds
+/// `n_strings` strings back to back, each ended by its NUL.
+void lc_front_set(lc_front *front, int kind, const char *key, const char *strings, size_t n_strings,
                   const uint64_t *numbers, size_t n_numbers);
 /// An object's path (the caller frees it); NULL for a bad key.
 char *lc_front_path(int kind, const char *key);
