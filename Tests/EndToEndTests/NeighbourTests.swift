@@ -39,8 +39,10 @@ import Testing
     @Test func aControlSocketInUseIsNotTakenOverNorRemovedByAnother() throws {
         let first = try DaemonUnderTest(apps: [:])
         let config = first.path("other.toml")
-        try "apps_dir = \"apps\"\nruntime_directory = \"run-other\"\nstate_directory = \"state-other\"\n".write(
-            toFile: config, atomically: true, encoding: .utf8)
+        try
+            "apps_dir = \"apps\"\nruntime_directory = \"run-other\"\nstate_directory = \"state-other\"\nlog_directory = \"logs-other\"\n"
+            .write(
+                toFile: config, atomically: true, encoding: .utf8)
         let argv = [
             binary("lifecycled"), "--config", config, "--control-socket", first.socket, "--cgroup-root",
             "/lifecycled-test-other-\(UUID().uuidString.prefix(8))",

@@ -232,9 +232,9 @@ func zombies(of parent: Int32) -> [Int32] {
 
     @Test func socketActivation() throws {
         let s = scratch()
-        // Its own directories: the defaults are the system's (/run/lifecycled, /var/lib/lifecycled).
+        // Its own directories: the defaults are the system's (/run, /var/lib and /var/log/lifecycled).
         try
-            "apps_dir = \"apps\"\ncontrol_socket = \"\(s)/unused.sock\"\nruntime_directory = \"run\"\nstate_directory = \"state\"\n"
+            "apps_dir = \"apps\"\ncontrol_socket = \"\(s)/unused.sock\"\nruntime_directory = \"run\"\nstate_directory = \"state\"\nlog_directory = \"logs\"\n"
             .write(
                 toFile: s + "/d.toml", atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: s + "/apps", withIntermediateDirectories: true)

@@ -114,7 +114,11 @@ final class FakeStarter: ProcessStarter {
 func shellUnderTest(_ manifests: [String: String], daemon: String = "") throws
     -> (Daemon, FakeConfinement, FakeStarter)
 {
-    let config = write("apps_dir = \"apps\"\nstate_directory = \"state\"\n" + daemon, "lifecycled.toml")
+    // Its own directories: the defaults are the system's (/run, /var/lib and /var/log/lifecycled).
+    var own = "apps_dir = \"apps\"\nstate_directory = \"state\"\n"
+    if !daemon.contains("runtime_directory") { own += "runtime_directory = \"run\"\n" }
+    if !daemon.contains("log_directory") { own += "log_directory = \"logs\"\n" }
+    let config = write(own + daemon, "lifecycled.toml")
     let dir = (config as NSString).deletingLastPathComponent
     try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
     for (name, text) in manifests {
