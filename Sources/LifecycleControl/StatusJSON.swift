@@ -25,9 +25,9 @@ extension StatusReport {
         j.raw("{\"ok\":true,\"status\":{\"daemon\":")
         j.bytes += try JSONStreamEncoder().encodeBytes(daemon)
         j.raw(",\"apps\":[")
-        for (i, app) in apps.enumerated() {
+        for i in apps.indices {  // not `for app in apps`: each would be copied
             if i > 0 { j.raw(",") }
-            app.writeJSON(to: &j)
+            apps[i].writeJSON(to: &j)
         }
         j.raw("]}}\n")
         return j.bytes

@@ -12,7 +12,22 @@ extension Supervisor {
 
     public func snapshot(_ id: AppID) -> AppSnapshot? {
         guard let app = apps[id] else { return nil }
-        return AppSnapshot(
+        return snapshot(id, app)
+    }
+
+    /// Each of `ids`' snapshots in turn, in their order (an app the core does
+    /// not know is passed over): `status` of every app in one call, so that
+    /// the daemon lends its supervisor once rather than copying it for each
+    /// app, and no array of snapshots is made and destroyed.
+    public func eachSnapshot(_ ids: [AppID], _ body: (AppID, AppSnapshot) throws -> Void) rethrows {
+        for id in ids {
+            guard let app = apps[id] else { continue }
+            try body(id, snapshot(id, app))
+        }
+    }
+
+    private func snapshot(_ id: AppID, _ app: AppRecord) -> AppSnapshot {
+        AppSnapshot(
             id: id, state: app.state, since: app.since, generation: app.generation,
             tasks: app.tasks.sorted { $0.key < $1.key }.map { BackgroundTask(id: $0.key, name: $0.value) },
             budgetEnd: app.phase == .running(.background) ? app.budgetEnd : nil,
@@ -23,7 +38,7 @@ extension Supervisor {
             relaunchAt: app.restarts?.due != nil ? timers.deadline(id, .restart) : nil,
             recentEnds: app.restarts?.ends.count ?? 0, failure: app.restarts?.failed,
             nextFetch: app.history.window, quit: app.history.quit, heldPush: app.history.held != nil,
-            waking: app.wakes.inFlight?.event, scenes: sceneSnapshots(id), holds: app.holds.sorted(),
+            waking: app.wakes.inFlight?.event, scenes: sceneSnapshots(id, app), holds: app.holds.sorted(),
             prewarmRefusal: app.policy.prewarm == .never ? nil : app.history.prewarmRefusal,
             prewarmWaiting: prewarmWaiting?.contains(id) == true,
             prewarmAt: app.phase == .notRunning ? timers.deadline(id, .prewarm) : nil)
@@ -31,9 +46,8 @@ extension Supervisor {
 
     /// Its scenes, by name; for an app without scenes, its main scene (if
     /// it has been shown), in the app's state.
-    func sceneSnapshots(_ id: AppID) -> [SceneStatus] {
-        let app = apps[id]!
-        return app.scenes.keys.sorted().map { name in
+    private func sceneSnapshots(_ id: AppID, _ app: AppRecord) -> [SceneStatus] {
+        app.scenes.keys.sorted().map { name in
             let scene = app.scenes[name]!
             let state: SceneState
             if app.policy.scenes {

@@ -500,6 +500,10 @@ struct Simulation {
             if d.scenes.count > d.slots { fail("\(d.name): front over its slots") }
         }
         if let t = sup.nextDeadline(), t <= now { fail("a timer due at \(t) did not fire") }
+        // `status` takes every app's snapshot at once: the same as one by one.
+        var each: [AppSnapshot] = []
+        sup.eachSnapshot(ids + ["nobody"]) { _, s in each.append(s) }
+        if each != ids.map({ sup.snapshot($0)! }) { fail("eachSnapshot(ids) is not each snapshot") }
         for id in ids {
             let s = sup.snapshot(id)!
             if s.state != lastState[id, default: .notRunning] { fail("\(id): state \(s.state) without a transition") }

@@ -39,26 +39,32 @@ extension Daemon: CommandTarget {
 
     /// One app as `status` shows it (looking does not start a footprint sweep).
     func appStatus(_ id: AppID, now: Instant, outputProblems: [AppID: String]) -> AppStatus {
-        let s = supervisor.snapshot(id)!
+        appStatus(id, supervisor.snapshot(id)!, now: now, outputProblems: outputProblems)
+    }
+
+    /// `snapshot`: the core's view of the app (`Supervisor.eachSnapshot`, for
+    /// a whole report at once). Each table is looked up once: a
+    /// status of 1,000 apps hashes every name at each lookup.
+    func appStatus(_ id: AppID, _ s: AppSnapshot, now: Instant, outputProblems: [AppID: String]) -> AppStatus {
+        let run = runs[id]
+        let configured = settings.manifests[id]
         var status = AppStatus(
-            name: id, state: s.state, pid: runs[id]?.pid,
+            name: id, state: s.state, pid: run?.pid,
             secondsInState: s.state == .notRunning && s.since == .zero
                 ? 0 : Double((now - s.since).nanoseconds) / 1e9,
             delivery: manifests[id]!.policy.delivery,
             backgroundTasks: s.tasks,
             backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
             awaiting: s.awaiting, lastTermination: terminations[id],
-            footprint: runs[id] != nil ? sweep.shown[id] : nil, band: s.band, memoryLimit: limits[id],
-            statusLine: runs[id]?.statusLine)
+            footprint: run != nil ? sweep.shown[id] : nil, band: s.band, memoryLimit: limits[id],
+            statusLine: run?.statusLine)
         status.launching = s.launching
-        status.frozen = runs[id]?.frozen
-        status.freezeProblem = runs[id]?.freezeProblem
-        if let run = runs[id], let launched = run.fingerprint, let configured = settings.manifests[id],
-            launched != configured.fingerprint
-        {
+        status.frozen = run?.frozen
+        status.freezeProblem = run?.freezeProblem
+        if let run, let launched = run.fingerprint, let configured, launched != configured.fingerprint {
             status.changePending = true
         }
-        if settings.manifests[id] == nil { status.removing = true }
+        if configured == nil { status.removing = true }
         status.outputProblem = outputProblems[id]
         status.relaunchIn = s.relaunchAt.map { max(0, Double(($0 - now).nanoseconds) / 1e9) }
         status.recentEnds = s.recentEnds > 0 ? s.recentEnds : nil
@@ -94,7 +100,12 @@ extension Daemon: CommandTarget {
     func statusReport(_ names: [String]?, shown: Bool) -> StatusReport {
         let now = now()
         let outputProblems = output?.files?.problems ?? [:]
-        let apps = (names ?? manifests.keys.sorted()).map { appStatus($0, now: now, outputProblems: outputProblems) }
+        let ids = names ?? manifests.keys.sorted()
+        var apps: [AppStatus] = []
+        apps.reserveCapacity(ids.count)
+        supervisor.eachSnapshot(ids) { id, snapshot in
+            apps.append(appStatus(id, snapshot, now: now, outputProblems: outputProblems))
+        }
         let watch = memoryWatch?.state
         let daemon = DaemonStatus(
             pid: getpid(), foregroundSlots: supervisor.foregroundSlots, foreground: supervisor.foreground,
