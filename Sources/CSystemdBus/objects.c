@@ -192,8 +192,8 @@ static const sd_bus_vtable *const vtables[] = {
 /// message sd_bus_emit_properties_changed_strv sends, built from the object
 /// in hand with its vtable's getters. sd-bus's own finds the object again
 /// (every fallback vtable registered above the path, each one's find) and
-/// walks the vtable twice: four fifths of what publishing an app's change
-/// cost (docs/performance.md, "The bus's signals").
+/// walks the vtable twice: nearly a third of each signal's instructions
+/// (docs/performance.md, "The bus's signals").
 static void emit_changed(lc_front *f, struct object *o, const char *const *names) {
     const char *iface = kinds[o->kind].iface;
     sd_bus_message *m = NULL;

@@ -181,7 +181,7 @@ public final class BusFront {
         bytes.withUnsafeBytes { b in
             numbers.withUnsafeBufferPointer { n in
                 lc_front_set(
-                    front, kind.rawValue, key, b.baseAddress!.assumingMemoryBound(to: CChar.self), strings.count,
+                    front, kind.rawValue, key, b.baseAddress?.assumingMemoryBound(to: CChar.self), strings.count,
                     n.baseAddress, n.count)
             }
         }
