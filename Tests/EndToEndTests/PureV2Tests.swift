@@ -201,13 +201,16 @@ struct PureV2MemoryTests {
     }
 
     /// A helper (not the main process) that reaches the app's limit takes
-    /// the whole app with it (memory.oom.group), and it is recorded.
+    /// the whole app with it (memory.oom.group), and it is recorded. In
+    /// front, so that it is not frozen before its helper has allocated (a
+    /// launch into the background froze it first once, under the virtual
+    /// machine's emulated CPU, before Python had started).
     @Test func aHelperAtTheLimitTakesItsAppWithItAndIsRecorded() throws {
         let d = try DaemonUnderTest(apps: [
             "parent": shell("\(pythonHolding(128 << 20)); sleep 600", "[memory]\nlimit = \"48M\"")
         ])
         let f = try d.follow()
-        try d.command(ControlRequest(.launch, app: "parent", background: true))
+        try d.command(ControlRequest(.activate, app: "parent"))
         let jetsam = try f.wait("the kill") { $0.app == "parent" && $0.kind == .jetsam }
         #expect(try f.terminated("parent").reason == "per-app-limit", "the main process (sh) went with its helper")
         #expect(jetsam.kill?.killer == .kernel && jetsam.kill?.reason == .perAppLimit)
