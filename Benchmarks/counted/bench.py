@@ -49,7 +49,7 @@ log and the cgroup's files, not the daemon.
 import glob, os, shutil, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from benchdaemon import BenchDaemon, RELEASE, private_bus, wait_until  # noqa: E402
+from benchdaemon import BenchDaemon, RELEASE, own_directories, private_bus, wait_until  # noqa: E402
 
 N = int(os.environ.get("N", "100"))
 APPS = 1000
@@ -68,13 +68,11 @@ class Counted:
         recorder = os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "clib", "c-recorder")
         if not os.access(recorder, os.X_OK):
             raise SystemExit(f"no {recorder}: run make clib in that build's tree")
-        # A build that predates runtime_directory (the first release) gets a daemon file without it.
         with open(binary, "rb") as f:
             image = f.read()
-        modern = b"runtime_directory" in image
         # A build without prewarming (before issue 31) has no "warm" app, and no row for it.
         self.prewarming = b"LIFECYCLE_PREWARM" in image
-        base = 'apps_dir = "apps"\nstate_directory = "state"\n' + ('runtime_directory = "run"\n' if modern else "")
+        base = own_directories(binary)  # a build that predates a directory's key gets a file without it
         self.out = os.path.join(self.tmp, "callgrind.out")
         with open(os.path.join(self.tmp, "lifecycled"), "w") as f:
             # One hash seed for every run (Swift seeds its dictionaries at

@@ -9,9 +9,32 @@ RELEASE = os.path.join(ROOT, ".build", "release")
 C_RECORDER = os.path.join(ROOT, ".build", "clib", "c-recorder")
 
 
+def own_directories(binary):
+    """The daemon file's first lines: its directories in its own temporary
+    one, never the system's (/run, /var/lib and /var/log/lifecycled), for
+    the keys this build knows (the first release had neither of the last
+    two). Asked of the build itself: `--check-config` names an unknown key
+    (every build has it), and a key shorter than 16 bytes is not in the
+    binary as text for a search to find."""
+    lines = 'apps_dir = "apps"\nstate_directory = "state"\n'
+    probe = tempfile.mkdtemp(prefix="lifecycled-keys-")
+    try:
+        os.mkdir(os.path.join(probe, "apps"))
+        for key, value in (("runtime_directory", "run"), ("log_directory", "logs")):
+            with open(os.path.join(probe, "lifecycled.toml"), "w") as f:
+                f.write(lines + f'{key} = "{value}"\n')
+            r = subprocess.run([binary, "--config", os.path.join(probe, "lifecycled.toml"), "--check-config"],
+                               capture_output=True, text=True)
+            if "unknown key" not in r.stdout + r.stderr:
+                lines += f'{key} = "{value}"\n'
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return lines
+
+
 class BenchDaemon:
     def __init__(self, name, apps, settings="", bin_dir=RELEASE, follow=None, ready_tries=200, bus=None,
-                 base='apps_dir = "apps"\nruntime_directory = "run"\nstate_directory = "state"\n'):
+                 base=None):
         """`apps`: name -> manifest text ({dir} is this daemon's directory);
         `settings`: daemon file lines after the defaults (tables last);
         `follow`: start following events (a list of apps, or [] for all);
@@ -26,7 +49,7 @@ class BenchDaemon:
             with open(os.path.join(self.dir, "apps", f"{app}.toml"), "w") as f:
                 f.write(text.replace("{dir}", self.dir))
         with open(os.path.join(self.dir, "lifecycled.toml"), "w") as f:
-            f.write(base + settings)
+            f.write((base or own_directories(os.path.join(bin_dir, "lifecycled"))) + settings)
         self.socket = os.path.join(self.dir, "control.sock")
         self.cgroup = f"/lifecycled-{name}-" + uuid.uuid4().hex[:8]
         self.proc = subprocess.Popen(
