@@ -9,18 +9,21 @@ RELEASE = os.path.join(ROOT, ".build", "release")
 C_RECORDER = os.path.join(ROOT, ".build", "clib", "c-recorder")
 
 
-def own_directories(binary):
+def own_directories(binary, given=""):
     """The daemon file's first lines: its directories in its own temporary
     one, never the system's (/run, /var/lib and /var/log/lifecycled), for
     the keys this build knows (the first release had neither of the last
     two). Asked of the build itself: `--check-config` names an unknown key
     (every build has it), and a key shorter than 16 bytes is not in the
-    binary as text for a search to find."""
+    binary as text for a search to find. A key `given` (the caller's own
+    lines) already names is left to it."""
     lines = 'apps_dir = "apps"\nstate_directory = "state"\n'
     probe = tempfile.mkdtemp(prefix="lifecycled-keys-")
     try:
         os.mkdir(os.path.join(probe, "apps"))
         for key, value in (("runtime_directory", "run"), ("log_directory", "logs")):
+            if key in given:
+                continue
             with open(os.path.join(probe, "lifecycled.toml"), "w") as f:
                 f.write(lines + f'{key} = "{value}"\n')
             r = subprocess.run([binary, "--config", os.path.join(probe, "lifecycled.toml"), "--check-config"],
@@ -49,7 +52,7 @@ class BenchDaemon:
             with open(os.path.join(self.dir, "apps", f"{app}.toml"), "w") as f:
                 f.write(text.replace("{dir}", self.dir))
         with open(os.path.join(self.dir, "lifecycled.toml"), "w") as f:
-            f.write((base or own_directories(os.path.join(bin_dir, "lifecycled"))) + settings)
+            f.write((base or own_directories(os.path.join(bin_dir, "lifecycled"), settings)) + settings)
         self.socket = os.path.join(self.dir, "control.sock")
         self.cgroup = f"/lifecycled-{name}-" + uuid.uuid4().hex[:8]
         self.proc = subprocess.Popen(
