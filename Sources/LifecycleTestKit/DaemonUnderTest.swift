@@ -41,6 +41,19 @@ public final class DaemonUnderTest {
     var handedOver = false
     let environment: [String: String]
 
+    /// A daemon file's directory lines, each in the daemon file's own
+    /// directory, for those `daemon` (the test's own lines) does not name:
+    /// the defaults are the system's (/run, /var/lib and /var/log/lifecycled),
+    /// which a test must never write to.
+    public static func ownDirectories(besides daemon: String = "") -> String {
+        var lines = ""
+        for (key, value) in [("state_directory", "state"), ("runtime_directory", "run"), ("log_directory", "logs")]
+        where !daemon.contains(key) {
+            lines += "\(key) = \"\(value)\"\n"
+        }
+        return lines
+    }
+
     /// `apps`: name -> manifest text. `daemon`: extra daemon config lines.
     /// `launcher`: a command that runs the daemon (its path and arguments
     /// follow), as a script or a service manager would start it.
@@ -53,9 +66,7 @@ public final class DaemonUnderTest {
         socket = dir + "/control.sock"
         self.cgroupRoot = cgroupRoot ?? "/lifecycled-test-\(UUID().uuidString.prefix(8))"
         var preamble = daemon.contains("event_history") ? "" : "event_history = 10000\n"
-        if !daemon.contains("state_directory") { preamble += "state_directory = \"state\"\n" }
-        if !daemon.contains("runtime_directory") { preamble += "runtime_directory = \"run\"\n" }
-        if !daemon.contains("log_directory") { preamble += "log_directory = \"logs\"\n" }
+        preamble += Self.ownDirectories(besides: daemon)
         // Tables ([memory]) must come after the top-level keys.
         try "apps_dir = \"apps\"\n\(preamble)\(daemon)\n".write(
             toFile: dir + "/lifecycled.toml", atomically: true, encoding: .utf8)

@@ -232,11 +232,8 @@ func zombies(of parent: Int32) -> [Int32] {
 
     @Test func socketActivation() throws {
         let s = scratch()
-        // Its own directories: the defaults are the system's (/run, /var/lib and /var/log/lifecycled).
-        try
-            "apps_dir = \"apps\"\ncontrol_socket = \"\(s)/unused.sock\"\nruntime_directory = \"run\"\nstate_directory = \"state\"\nlog_directory = \"logs\"\n"
-            .write(
-                toFile: s + "/d.toml", atomically: true, encoding: .utf8)
+        try ("apps_dir = \"apps\"\ncontrol_socket = \"\(s)/unused.sock\"\n" + DaemonUnderTest.ownDirectories()).write(
+            toFile: s + "/d.toml", atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: s + "/apps", withIntermediateDirectories: true)
         try recorder(s + "/a.events").write(toFile: s + "/apps/a.toml", atomically: true, encoding: .utf8)
         let sock = s + "/activated.sock"

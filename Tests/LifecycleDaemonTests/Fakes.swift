@@ -3,6 +3,7 @@ import Foundation
 @testable import LifecycleDaemon
 import LifecycleCore
 import LifecycleOS
+import LifecycleTestKit
 import LifecycleWire
 
 // Fakes for driving the shell without a kernel to answer: no process is
@@ -114,11 +115,8 @@ final class FakeStarter: ProcessStarter {
 func shellUnderTest(_ manifests: [String: String], daemon: String = "") throws
     -> (Daemon, FakeConfinement, FakeStarter)
 {
-    // Its own directories: the defaults are the system's (/run, /var/lib and /var/log/lifecycled).
-    var own = "apps_dir = \"apps\"\nstate_directory = \"state\"\n"
-    if !daemon.contains("runtime_directory") { own += "runtime_directory = \"run\"\n" }
-    if !daemon.contains("log_directory") { own += "log_directory = \"logs\"\n" }
-    let config = write(own + daemon, "lifecycled.toml")
+    let config = write(
+        "apps_dir = \"apps\"\n" + DaemonUnderTest.ownDirectories(besides: daemon) + daemon, "lifecycled.toml")
     let dir = (config as NSString).deletingLastPathComponent
     try FileManager.default.createDirectory(atPath: dir + "/apps", withIntermediateDirectories: true)
     for (name, text) in manifests {
