@@ -158,22 +158,7 @@ func rawFloor(pause: UInt32 = 0) throws -> Series {
 /// TMPDIR before each event (a save's WAL frames), and
 /// LIFECYCLED_BENCH_THRASH_KB=N touches N KiB of memory (its working set).
 func clientFloor(client: String, pause: UInt32 = 0) throws -> Series {
-    let (mine, theirs) = try UnixSocket.channelPair()
-    try Posix.setNonBlocking(mine, false)
-    let recorder =
-        client == "c"
-        ? [cRecorder(), "--log", "/dev/null", "--after-ack"]
-        : [buildDirectory + "/example-recorder", "--log", "/dev/null", "--after-ack"]
-    let argv = appCore + recorder
-    let p = try Spawner.spawn(
-        SpawnRequest(
-            executable: argv[0], arguments: Array(argv.dropFirst()),
-            environment: [
-                Wire.socketEnvironmentKey: "3", Wire.appNameEnvironmentKey: "a",
-                Wire.protocolEnvironmentKey: String(Wire.version),
-            ],
-            workingDirectory: nil, group: AppProcessGroup(), inherit: [(theirs, 3)]))
-    close(theirs)
+    let (p, mine) = try startRecorder(client)
     var sequence: UInt32 = 0
     var buf = [UInt8](repeating: 0, count: 256)
     let environment = ProcessInfo.processInfo.environment
@@ -212,13 +197,115 @@ func clientFloor(client: String, pause: UInt32 = 0) throws -> Series {
         let took = try roundTrip(i % 2 == 0 ? .willResignActive : .didBecomeActive)
         if i >= 500 { s.add(microseconds: Double(took) / 1000) }
     }
-    close(mine)  // the recorder's channel is gone: it ends
+    endRecorder(p, mine)
+    return s
+}
+
+/// `client`'s recorder started by the bench itself, as the daemon starts
+/// an app (its channel on fd 3, the variables a launch sets; `prewarm`:
+/// LIFECYCLE_PREWARM=1 too), and the bench's end of the channel.
+func startRecorder(_ client: String, prewarm: Bool = false) throws -> (SpawnedProcess, Int32) {
+    let (mine, theirs) = try UnixSocket.channelPair()
+    try Posix.setNonBlocking(mine, false)
+    let recorder =
+        client == "c"
+        ? [cRecorder(), "--log", "/dev/null", "--after-ack"]
+        : [buildDirectory + "/example-recorder", "--log", "/dev/null", "--after-ack"]
+    let argv = appCore + recorder
+    var environment = [
+        Wire.socketEnvironmentKey: "3", Wire.appNameEnvironmentKey: "a",
+        Wire.protocolEnvironmentKey: String(Wire.version),
+    ]
+    if prewarm { environment[Wire.prewarmEnvironmentKey] = "1" }
+    let p = try Spawner.spawn(
+        SpawnRequest(
+            executable: argv[0], arguments: Array(argv.dropFirst()), environment: environment,
+            workingDirectory: nil, group: AppProcessGroup(), inherit: [(theirs, 3)]))
+    close(theirs)
+    return (p, mine)
+}
+
+/// Closes the recorder's channel (it ends), and reaps it (killed after 5 s).
+func endRecorder(_ p: SpawnedProcess, _ channel: Int32) {
+    close(channel)
     var pfd = pollfd(fd: p.pidfd, events: Int16(POLLIN), revents: 0)
     if poll(&pfd, 1, 5000) != 1 { _ = Posix.signal(pidfd: p.pidfd, SIGKILL) }
     var st = lc_child_status()
     lc_reap(p.pid, &st)
     close(p.pidfd)
-    return s
+}
+
+/// Issue 31, part 3's floor: what any daemon could reach with `client`'s
+/// recorder, the bench playing the daemon's part and nothing more (as
+/// `clientFloor` does for one event). Each of `n` rounds times a cold
+/// launch (the spawn to the acknowledged didBecomeActive, the three launch
+/// events one at a time) and two activations of a prewarmed process: held
+/// after its `prewarmed` in a cgroup of its own, frozen, idle for 20 ms,
+/// then from the thaw to the acknowledged didBecomeActive, the three
+/// events one at a time (today's protocol) and the three sent together
+/// before any acknowledgement is read (what a protocol that pipelined the
+/// launch events could reach at best). Nil where there is no cgroup v2
+/// freezer to hold a process with.
+func prewarmFloor(client: String, n: Int) throws -> (cold: Series, oneByOne: Series, together: Series)? {
+    guard let mount = Cgroups.v2Mount() else { return nil }
+    let group = mount + "/lifecycled-bench-floor-\(getpid())"
+    guard mkdir(group, 0o755) == 0 || errno == EEXIST else { return nil }
+    defer { rmdir(group) }
+    var buf = [UInt8](repeating: 0, count: 256)
+    let launch: [LifecycleEvent] = [.willFinishLaunching, .didFinishLaunching, .didBecomeActive]
+
+    func read(_ channel: Int32, _ what: String) throws -> AppMessage {
+        let got = recv(channel, &buf, buf.count, 0)
+        guard got > 0 else { throw TestFailure("the \(client) recorder closed its channel at \(what)") }
+        return try AppMessage.decode(Array(buf[0..<got]))
+    }
+    func send(_ channel: Int32, _ sequence: Int, _ event: LifecycleEvent) {
+        let message = DaemonMessage.event(
+            EventMessage(sequence: UInt32(sequence), event: event, deadline: nil, budgetEnd: nil)
+        ).encoded()
+        _ = Glibc.send(channel, message, message.count, 0)
+    }
+    func acknowledged(_ channel: Int32, _ sequence: Int) throws {
+        while true {
+            if case .acknowledge(UInt32(sequence)) = try read(channel, "event \(sequence)") { return }
+        }
+    }
+    func write(_ file: String, _ value: String) throws {
+        try Posix.writeFile(group + "/" + file, value)
+    }
+    var cold = Series(), oneByOne = Series(), together = Series()
+    for round in 0..<(2 * n) {
+        let t0 = now()
+        let (p, channel) = try startRecorder(client)
+        for (i, event) in launch.enumerated() {
+            send(channel, i + 1, event)
+            try acknowledged(channel, i + 1)
+        }
+        cold.add(microseconds: Double(now() - t0) / 1000)
+        endRecorder(p, channel)
+
+        let (w, held) = try startRecorder(client, prewarm: true)
+        try write("cgroup.procs", String(w.pid))
+        while try read(held, "prewarmed") != .prewarmed {}
+        try write("cgroup.freeze", "1")
+        while !(try Posix.readFile(group + "/cgroup.events")).contains("frozen 1") { usleep(100) }
+        usleep(20_000)
+        let t1 = now()
+        try write("cgroup.freeze", "0")
+        if round % 2 == 0 {
+            for (i, event) in launch.enumerated() {
+                send(held, i + 1, event)
+                try acknowledged(held, i + 1)
+            }
+            oneByOne.add(microseconds: Double(now() - t1) / 1000)
+        } else {
+            for (i, event) in launch.enumerated() { send(held, i + 1, event) }
+            for i in launch.indices { try acknowledged(held, i + 1) }
+            together.add(microseconds: Double(now() - t1) / 1000)
+        }
+        endRecorder(w, held)
+    }
+    return (cold, oneByOne, together)
 }
 
 /// LIFECYCLED_BENCH_PERF=FILE: a system-wide profile (perf record -g) into
@@ -567,6 +654,7 @@ func prewarmedAgainstCold(n: Int, client: String) throws -> (warm: Series, cold:
             // The held process's page faults in its activation (traced):
             // how much of it was code it had never run.
             let faultsBefore = name == "warm" ? minorFaults(held.pid) : nil
+            mark("activate \(name)")
             let t0 = now()
             _ = try c.send(ControlRequest(.activate, app: name))
             let active = try f.acknowledged(name, "didBecomeActive")
@@ -577,6 +665,7 @@ func prewarmedAgainstCold(n: Int, client: String) throws -> (warm: Series, cold:
             if series == 1 {
                 _ = try c.send(ControlRequest(.home))
                 _ = try f.wait("cold frozen") { $0.app == "cold" && $0.kind == .frozen }
+                mark("thaw \(name)")
                 let t1 = now()
                 _ = try c.send(ControlRequest(.activate, app: name))
                 let again = try f.acknowledged(name, "didBecomeActive")
@@ -589,6 +678,16 @@ func prewarmedAgainstCold(n: Int, client: String) throws -> (warm: Series, cold:
     }
     try d.stop()
     return (warm, cold, thaw)
+}
+
+/// LIFECYCLED_BENCH_MARK=1: `text` into ftrace's trace_marker, so that a
+/// kernel trace taken beside the bench (tracefs mounted at
+/// /sys/kernel/tracing) shows where each measured activation starts.
+let traceMarker: Int32 =
+    ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_MARK"] == nil
+    ? -1 : open("/sys/kernel/tracing/trace_marker", O_WRONLY | O_CLOEXEC)
+func mark(_ text: String) {
+    if traceMarker >= 0 { _ = text.withCString { write(traceMarker, $0, strlen($0)) } }
 }
 
 /// Resident memory (kB), CPU ticks and context switches of a process, from
@@ -908,13 +1007,33 @@ if CommandLine.arguments.contains("--prewarm") {
         "| client | cold launch to didBecomeActive, p50 / p99 | prewarmed, p50 / p99 | prewarmed over cold (p50) | a suspended app's activation (a thaw), p50 / p99 | prewarmed over the thaw (p50) |"
     )
     out("|---|---|---|---|---|---|")
-    for client in ["swift", "c", "python"] {
+    // LIFECYCLED_BENCH_CLIENTS=c: those clients only (comma-separated).
+    let chosen = ProcessInfo.processInfo.environment["LIFECYCLED_BENCH_CLIENTS"].map {
+        $0.split(separator: ",").map(String.init)
+    }
+    for client in ["swift", "c", "python"] where chosen?.contains(client) ?? true {
         let (warm, cold, thaw) = try prewarmedAgainstCold(n: n, client: client)
         func ratio(_ a: Series, _ b: Series) -> String {
             String(format: "%.2f", Double(a.p(50)) / Double(max(b.p(50), 1)))
         }
         out(
             "| \(client) | \(cold.p(50)) / \(cold.p(99)) µs | \(warm.p(50)) / \(warm.p(99)) µs | \(ratio(warm, cold)) | \(thaw.p(50)) / \(thaw.p(99)) µs | \(ratio(warm, thaw)) |"
+        )
+    }
+    // The floor: the same recorders with the bench as their daemon.
+    out("")
+    out(
+        "| no daemon: the bench plays it | cold launch, p50 / p99 | prewarmed, events one at a time, p50 / p99 | over cold | prewarmed, the three events together, p50 / p99 | over cold |"
+    )
+    out("|---|---|---|---|---|---|")
+    for client in ["swift", "c"] where chosen?.contains(client) ?? true {
+        guard let (cold, oneByOne, together) = try prewarmFloor(client: client, n: n) else {
+            out("| \(client) | no cgroup v2 freezer here: not measured | | | | |")
+            continue
+        }
+        func ratio(_ a: Series) -> String { String(format: "%.2f", Double(a.p(50)) / Double(max(cold.p(50), 1))) }
+        out(
+            "| \(client) | \(cold.p(50)) / \(cold.p(99)) µs | \(oneByOne.p(50)) / \(oneByOne.p(99)) µs | \(ratio(oneByOne)) | \(together.p(50)) / \(together.p(99)) µs | \(ratio(together)) |"
         )
     }
     exit(0)
