@@ -61,10 +61,9 @@ extension Daemon {
             record(id, .transition, from: from.rawValue, to: to.rawValue)
             // What `status` shows: measured where it says something (settled
             // in front, or frozen), never per request: the group's usage and
-            // memory.stat (and memory.swap.current on v2).
-            if to == .suspended || to == .active, let run = runs[id] {
-                sweep.shown[id] = run.group.memoryFootprint()
-            }
+            // memory.stat (and memory.swap.current on v2), a moment later
+            // (Memory/MemorySampling.swift).
+            if to == .suspended || to == .active { footprintArrived(id) }
         case .terminated(let id, let rec):
             logger.notice(
                 "\(id) ended: \(rec.reason)", metadata: metadata(id, ["reason": "\(rec.reason.code.rawValue)"]))

@@ -115,6 +115,7 @@ extension Daemon {
         statusTimer = try loop.timer { [unowned self] in self.status.send(self) }
         audioTimer = try loop.timer { [unowned self] in self.lookAtAudio() }
         sweep.timer = try loop.timer { [unowned self] in self.sweepFootprints() }
+        sweep.arrivalTimer = try loop.timer { [unowned self] in self.measureArrivals() }
         memoryWatch = try MemoryWatch(loop: loop) { [unowned self] in self.sampleMemory() }
         if confinement.standings.contains(.memory) {
             let reclaimer = try Reclaimer()

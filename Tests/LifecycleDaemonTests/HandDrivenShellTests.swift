@@ -57,6 +57,35 @@ import Testing
         #expect(shell.supervisor.snapshot("a")?.state != .active)
     }
 
+    /// What `status` shows of an app's memory is read a moment after it
+    /// arrives in the freezer or in front, not in the turn that decides
+    /// it (whose event would wait for the reads); a `status` asked before
+    /// then reads it at once.
+    @Test func anArrivalsFootprintIsReadAMomentLaterOrWhenStatusAsks() throws {
+        let (shell, group, channel) = try Self.activeApp()
+        shell.loop.advance(by: .milliseconds(20))
+        #expect(shell.sweep.shown["a"] == 64 << 20, "read after its arrival in front")
+        group.footprint = 32 << 20
+        _ = shell.front!.execute(.display(nil, .home), from: root)
+        shell.loop.turn()
+        #expect(Self.answer(shell, channel) == [.willResignActive])
+        #expect(Self.answer(shell, channel) == [.didEnterBackground])
+        #expect(shell.supervisor.snapshot("a")?.state == .suspended)
+        #expect(shell.sweep.shown["a"] == 64 << 20, "not in the turn that froze it")
+        shell.loop.advance(by: .milliseconds(19))
+        #expect(shell.sweep.shown["a"] == 64 << 20)
+        shell.loop.advance(by: .milliseconds(1))
+        #expect(shell.sweep.shown["a"] == 32 << 20, "20 ms after its arrival in the freezer")
+
+        group.footprint = 16 << 20
+        _ = shell.front!.execute(.activate("a"), from: root)
+        shell.loop.turn()
+        #expect(Self.answer(shell, channel) == [.willEnterForeground])
+        #expect(Self.answer(shell, channel) == [.didBecomeActive])
+        #expect(shell.sweep.shown["a"] == 32 << 20)
+        #expect(shell.statusReport(["a"]).apps.first?.footprint == 16 << 20, "status reads what arrived")
+    }
+
     @Test func aFreezeIsLookedAtOnABackoffAndConfirmedWhenTheKernelSaysSo() throws {
         let (shell, group, channel) = try Self.activeApp()
         group.freezesAtOnce = false

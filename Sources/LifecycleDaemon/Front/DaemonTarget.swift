@@ -98,6 +98,7 @@ extension Daemon: CommandTarget {
     /// `shown`: to a user, whose look starts a footprint sweep when the
     /// last one is old; the daemon's own looks (judging D-Bus operations) do not.
     func statusReport(_ names: [String]?, shown: Bool) -> StatusReport {
+        if shown, !sweep.arrived.isEmpty { measureArrivals() }
         let now = now()
         let outputProblems = output?.files?.problems ?? [:]
         let ids = names ?? manifests.keys.sorted()
