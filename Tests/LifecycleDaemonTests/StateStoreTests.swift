@@ -25,10 +25,16 @@ import Testing
             bootID: StateStore.bootID(), core: Supervisor(apps: policies).saved, runs: runs, terminations: [:])
     }
 
-    @Test func aSavedStateComesBackAndOneFromAnotherBootDoesNot() throws {
-        let dir = directory()
+    /// Three apps, one running, one that ended.
+    func threeApps() -> SavedDaemon {
         var saved = state(apps: 3, running: [1])
         saved.terminations["app2"] = TerminationInfo(reason: .signaled, description: "signaled", time: 1, pid: 7)
+        return saved
+    }
+
+    @Test func aSavedStateComesBackAndOneFromAnotherBootDoesNot() throws {
+        let dir = directory()
+        var saved = threeApps()
         do {
             let s = StateStore(directory: dir)
             #expect(try s.load().0 == nil)
@@ -235,6 +241,54 @@ import Testing
             problem?.contains("\(dir)/state.db") == true && problem?.contains("unreadable") == true, "\(problem ?? "")")
         #expect(FileManager.default.fileExists(atPath: dir + "/state.db.unreadable"))
         #expect(s.save(state(apps: 1)) == nil, "the daemon carries on with a fresh file")
+    }
+
+    /// An upgrade from a daemon of format 2, whose rows were in `apps`, a
+    /// WITHOUT ROWID table: read as they are, moved to `app_rows`, and the
+    /// file says format 3 from then on.
+    @Test func aFileOfTheFormatBeforeIsReadAndMovedToTheNewTable() throws {
+        let dir = directory()
+        let saved = threeApps()
+        do {
+            let s = StateStore(directory: dir)
+            _ = try s.load()
+            #expect(s.save(saved) == nil)
+            s.close()
+        }
+        func meta(_ db: Database, _ key: String) throws -> String? {
+            try db.prepare("SELECT value FROM meta WHERE key = CAST('\(key)' AS BLOB)").run().first.map {
+                String(decoding: $0[0], as: UTF8.self)
+            }
+        }
+        func tables(_ db: Database) throws -> [String] {
+            try db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").run().map {
+                String(decoding: $0[0], as: UTF8.self)
+            }
+        }
+        do {  // the file as a daemon of format 2 left it
+            let db = try Database(path: dir + "/state.db")
+            #expect(try meta(db, "format") == "3")
+            try db.execute(
+                """
+                CREATE TABLE apps (id TEXT PRIMARY KEY, entry BLOB NOT NULL) WITHOUT ROWID;
+                INSERT INTO apps SELECT id, entry FROM app_rows;
+                DROP TABLE app_rows;
+                UPDATE meta SET value = CAST('2' AS BLOB) WHERE key = CAST('format' AS BLOB);
+                """)
+            #expect(try tables(db) == ["apps", "meta"] && meta(db, "format") == "2")
+        }
+        do {
+            let s = StateStore(directory: dir)
+            let back = try #require(try s.load().0)
+            #expect(back.runs == saved.runs && back.terminations == saved.terminations)
+            #expect(back.core.perApp == saved.core.perApp)
+            #expect(s.save(saved) == nil)
+            s.close()
+        }
+        let db = try Database(path: dir + "/state.db")
+        #expect(try tables(db) == ["app_rows", "meta"])
+        #expect(try meta(db, "format") == "3")
+        #expect(try db.prepare("SELECT id FROM app_rows").run().count == 3)
     }
 
     /// An upgrade from a daemon that kept `state.json`: read once, then

@@ -154,8 +154,16 @@ struct HandedRun: Codable {
 }
 
 final class StateStore {
-    /// The format of the rows; another one is set aside, never misread.
-    static let format = "2"
+    /// The format of the file; another one is set aside, never misread.
+    /// 3: the rows in `app_rows`, a table keyed by rowid, updated in place.
+    /// 2 (read, and moved to 3): the same rows in `apps`, a WITHOUT ROWID
+    /// table, whose B-tree keeps a row inline only up to about 1,000 bytes
+    /// of a 4 KiB page: an app's row during a launch, or once it has been
+    /// used a dozen times, spilled to an overflow page that every save
+    /// freed and took again, four pages written instead of two
+    /// (docs/performance.md, "The app rows fit their page").
+    static let format = "3"
+    static let formatBefore = "2"
     let path: String
     /// Where daemons before the SQLite store kept the state.
     let legacyPath: String
@@ -213,12 +221,13 @@ final class StateStore {
         try db.execute(
             """
             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID;
-            CREATE TABLE IF NOT EXISTS apps (id TEXT PRIMARY KEY, entry BLOB NOT NULL) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS app_rows (id TEXT PRIMARY KEY, entry BLOB NOT NULL);
             """)
         statements = (
-            try db.prepare("INSERT OR REPLACE INTO apps (id, entry) VALUES (?, ?)"),
-            try db.prepare("DELETE FROM apps WHERE id = ?"),
-            try db.prepare("DELETE FROM apps"),
+            try db.prepare(
+                "INSERT INTO app_rows (id, entry) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET entry = excluded.entry"),
+            try db.prepare("DELETE FROM app_rows WHERE id = ?"),
+            try db.prepare("DELETE FROM app_rows"),
             try db.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)")
         )
         database = db
@@ -258,14 +267,27 @@ final class StateStore {
                 rewrite = false  // empty
                 return (nil, nil)
             }
-            guard format == Self.format else {
+            guard format == Self.format || format == Self.formatBefore else {
                 return (nil, setAside(path, "is in format \(format), this daemon reads \(Self.format)"))
             }
+            if format == Self.formatBefore, let statements {
+                // The daemon before this one (an upgrade, a daemon-reexec into
+                // a new binary): its rows move to the new table, as they are.
+                try db.transaction { () throws(DatabaseError) in
+                    try db.execute(
+                        """
+                        CREATE TABLE IF NOT EXISTS apps (id TEXT PRIMARY KEY, entry BLOB NOT NULL) WITHOUT ROWID;
+                        INSERT OR REPLACE INTO app_rows (id, entry) SELECT id, entry FROM apps;
+                        DROP TABLE apps;
+                        """)
+                    try statements.meta.run([Data("format".utf8), Data(Self.format.utf8)])
+                }
+            }
             guard values["boot"].map({ String(decoding: $0, as: UTF8.self) }) == bootID else {
-                try db.execute("DELETE FROM apps; DELETE FROM meta")
+                try db.execute("DELETE FROM app_rows; DELETE FROM meta")
                 return (nil, "\(path) is from an earlier boot: ignored")
             }
-            let rows = try db.prepare("SELECT id, entry FROM apps").run()
+            let rows = try db.prepare("SELECT id, entry FROM app_rows").run()
             // Decoded on every core: with 1,000 apps this is most of a restart.
             let apps = Parallel.map(rows.count) { i in
                 Result { try JSONDecoder().decode(SavedApp.self, from: rows[i][1]) }
