@@ -237,14 +237,14 @@ func endRecorder(_ p: SpawnedProcess, _ channel: Int32) {
 
 /// Issue 31, part 3's floor: what any daemon could reach with `client`'s
 /// recorder, the bench playing the daemon's part and nothing more (as
-/// `clientFloor` does for one event). Each of `n` rounds times a cold
+/// `clientFloor` does for one event). Each of 2 × `n` rounds times a cold
 /// launch (the spawn to the acknowledged didBecomeActive, the three launch
-/// events one at a time) and two activations of a prewarmed process: held
+/// events one at a time) and an activation of a prewarmed process: held
 /// after its `prewarmed` in a cgroup of its own, frozen, idle for 20 ms,
-/// then from the thaw to the acknowledged didBecomeActive, the three
-/// events one at a time (today's protocol) and the three sent together
-/// before any acknowledgement is read (what a protocol that pipelined the
-/// launch events could reach at best). Nil where there is no cgroup v2
+/// then from the thaw to the acknowledged didBecomeActive, in turn with
+/// the three events one at a time (today's protocol) and the three sent
+/// together before any acknowledgement is read (what a protocol that
+/// pipelined the launch events could reach at best): `n` of each. Nil where there is no cgroup v2
 /// freezer to hold a process with.
 func prewarmFloor(client: String, n: Int) throws -> (cold: Series, oneByOne: Series, together: Series)? {
     guard let mount = Cgroups.v2Mount() else { return nil }
