@@ -86,7 +86,10 @@ public final class DaemonUnderTest {
         socket = earlier.socket
         cgroupRoot = earlier.cgroupRoot
         environment = earlier.environment
-        notify = try NotifySocket(path: dir + "/notify-\(UUID().uuidString.prefix(4)).sock")
+        // Eight hex digits: with four, a chaos walk's twenty restarts in one
+        // directory met an earlier daemon's socket about once in 300 walks
+        // (seen: "cannot bind .../notify-7889.sock").
+        notify = try NotifySocket(path: dir + "/notify-\(UUID().uuidString.prefix(8)).sock")
         earlier.handedOver = true
         (pid, pidfd) = try Self.start(dir: dir, socket: socket, cgroupRoot: cgroupRoot, notify: notify, environment)
     }
