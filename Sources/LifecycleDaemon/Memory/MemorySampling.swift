@@ -65,13 +65,9 @@ extension Daemon {
     /// right after the send, it sat inside the round trip on one core,
     /// where the app runs only once the daemon waits (docs/performance.md,
     /// "What the daemon adds to a prewarmed activation"). One timer for
-    /// all of them; without a loop to arm it on, read at once.
+    /// all of them (made at start, before any app can arrive).
     func footprintArrived(_ id: AppID) {
-        guard let timer = sweep.arrivalTimer else {
-            if let run = runs[id] { sweep.shown[id] = run.group.memoryFootprint() }
-            return
-        }
-        if sweep.arrived.isEmpty { timer.arm(at: loop.now + Self.arrivalDelay) }
+        if sweep.arrived.isEmpty { sweep.arrivalTimer?.arm(at: loop.now + Self.arrivalDelay) }
         sweep.arrived.insert(id)
     }
 
