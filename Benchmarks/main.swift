@@ -179,15 +179,9 @@ func clientFloor(client: String, pause: UInt32 = 0) throws -> Series {
         for k in 0..<pages { _ = pwrite(walFD, page, page.count, off_t((Int(sequence) * pages + k) % 4096 * 4096)) }
         for j in stride(from: 0, to: scratch.count, by: 64) { scratch[j] &+= 1 }
         let t0 = now()
-        let message = DaemonMessage.event(
-            EventMessage(sequence: sequence, event: event, deadline: nil, budgetEnd: nil)
-        ).encoded()
-        _ = send(mine, message, message.count, 0)
-        while true {
-            let n = recv(mine, &buf, buf.count, 0)
-            guard n > 0 else { throw TestFailure("the \(client) recorder closed its channel at \(event.rawValue)") }
-            if case .acknowledge(sequence) = try AppMessage.decode(Array(buf[0..<n])) { return now() - t0 }
-        }
+        sendEvent(mine, sequence, event)
+        try awaitAcknowledgement(mine, sequence, client, &buf)
+        return now() - t0
     }
     for event in [LifecycleEvent.willFinishLaunching, .didFinishLaunching, .didBecomeActive] {
         _ = try roundTrip(event)
@@ -225,6 +219,28 @@ func startRecorder(_ client: String, prewarm: Bool = false) throws -> (SpawnedPr
     return (p, mine)
 }
 
+/// Sends `event` to a recorder the bench plays the daemon for.
+func sendEvent(_ channel: Int32, _ sequence: UInt32, _ event: LifecycleEvent) {
+    let message = DaemonMessage.event(
+        EventMessage(sequence: sequence, event: event, deadline: nil, budgetEnd: nil)
+    ).encoded()
+    _ = send(channel, message, message.count, 0)
+}
+
+/// Reads the recorder's messages into `buf` until the acknowledgement of `sequence`.
+func awaitAcknowledgement(_ channel: Int32, _ sequence: UInt32, _ client: String, _ buf: inout [UInt8]) throws {
+    while true {
+        if case .acknowledge(sequence) = try readAppMessage(channel, client, "event \(sequence)", &buf) { return }
+    }
+}
+
+/// One message from the recorder; its channel's end is an error naming `what` was awaited.
+func readAppMessage(_ channel: Int32, _ client: String, _ what: String, _ buf: inout [UInt8]) throws -> AppMessage {
+    let n = recv(channel, &buf, buf.count, 0)
+    guard n > 0 else { throw TestFailure("the \(client) recorder closed its channel at \(what)") }
+    return try AppMessage.decode(Array(buf[0..<n]))
+}
+
 /// Closes the recorder's channel (it ends), and reaps it (killed after 5 s).
 func endRecorder(_ p: SpawnedProcess, _ channel: Int32) {
     close(channel)
@@ -244,8 +260,8 @@ func endRecorder(_ p: SpawnedProcess, _ channel: Int32) {
 /// then from the thaw to the acknowledged didBecomeActive, in turn with
 /// the three events one at a time (today's protocol) and the three sent
 /// together before any acknowledgement is read (what a protocol that
-/// pipelined the launch events could reach at best): `n` of each. Nil where there is no cgroup v2
-/// freezer to hold a process with.
+/// pipelined the launch events could reach at best): `n` of each. Nil
+/// where there is no cgroup v2 freezer to hold a process with.
 func prewarmFloor(client: String, n: Int) throws -> (cold: Series, oneByOne: Series, together: Series)? {
     guard let mount = Cgroups.v2Mount() else { return nil }
     let group = mount + "/lifecycled-bench-floor-\(getpid())"
@@ -254,21 +270,13 @@ func prewarmFloor(client: String, n: Int) throws -> (cold: Series, oneByOne: Ser
     var buf = [UInt8](repeating: 0, count: 256)
     let launch: [LifecycleEvent] = [.willFinishLaunching, .didFinishLaunching, .didBecomeActive]
 
-    func read(_ channel: Int32, _ what: String) throws -> AppMessage {
-        let got = recv(channel, &buf, buf.count, 0)
-        guard got > 0 else { throw TestFailure("the \(client) recorder closed its channel at \(what)") }
-        return try AppMessage.decode(Array(buf[0..<got]))
-    }
-    func send(_ channel: Int32, _ sequence: Int, _ event: LifecycleEvent) {
-        let message = DaemonMessage.event(
-            EventMessage(sequence: UInt32(sequence), event: event, deadline: nil, budgetEnd: nil)
-        ).encoded()
-        _ = Glibc.send(channel, message, message.count, 0)
-    }
-    func acknowledged(_ channel: Int32, _ sequence: Int) throws {
-        while true {
-            if case .acknowledge(UInt32(sequence)) = try read(channel, "event \(sequence)") { return }
+    // The launch events, numbered from 1: each acknowledged before the next, or all sent first.
+    func launchEvents(_ channel: Int32, together: Bool = false) throws {
+        for (i, event) in launch.enumerated() {
+            sendEvent(channel, UInt32(i + 1), event)
+            if !together { try awaitAcknowledgement(channel, UInt32(i + 1), client, &buf) }
         }
+        if together { for i in launch.indices { try awaitAcknowledgement(channel, UInt32(i + 1), client, &buf) } }
     }
     func write(_ file: String, _ value: String) throws {
         try Posix.writeFile(group + "/" + file, value)
@@ -277,30 +285,22 @@ func prewarmFloor(client: String, n: Int) throws -> (cold: Series, oneByOne: Ser
     for round in 0..<(2 * n) {
         let t0 = now()
         let (p, channel) = try startRecorder(client)
-        for (i, event) in launch.enumerated() {
-            send(channel, i + 1, event)
-            try acknowledged(channel, i + 1)
-        }
+        try launchEvents(channel)
         cold.add(microseconds: Double(now() - t0) / 1000)
         endRecorder(p, channel)
 
         let (w, held) = try startRecorder(client, prewarm: true)
         try write("cgroup.procs", String(w.pid))
-        while try read(held, "prewarmed") != .prewarmed {}
+        while try readAppMessage(held, client, "prewarmed", &buf) != .prewarmed {}
         try write("cgroup.freeze", "1")
         while !(try Posix.readFile(group + "/cgroup.events")).contains("frozen 1") { usleep(100) }
         usleep(20_000)
         let t1 = now()
         try write("cgroup.freeze", "0")
+        try launchEvents(held, together: round % 2 == 1)
         if round % 2 == 0 {
-            for (i, event) in launch.enumerated() {
-                send(held, i + 1, event)
-                try acknowledged(held, i + 1)
-            }
             oneByOne.add(microseconds: Double(now() - t1) / 1000)
         } else {
-            for (i, event) in launch.enumerated() { send(held, i + 1, event) }
-            for i in launch.indices { try acknowledged(held, i + 1) }
             together.add(microseconds: Double(now() - t1) / 1000)
         }
         endRecorder(w, held)
