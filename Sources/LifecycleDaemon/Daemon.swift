@@ -79,6 +79,12 @@ public final class Daemon {
     var store: StateStore?
     /// What outlives a reboot: wake-up history, restoration data (State/History.swift).
     var history: HistoryStore
+    /// Writes the history's queued rows `historyDelay` after the first
+    /// change (State/History.swift); `historyDue` while it is armed.
+    var historyTimer: EventLoop.Source?
+    var historyDue = false
+    /// Rows a restored daemon queued from the earlier one's state (`catchUpHistory`), said once written.
+    var historyCatchUp = 0
     /// A step since the last save changed something worth saving; the save
     /// runs once per turn of the loop (a timer due at once), not per step.
     var unsaved = false
@@ -248,6 +254,8 @@ public final class Daemon {
         try loop.run()
         saveState()  // and what the last step held goes out (the state is removed below if nothing runs)
         abandonOperations(leavingApps ? "restart" : "shutdown")
+        // The history's queued rows, whether the apps stop or stay for the next daemon.
+        if let problem = history.flush() { logger.warning("\(problem)") }
         if leavingApps {
             closeResumeSocket()
             control?.close()
@@ -255,7 +263,6 @@ public final class Daemon {
             return
         }
         store?.remove()  // every app has stopped: nothing to take back
-        if let problem = history.flush() { logger.warning("\(problem)") }
         closeResumeSocket()
         control?.close()
         if let controlPath { UnixSocket.unlink(controlPath, ifStill: controlIdentity) }

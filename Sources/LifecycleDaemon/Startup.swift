@@ -116,6 +116,7 @@ extension Daemon {
         audioTimer = try loop.timer { [unowned self] in self.lookAtAudio() }
         sweep.timer = try loop.timer { [unowned self] in self.sweepFootprints() }
         sweep.arrivalTimer = try loop.timer { [unowned self] in self.measureArrivals() }
+        historyTimer = try loop.timer { [unowned self] in self.flushHistory() }
         memoryWatch = try MemoryWatch(loop: loop) { [unowned self] in self.sampleMemory() }
         if confinement.standings.contains(.memory) {
             let reclaimer = try Reclaimer()
@@ -178,6 +179,7 @@ extension Daemon {
         restoreState(loaded, handoff: handoff)
         endLeasedInterruptions(loaded?.leases ?? [:])
         restoreHistory()
+        if restored, handoff == nil { catchUpHistory() }
         output?.reattach()
         sweep.timer?.arm(at: 0)  // on the loop's first turn: the start does not wait for 1,000 files
         removeStaleNotifySockets()

@@ -321,16 +321,24 @@ public func lines(_ path: String) -> [String] {
 /// Waits until the file at `path` has a line `line`, woken by inotify on
 /// every write (a plain program says "started" once its signals are set up).
 public func waitForLine(_ path: String, _ line: String, seconds: Int32 = 20) throws {
+    try waitForLine(path, "the line '\(line)'", seconds: seconds) { $0 == line }
+}
+
+/// The same for a line that `matches` (a daemon's log line, whose time
+/// stamp comes first).
+public func waitForLine(
+    _ path: String, _ what: String, seconds: Int32 = 20, where matches: (String) -> Bool
+) throws {
     let fd = inotify_init1(Int32(IN_CLOEXEC))
     defer { close(fd) }
     let dir = (path as NSString).deletingLastPathComponent
     inotify_add_watch(fd, dir, UInt32(IN_MODIFY | IN_CREATE))
     let deadline = Date().addingTimeInterval(Double(seconds))
-    while !lines(path).contains(line) {
+    while !lines(path).contains(where: matches) {
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let left = Int32(max(1, deadline.timeIntervalSinceNow * 1000))
         guard Date() < deadline, poll(&p, 1, left) == 1 else {
-            throw TestFailure("\(path) never got the line '\(line)'")
+            throw TestFailure("\(path) never got \(what)")
         }
         var buf = [UInt8](repeating: 0, count: 4096)
         _ = read(fd, &buf, buf.count)

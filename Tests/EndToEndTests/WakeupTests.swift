@@ -298,6 +298,30 @@ import Testing
         #expect(try d.stop() == 0)
     }
 
+    /// The history is written a second after a change; a daemon killed
+    /// within that second leaves the change in the runtime state only, and
+    /// the next daemon writes it to the history from there.
+    @Test func aChangeTheHistoryDidNotGetBeforeACrashIsWrittenByTheNextDaemon() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(apps: ["a": recorder(s + "/a", Self.modes)])
+        let f = try d.follow()
+        try suspended(d, f, "a")
+        try d.command(ControlRequest(.kill, app: "a"))  // a quit
+        try f.terminated("a")
+        _ = try d.crash(with: SIGKILL)  // (within the second, unless the machine stalls that long)
+        let next = try DaemonUnderTest(after: d)
+        #expect(try next.status("a").quit == true, "from the runtime state")
+        try waitForLine(next.dir + "/daemon.log", "the history written again") {
+            $0.contains("written again from the state the last daemon left")
+        }
+        // Killed too: a clean stop would write the row itself (its last step touches every app).
+        _ = try next.crash(with: SIGKILL)
+        try FileManager.default.removeItem(atPath: next.path("run/state.db"))  // as a reboot would
+        let fresh = try DaemonUnderTest(after: next)
+        #expect(try fresh.status("a").quit == true, "from the history")
+        #expect(try fresh.stop() == 0)
+    }
+
     @Test func theHistoryOutlivesTheDaemonAndAKillInTheMiddleOfWriting() throws {
         let s = scratch()
         let d = try DaemonUnderTest(

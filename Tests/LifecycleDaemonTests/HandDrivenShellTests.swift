@@ -86,6 +86,31 @@ import Testing
         #expect(shell.statusReport(["a"]).apps.first?.footprint == 16 << 20, "status reads what arrived")
     }
 
+    /// An app's durable history (its uses, here) is written a second after
+    /// the change, not in the turn that sends its event; restoration data
+    /// at the end of the turn that brought it.
+    @Test func theHistoryIsWrittenASecondLaterAndRestorationDataAtOnce() throws {
+        let (shell, _, channel) = try Self.activeApp()
+        #expect(shell.history.hasPending, "the use is queued, not written in the activation's turns")
+        shell.loop.advance(by: .milliseconds(999))
+        #expect(shell.history.hasPending)
+        shell.loop.advance(by: .milliseconds(1))
+        #expect(!shell.history.hasPending, "written a second after the change")
+
+        _ = AppMessage.saveRestoration([1, 2, 3]).encoded().withUnsafeBytes {
+            send(channel, $0.baseAddress, $0.count, 0)
+        }
+        shell.loop.turn()
+        #expect(!shell.history.hasPending, "restoration data is written in its turn")
+        _ = shell.front!.execute(.display(nil, .home), from: root)
+        shell.loop.turn()
+        #expect(Self.answer(shell, channel) == [.willResignActive])
+        #expect(Self.answer(shell, channel) == [.didEnterBackground])
+        shell.history.close()
+        let (apps, problem) = HistoryStore(directory: shell.config.stateDirectory).load(configured: ["a"])
+        #expect(problem == nil && apps["a"]?.history.uses.count == 1, "\(apps)")
+    }
+
     @Test func aFreezeIsLookedAtOnABackoffAndConfirmedWhenTheKernelSaysSo() throws {
         let (shell, group, channel) = try Self.activeApp()
         group.freezesAtOnce = false

@@ -22,9 +22,19 @@ import LifecycleControl
 // SQLite, not files: a row per app replaced in one transaction is what a
 // directory of files would need rename dances for, and the write-ahead log
 // with synchronous=NORMAL keeps the file whole through a kill or a power cut
-// (a power cut may lose the last writes, never the file). Writes are queued
-// during a turn of the loop and committed together at its end (`flush`), so
-// an app saving often costs one transaction per turn, not one per save.
+// (a power cut may lose the last writes, never the file). An app's row is
+// queued when a step changes it and written `historyDelay` (1 s) after the
+// first change, with every row changed meanwhile, in one transaction: off
+// the turn that sends the app its event (an activation's use row cost that
+// turn 30-40 µs) and once for a burst of launches, not once per launch.
+// Within the boot nothing waits on the file, since the runtime state store
+// carries each app's history too (a daemon that carries on after a crash
+// writes every row again from it, `catchUpHistory`); against a power cut,
+// synchronous=NORMAL already leaves the last writes to the kernel's
+// write-back, so a second more changes nothing anyone can rely on.
+// Restoration data, which only this file holds, is written at the end of
+// the turn that brought it, as before (docs/architecture.md, "The history
+// after the event").
 // Bounded: one row of each kind per configured app (rows of apps gone from
 // the configuration are deleted at start), each row bounded in size.
 //
@@ -141,11 +151,14 @@ final class HistoryStore {
         }
     }
 
-    /// Queues the app's row when it changed (nil: the app is gone).
-    func update(_ id: AppID, _ app: DurableApp?) {
-        guard written[id] != app else { return }
+    /// Queues the app's row when it changed (nil: the app is gone); true
+    /// when it did.
+    @discardableResult
+    func update(_ id: AppID, _ app: DurableApp?) -> Bool {
+        guard written[id] != app else { return false }
         written[id] = app
         pendingApps[id] = .some(app)
+        return true
     }
 
     /// Keeps the app's restoration data (empty: forgets it).
@@ -160,6 +173,8 @@ final class HistoryStore {
     }
 
     var hasPending: Bool { !pendingApps.isEmpty || !pendingBlobs.isEmpty }
+    /// Restoration data waits: written at the end of the turn.
+    var hasPendingRestoration: Bool { !pendingBlobs.isEmpty }
 
     /// Writes what waits and lets the file go (before a daemon-reexec, whose
     /// new image opens it again; what it cannot write it loses, and says so).
@@ -227,8 +242,27 @@ extension Daemon {
         markUnsaved()
     }
 
+    /// A daemon that carried on from the runtime state without a handoff
+    /// (after a crash, or a stop that left the apps running): the earlier
+    /// one may have died with rows queued, which the restored core still
+    /// holds. Every row that differs from the file is written again at the
+    /// history's next write. (The instants are stored on the wall clock,
+    /// whose offset each daemon reads anew, so most rows with an instant
+    /// differ by a little and are written again, once.)
+    func catchUpHistory() {
+        var rows = 0
+        for id in manifests.keys {
+            guard let (h, last) = supervisor.history(id) else { continue }
+            if history.update(id, DurableApp(history: h, last: last)) { rows += 1 }
+        }
+        guard rows > 0 else { return }
+        historyCatchUp = rows
+        historyQueued()
+    }
+
     /// After a step: the durable part of each app that changed, queued and
-    /// written at once (one transaction for the turn).
+    /// written `historyDelay` later, or at the end of this turn when
+    /// restoration data waits.
     func keepHistory(of changed: Set<AppID>) {
         for id in changed {
             if let (h, last) = supervisor.history(id) {
@@ -238,11 +272,38 @@ extension Daemon {
                 history.discardRestoration(id)
             }
         }
+        if history.hasPendingRestoration {
+            flushHistory()
+        } else if history.hasPending {
+            historyQueued()
+        }
+    }
+
+    /// How long a changed row waits for others to be written with it.
+    static let historyDelay: Int64 = 1_000_000_000
+
+    func historyQueued() {
+        guard !historyDue else { return }
+        historyDue = true
+        historyTimer?.arm(at: loop.now + Self.historyDelay)
+    }
+
+    /// Writes every queued row (the timer, or restoration data at the end
+    /// of a turn); a write the disk refuses is retried with the kill
+    /// records.
+    func flushHistory() {
+        historyDue = false
+        historyTimer?.arm(at: nil)
         let hadProblem = history.problem != nil
         if let text = history.flush() {
             if hadProblem { logger.notice("\(text)") } else { logger.error("\(text)") }
         }
-        if history.hasPending { retryUnsavedRecords() }
+        if history.hasPending {
+            retryUnsavedRecords()
+        } else if historyCatchUp > 0 {
+            logger.info("the history of \(historyCatchUp) app(s) written again from the state the last daemon left")
+            historyCatchUp = 0
+        }
     }
 
     /// An app saved restoration data (at most Wire.maxRestorationSize, the
