@@ -111,6 +111,41 @@ import Testing
         #expect(problem == nil && apps["a"]?.history.uses.count == 1, "\(apps)")
     }
 
+    /// A full disk under the history (a real one: a tmpfs of 256 KiB): the
+    /// write fails and says so, what waits stays queued, and once there is
+    /// room the retry writes it.
+    @Test(.enabled(if: getuid() == 0, "mounts a tmpfs"))
+    func theHistoryWaitsOutAFullDisk() throws {
+        let (shell, _, channel) = try Self.activeApp()
+        let dir = shell.config.stateDirectory
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try #require(mount("tmpfs", dir, "tmpfs", 0, "size=256k") == 0)
+        defer { umount2(dir, Int32(MNT_DETACH)) }
+        shell.loop.advance(by: .seconds(1))
+        #expect(!shell.history.hasPending && shell.history.problem == nil, "the first use, written")
+        let filler = dir + "/filler"
+        let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
+        let block = [UInt8](repeating: 1, count: 4096)
+        while write(fd, block, block.count) > 0 {}
+        close(fd)
+        _ = shell.front!.execute(.display(nil, .home), from: root)
+        shell.loop.turn()
+        for _ in 0..<2 { _ = Self.answer(shell, channel) }
+        _ = shell.front!.execute(.activate("a"), from: root)
+        shell.loop.turn()
+        for _ in 0..<2 { _ = Self.answer(shell, channel) }
+        #expect(shell.supervisor.snapshot("a")?.state == .active)
+        shell.loop.advance(by: .seconds(1))
+        #expect(shell.history.hasPending, "the second use waits")
+        #expect(shell.history.problem?.contains("cannot write the history to \(dir)/history.db") == true)
+        unlink(filler)
+        shell.loop.advance(by: .seconds(1))
+        #expect(!shell.history.hasPending && shell.history.problem == nil, "written once there is room")
+        shell.history.close()
+        let (apps, _) = HistoryStore(directory: dir).load(configured: ["a"])
+        #expect(apps["a"]?.history.uses.count == 2, "\(apps)")
+    }
+
     @Test func aFreezeIsLookedAtOnABackoffAndConfirmedWhenTheKernelSaysSo() throws {
         let (shell, group, channel) = try Self.activeApp()
         group.freezesAtOnce = false
