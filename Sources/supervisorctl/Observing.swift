@@ -164,21 +164,32 @@ enum StatusTable {
 }
 
 enum Table {
-    /// Columns padded to their widest cell; the last one is not.
-    /// (Each cell's width counted once: with 1,000 apps, counting characters
-    /// twice per cell was a tenth of `status`.)
+    /// Columns padded to their widest cell; the last one is not. A cell's
+    /// width is its count of characters, counted once; for an ASCII cell
+    /// (nearly all of them) that is its count of bytes, read without
+    /// breaking it into characters. The text is built as bytes, the padding
+    /// appended in place: with 1,000 apps, counting each cell's characters
+    /// and making a padding string for it were two fifths of `status`
+    /// (docs/performance.md, "A quicker table").
     static func render(_ rows: [[String]]) -> String {
-        let counts = rows.map { $0.map(\.count) }
+        let counts = rows.map { $0.map(width) }
         let widths = (0..<rows[0].count).map { c in counts.map { $0[c] }.max()! }
-        var out = ""
-        for (n, r) in rows.enumerated() {
-            if n > 0 { out += "\n" }
-            for (i, s) in r.enumerated() {
-                out += s
-                if i < r.count - 1 { out += String(repeating: " ", count: widths[i] - counts[n][i] + 2) }
+        var out: [UInt8] = []
+        out.reserveCapacity(rows.count * (widths.reduce(0, +) + 2 * widths.count + 1))
+        for n in rows.indices {
+            if n > 0 { out.append(0x0A) }
+            let r = rows[n]
+            for i in r.indices {
+                out.append(contentsOf: r[i].utf8)
+                if i < r.count - 1 { out.append(contentsOf: repeatElement(0x20, count: widths[i] - counts[n][i] + 2)) }
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Characters, as `count` says; an ASCII string's are its bytes.
+    static func width(_ s: String) -> Int {
+        s.utf8.allSatisfy { $0 < 0x80 } ? s.utf8.count : s.count
     }
 }
 
