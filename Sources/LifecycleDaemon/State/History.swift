@@ -152,9 +152,13 @@ final class HistoryStore {
     }
 
     /// Queues the app's row when it changed (nil: the app is gone); true
-    /// when it did.
+    /// when it did. A row that would say nothing (never used, never ended)
+    /// is no row: a missing one reads as that, so a first start with 1,000
+    /// apps writes nothing for the ones nobody has used.
     @discardableResult
     func update(_ id: AppID, _ app: DurableApp?) -> Bool {
+        guard written[id] != app else { return false }  // most calls: unchanged
+        let app = app == Self.nothing ? nil : app
         guard written[id] != app else { return false }
         written[id] = app
         pendingApps[id] = .some(app)
@@ -173,6 +177,8 @@ final class HistoryStore {
     }
 
     var hasPending: Bool { !pendingApps.isEmpty || !pendingBlobs.isEmpty }
+    static let nothing = DurableApp(history: AppHistory(), last: nil)
+
     /// Restoration data waits: written at the end of the turn.
     var hasPendingRestoration: Bool { !pendingBlobs.isEmpty }
 
