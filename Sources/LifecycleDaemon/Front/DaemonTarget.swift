@@ -101,7 +101,7 @@ extension Daemon: CommandTarget {
         if shown, !sweep.arrived.isEmpty { measureArrivals() }
         let now = now()
         let outputProblems = output?.files?.problems ?? [:]
-        let ids = names ?? manifests.keys.sorted()
+        let ids = names ?? appIDsInOrder
         var apps: [AppStatus] = []
         apps.reserveCapacity(ids.count)
         supervisor.eachSnapshot(ids) { id, snapshot in
