@@ -111,6 +111,23 @@ import Testing
         #expect(problem == nil && apps["a"]?.history.uses.count == 1, "\(apps)")
     }
 
+    /// An app nobody has used and that never ended has no row in the
+    /// history: a missing row reads as that.
+    @Test func anAppWithNothingToKeepHasNoHistoryRow() throws {
+        let (shell, _, starter) = try shellUnderTest([
+            "a": "command = [\"/bin/true\"]\n", "b": "command = [\"/bin/true\"]\n",
+        ])
+        _ = shell.front!.execute(.activate("a"), from: root)
+        shell.loop.turn()
+        let channel = try #require(starter.spawned.first).channel
+        for _ in 0..<3 { _ = Self.answer(shell, channel) }
+        shell.loop.advance(by: .seconds(1))
+        #expect(!shell.history.hasPending)
+        shell.history.close()
+        let (apps, _) = HistoryStore(directory: shell.config.stateDirectory).load(configured: ["a", "b"])
+        #expect(apps["a"]?.history.uses.count == 1 && apps["b"] == nil, "\(apps)")
+    }
+
     /// A full disk under the history (a real one: a tmpfs of 256 KiB): the
     /// write fails and says so, what waits stays queued, and once there is
     /// room the retry writes it.
