@@ -29,7 +29,7 @@ import LifecycleControl
 // turn 30-40 µs) and once for a burst of launches, not once per launch.
 // Within the boot nothing waits on the file, since the runtime state store
 // carries each app's history too (a daemon that carries on after a crash
-// writes every row again from it, `catchUpHistory`); against a power cut,
+// writes from it every row the file lacks, `catchUpHistory`); against a power cut,
 // synchronous=NORMAL already leaves the last writes to the kernel's
 // write-back, so a second more changes nothing anyone can rely on.
 // Restoration data, which only this file holds, is written at the end of
