@@ -89,9 +89,8 @@ public final class Daemon {
     /// What outlives a reboot: wake-up history, restoration data (State/History.swift).
     var history: HistoryStore
     /// Writes the history's queued rows `historyDelay` after the first
-    /// change (State/History.swift); `historyDue` while it is armed.
+    /// change since the last write (State/History.swift).
     var historyTimer: EventLoop.Source?
-    var historyDue = false
     /// Rows a restored daemon queued from the earlier one's state (`catchUpHistory`), said once written.
     var historyCatchUp = 0
     /// A step since the last save changed something worth saving; the save

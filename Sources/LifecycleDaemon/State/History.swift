@@ -165,6 +165,9 @@ final class HistoryStore {
         return true
     }
 
+    /// What a missing row reads as.
+    static let nothing = DurableApp(history: AppHistory(), last: nil)
+
     /// Keeps the app's restoration data (empty: forgets it).
     func saveRestoration(_ id: AppID, _ data: [UInt8]) {
         blobs[id] = data.isEmpty ? nil : data
@@ -177,7 +180,6 @@ final class HistoryStore {
     }
 
     var hasPending: Bool { !pendingApps.isEmpty || !pendingBlobs.isEmpty }
-    static let nothing = DurableApp(history: AppHistory(), last: nil)
 
     /// Restoration data waits: written at the end of the turn.
     var hasPendingRestoration: Bool { !pendingBlobs.isEmpty }
@@ -270,6 +272,7 @@ extension Daemon {
     /// written `historyDelay` later, or at the end of this turn when
     /// restoration data waits.
     func keepHistory(of changed: Set<AppID>) {
+        let waiting = history.hasPending
         for id in changed {
             if let (h, last) = supervisor.history(id) {
                 history.update(id, DurableApp(history: h, last: last))
@@ -280,17 +283,17 @@ extension Daemon {
         }
         if history.hasPendingRestoration {
             flushHistory()
-        } else if history.hasPending {
-            historyQueued()
+        } else if !waiting, history.hasPending {
+            historyQueued()  // the first change since the last write
         }
     }
 
     /// How long a changed row waits for others to be written with it.
     static let historyDelay: Int64 = 1_000_000_000
 
+    /// Rows wait that nothing else waited before: written `historyDelay`
+    /// from now (rows left by a write the disk refused wait for its retry).
     func historyQueued() {
-        guard !historyDue else { return }
-        historyDue = true
         historyTimer?.arm(at: loop.now + Self.historyDelay)
     }
 
@@ -298,7 +301,6 @@ extension Daemon {
     /// of a turn); a write the disk refuses is retried with the kill
     /// records.
     func flushHistory() {
-        historyDue = false
         historyTimer?.arm(at: nil)
         let hadProblem = history.problem != nil
         if let text = history.flush() {
