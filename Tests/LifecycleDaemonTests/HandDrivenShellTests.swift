@@ -26,9 +26,13 @@ import Testing
         return events
     }
 
-    /// A shell with app `a` launched into the foreground and active.
-    static func activeApp(_ manifest: String = "") throws -> (Daemon, FakeGroup, Int32) {
-        let (shell, confinement, starter) = try shellUnderTest(["a": "command = [\"/bin/true\"]\n" + manifest])
+    /// A shell with app `a` launched into the foreground and active (and
+    /// the apps `besides`, never launched).
+    static func activeApp(_ manifest: String = "", besides: [String: String] = [:]) throws -> (
+        Daemon, FakeGroup, Int32
+    ) {
+        let (shell, confinement, starter) = try shellUnderTest(
+            besides.merging(["a": "command = [\"/bin/true\"]\n" + manifest]) { $1 })
         _ = shell.front!.execute(.activate("a"), from: root)
         shell.loop.turn()
         let spawn = try #require(starter.spawned.first)
@@ -106,26 +110,27 @@ import Testing
         shell.loop.turn()
         #expect(Self.answer(shell, channel) == [.willResignActive])
         #expect(Self.answer(shell, channel) == [.didEnterBackground])
-        shell.history.close()
-        let (apps, problem) = HistoryStore(directory: shell.config.stateDirectory).load(configured: ["a"])
+        let (apps, problem) = Self.historyFile(shell, ["a"])
         #expect(problem == nil && apps["a"]?.history.uses.count == 1, "\(apps)")
     }
 
     /// An app nobody has used and that never ended has no row in the
     /// history: a missing row reads as that.
     @Test func anAppWithNothingToKeepHasNoHistoryRow() throws {
-        let (shell, _, starter) = try shellUnderTest([
-            "a": "command = [\"/bin/true\"]\n", "b": "command = [\"/bin/true\"]\n",
-        ])
-        _ = shell.front!.execute(.activate("a"), from: root)
-        shell.loop.turn()
-        let channel = try #require(starter.spawned.first).channel
-        for _ in 0..<3 { _ = Self.answer(shell, channel) }
+        let (shell, _, _) = try Self.activeApp(besides: ["b": "command = [\"/bin/true\"]\n"])
         shell.loop.advance(by: .seconds(1))
         #expect(!shell.history.hasPending)
-        shell.history.close()
-        let (apps, _) = HistoryStore(directory: shell.config.stateDirectory).load(configured: ["a", "b"])
+        let apps = Self.historyFile(shell, ["a", "b"]).apps
         #expect(apps["a"]?.history.uses.count == 1 && apps["b"] == nil, "\(apps)")
+    }
+
+    /// What the shell's history file holds for `configured`, once the
+    /// shell has let it go (writing what waited).
+    static func historyFile(_ shell: Daemon, _ configured: Set<AppID>) -> (
+        apps: [AppID: DurableApp], problem: String?
+    ) {
+        shell.history.close()
+        return HistoryStore(directory: shell.config.stateDirectory).load(configured: configured)
     }
 
     /// A full disk under the history (a real one: a tmpfs of 256 KiB): the
@@ -158,8 +163,7 @@ import Testing
         unlink(filler)
         shell.loop.advance(by: .seconds(1))
         #expect(!shell.history.hasPending && shell.history.problem == nil, "written once there is room")
-        shell.history.close()
-        let (apps, _) = HistoryStore(directory: dir).load(configured: ["a"])
+        let apps = Self.historyFile(shell, ["a"]).apps
         #expect(apps["a"]?.history.uses.count == 2, "\(apps)")
     }
 
