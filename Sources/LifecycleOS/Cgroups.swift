@@ -414,7 +414,13 @@ public final class Cgroups: Confinement {
             // Without its keeper the empty scope ends, and systemd removes it.
             for pid in AppCgroup.pids(basePath + "/keeper/cgroup.procs") { Posix.signal(pid, SIGKILL) }
         } else if base != original {
-            try? Posix.writeFile(mount + (original == "/" ? "" : original) + "/cgroup.procs", "0")
+            // The daemon, and whatever else is in its leaf: the spawn helper
+            // of a daemon-reexec'd image, forked there (the first image
+            // forks it before it moves in), ends only after this, and its
+            // leaf could not be removed (found after a reexec and a stop).
+            let back = mount + (original == "/" ? "" : original) + "/cgroup.procs"
+            try? Posix.writeFile(back, "0")
+            for pid in AppCgroup.pids(basePath + "/daemon/cgroup.procs") { try? Posix.writeFile(back, "\(pid)") }
             Posix.remove(directory: basePath + "/daemon")
             Posix.remove(directory: basePath)
         }

@@ -368,6 +368,7 @@ import Testing
         let end = try f.terminated("plain")
         #expect(end.reason == "stopped-by-user")
         #expect(try d.stop() == 0)
+        #expect(!FileManager.default.fileExists(atPath: d.cgroupPath), "the daemon's tree is gone: \(d.cgroupPath)")
     }
 }
 
