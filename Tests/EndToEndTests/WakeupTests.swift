@@ -322,6 +322,36 @@ import Testing
         #expect(try fresh.stop() == 0)
     }
 
+    /// Once the runtime state is gone (a clean stop, a reboot), an app's
+    /// last termination is the history's: `status` shows it (without the
+    /// pid, which names nothing now) and how long the app has been down.
+    @Test func theLastTerminationOutlivesACleanStop() throws {
+        let s = scratch()
+        let d = try DaemonUnderTest(
+            apps: ["a": recorder(s + "/a"), "b": recorder(s + "/b"), "never": recorder(s + "/never")])
+        let f = try d.follow()
+        try d.command(ControlRequest(.activate, app: "a"))
+        try f.acknowledged("a", "didBecomeActive")
+        try d.command(ControlRequest(.kill, app: "a"))
+        try f.terminated("a")
+        let killed = try #require(try d.status("a").lastTermination)
+        try d.command(ControlRequest(.launch, app: "b", background: true))
+        try f.state("b", "suspended")
+        #expect(try d.stop() == 0)  // b ends with the daemon
+
+        let next = try DaemonUnderTest(after: d)
+        let a = try next.status("a")
+        let ended = try #require(a.lastTermination, "a's last termination, from the history")
+        #expect(ended.reason == .killedByUser && ended.description == killed.description, "\(ended)")
+        #expect(abs(ended.time - killed.time) < 0.01, "\(ended.time) against \(killed.time)")
+        #expect(ended.pid == nil)
+        let down = Date().timeIntervalSince1970 - killed.time
+        #expect(a.state == .notRunning && a.secondsInState > 0 && a.secondsInState <= down + 0.01, "\(a)")
+        #expect(try next.status("b").lastTermination?.reason == .shutdown)
+        #expect(try next.status("never").lastTermination == nil)
+        #expect(try next.stop() == 0)
+    }
+
     @Test func theHistoryOutlivesTheDaemonAndAKillInTheMiddleOfWriting() throws {
         let s = scratch()
         let d = try DaemonUnderTest(

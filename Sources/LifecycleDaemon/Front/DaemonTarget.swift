@@ -48,14 +48,24 @@ extension Daemon: CommandTarget {
     func appStatus(_ id: AppID, _ s: AppSnapshot, now: Instant, outputProblems: [AppID: String]) -> AppStatus {
         let run = runs[id]
         let configured = settings.manifests[id]
+        // An app that ended in an earlier boot, or before a clean stop: its
+        // last termination is the durable history's (the core's `last`),
+        // without the pid, which means nothing now; it has not run since.
+        var ended = terminations[id]
+        var since = s.since
+        if ended == nil, let last = s.last {
+            ended = TerminationInfo(
+                reason: last.reason.code, description: last.reason.description, time: wallTime(last.at), pid: nil)
+            if s.state == .notRunning && since == .zero { since = last.at }
+        }
         var status = AppStatus(
             name: id, state: s.state, pid: run?.pid,
-            secondsInState: s.state == .notRunning && s.since == .zero
-                ? 0 : Double((now - s.since).nanoseconds) / 1e9,
+            secondsInState: s.state == .notRunning && since == .zero
+                ? 0 : Double((now - since).nanoseconds) / 1e9,
             delivery: manifests[id]!.policy.delivery,
             backgroundTasks: s.tasks,
             backgroundTimeRemaining: s.budgetEnd.map { max(0, Double(($0 - now).nanoseconds) / 1e9) },
-            awaiting: s.awaiting, lastTermination: terminations[id],
+            awaiting: s.awaiting, lastTermination: ended,
             footprint: run != nil ? sweep.shown[id] : nil, band: s.band, memoryLimit: limits[id],
             statusLine: run?.statusLine)
         status.launching = s.launching
