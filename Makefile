@@ -261,7 +261,8 @@ deb: release clib generated
 	install -m 644 README.md docs/*.md $(DEB_STAGE)/usr/share/doc/lifecycled/
 	install -m 755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm $(DEB_STAGE)/DEBIAN/
 	cd $(DEB_STAGE) && find etc -type f | sed 's|^|/|' | sort > DEBIAN/conffiles
-	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ARCH@|$(DEB_ARCH)|' \
+	depends=$$(packaging/debian/depends.sh $(DEB_STAGE)) && \
+	sed -e 's|@VERSION@|$(VERSION)|' -e 's|@ARCH@|$(DEB_ARCH)|' -e "s|@DEPENDS@|$$depends|" \
 	    -e "s|@SIZE@|$$(du -sk --exclude=DEBIAN $(DEB_STAGE) | cut -f1)|" packaging/debian/control.in > $(DEB_STAGE)/DEBIAN/control
 	dpkg-deb --root-owner-group -Zxz --build $(DEB_STAGE) $(DEB) >/dev/null
 	@echo "built $(DEB) ($$(du -h $(DEB) | cut -f1))"

@@ -33,6 +33,7 @@ else
     command -v setpriv >/dev/null || need+=(util-linux)
     command -v systemd-notify >/dev/null || need+=(systemd)
     command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+    command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)  # the package's Depends
     command -v python3 >/dev/null || need+=(python3)
     # The D-Bus tests: a private bus daemon, busctl (systemd), gdbus, and a
     # Python shell on dbus-python with GLib.

@@ -34,6 +34,29 @@ dpkg -i /opt/debs/first.deb > /tmp/dpkg-first.log 2>&1 \
 ldd /usr/bin/lifecycled /usr/bin/supervisorctl /usr/bin/lifecycled-follow | grep -q libswift \
     && fail "the binaries need the Swift runtime: $(ldd /usr/bin/lifecycled | grep swift | head -2)" \
     || pass "the binaries need no Swift toolchain (no libswift in ldd; /opt/swift hidden)"
+# What the package says it needs covers what its files load: each library
+# belongs to a package its Depends names, and libc6's version there is at
+# least the newest GLIBC_ symbol version any of them uses.
+depends=$(dpkg-query -W -f='${Depends}' lifecycled)
+elves=$(dpkg -L lifecycled | while read -r f; do
+    if [ -f "$f" ] && readelf -h "$f" >/dev/null 2>&1; then echo "$f"; fi
+done)
+unnamed=
+for f in $elves; do  # each file's own libraries (NEEDED), not theirs
+    for soname in $(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+        lib=$(ldd "$f" | awk -v n="$soname" '$1 == n && $3 ~ /^\// {print $3} $1 ~ ("/" n "$") {print $1}')
+        pkg=$(dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null || echo "?: ")
+        pkg=${pkg%%:*}
+        case ", $depends," in *", $pkg "* | *", $pkg,"*) ;; *) unnamed="$unnamed $soname ($pkg, by $f)" ;; esac
+    done
+done
+glibc=$(objdump -T $elves 2>/dev/null | grep -o 'GLIBC_2\.[0-9]*' | sort -uV | tail -1 | sed 's/GLIBC_//')
+libc=$(printf '%s\n' "$depends" | sed -n 's/.*libc6 (>= \([^)]*\)).*/\1/p')
+if [ -z "$unnamed" ] && [ -n "$libc" ] && dpkg --compare-versions "$libc" ge "$glibc"; then
+    pass "Depends covers what the package's files load (libc6 >= $libc, newest symbol GLIBC_$glibc): $depends"
+else
+    fail "Depends ($depends) misses:${unnamed:- nothing unnamed}; libc6 >= ${libc:-?} against GLIBC_$glibc"
+fi
 for f in /usr/share/man/man1/supervisorctl.restart.1 /usr/share/bash-completion/completions/supervisorctl \
     /usr/share/zsh/site-functions/_supervisorctl /usr/share/fish/vendor_completions.d/supervisorctl.fish \
     /usr/lib/pkgconfig/lifecycle.pc /usr/include/lifecycle.h /etc/lifecycled/apps/recorder.toml; do
