@@ -127,12 +127,19 @@ public final class ControlClient {
     static let statusPrefix = Array(#"{"ok":true,"status":"#.utf8)
 
     func readLine() throws(Failure) -> [UInt8] {
+        var searched = 0  // the bytes already looked through for the newline: a long line comes in many chunks
         while true {
-            if let nl = buffer.firstIndex(of: 0x0A) {
+            let found = buffer.withUnsafeBufferPointer { all -> Int? in
+                guard let base = all.baseAddress, all.count > searched else { return nil }
+                return memchr(base + searched, 0x0A, all.count - searched)
+                    .map { base.distance(to: $0.assumingMemoryBound(to: UInt8.self)) }
+            }
+            if let nl = found {
                 let line = Array(buffer[..<nl])
                 buffer.removeSubrange(...nl)
                 return line
             }
+            searched = buffer.count
             var chunk = [UInt8](repeating: 0, count: 65536)
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }

@@ -64,14 +64,14 @@ extension StatusJSONObject {
         var seen: UInt64 = 0  // the required fields read, by their place in `required`
         let required = Field.required, all = Field.all
         var next = 0  // the daemon writes the fields in the table's order: looked for from there first
-        try r.object { r, key in
+        try r.object(key: { try $0.key() }) { r, key in
             var found: Field?
-            for i in next..<all.count where all[i].rawValue == key {
+            for i in next..<all.count where r.key(key, is: all[i].rawValue) {
                 found = all[i]
                 next = i + 1
                 break
             }
-            guard let field = found ?? Field(rawValue: key) else { throw JSONReader.Unexpected() }
+            guard let field = found ?? Field(rawValue: r.text(key)) else { throw JSONReader.Unexpected() }
             if r.null() { return }
             try value.read(field, from: &r)
             if let k = required.firstIndex(of: field), k < 64 { seen |= 1 << UInt64(k) }

@@ -3,6 +3,7 @@
 #else
     import Foundation
 #endif
+@preconcurrency import Glibc
 // The fuzzers compile this module's files together with LifecycleModel's
 // into one module, where there is nothing to import.
 #if canImport(LifecycleModel)
@@ -134,9 +135,87 @@ public struct JSONReader {
         {
             i += 1
         }
+        if let d = Self.shortDecimal(b[start..<i]) { return d }
         // JSON has no infinity: a number too large for a Double is malformed.
         guard let d = Double(String(decoding: b[start..<i], as: UTF8.self)), d.isFinite else { throw Unexpected() }
         return d
+    }
+
+    /// `-?digits(.digits)?` with at most 15 digits in all: the digits as a
+    /// whole number and the power of ten to divide it by are both exact in
+    /// a Double, so their quotient is the correctly rounded value, the same
+    /// as parsing the text gives (Clinger's fast path). Anything else
+    /// (more digits, an exponent) is nil, for the full parse: the seconds
+    /// in a status, a thousand of them, no longer each make a String.
+    static func shortDecimal(_ t: ArraySlice<UInt8>) -> Double? {
+        var k = t.startIndex
+        let negative = k < t.endIndex && t[k] == 0x2D
+        if negative { k += 1 }
+        var mantissa: UInt64 = 0
+        var digits = 0, fraction = 0
+        var point = false
+        while k < t.endIndex {
+            let c = t[k]
+            if c == 0x2E {
+                guard !point, digits > 0 else { return nil }
+                point = true
+            } else {
+                guard c >= 0x30, c <= 0x39, digits < 15 else { return nil }
+                mantissa = mantissa &* 10 &+ UInt64(c &- 0x30)
+                digits += 1
+                if point { fraction += 1 }
+            }
+            k += 1
+        }
+        guard digits > 0, !point || fraction > 0 else { return nil }
+        let d = Double(mantissa) / Self.powersOfTen[fraction]
+        return negative ? -d : d
+    }
+
+    /// 10^0 to 10^15, each exact.
+    static let powersOfTen: [Double] = (0...15).map { n in (0..<n).reduce(1.0) { a, _ in a * 10 } }
+
+    /// A key: the range of its bytes when it has no escape (the status
+    /// reader compares them with its fields' names without making a
+    /// String), else the decoded text.
+    enum Key {
+        case bytes(Range<Int>)
+        case text(String)
+    }
+
+    mutating func key() throws -> Key {
+        try expect(0x22)
+        let start = i
+        while i < b.count, b[i] != 0x22, b[i] != 0x5C { i += 1 }
+        guard i < b.count else { throw Unexpected() }
+        if b[i] == 0x22 {
+            i += 1
+            return .bytes(start..<(i - 1))
+        }
+        i = start - 1
+        return .text(try string())
+    }
+
+    /// Whether `key` is `name`.
+    func key(_ key: Key, is name: String) -> Bool {
+        switch key {
+        case .bytes(let r):
+            // The names are ASCII literals, whose bytes are at hand: a
+            // memcmp, where elementsEqual walked both a byte at a time.
+            var name = name
+            guard name.utf8.count == r.count, !r.isEmpty else { return name.utf8.count == r.count }
+            return name.withUTF8 { n in
+                b.withUnsafeBufferPointer { memcmp(n.baseAddress!, $0.baseAddress! + r.lowerBound, r.count) }
+            } == 0
+        case .text(let text): return text == name
+        }
+    }
+
+    func text(_ key: Key) -> String {
+        switch key {
+        case .bytes(let r): return String(decoding: b[r], as: UTF8.self)
+        case .text(let text): return text
+        }
     }
 
     /// A whole number that fits `T`: a minus sign only for a signed type (a
@@ -169,9 +248,10 @@ public struct JSONReader {
         try object(key: { try $0.string() }, body)
     }
 
-    /// The same, each key read by `key` (RequestJSON.swift takes only plain ones).
-    mutating func object(
-        key: (inout JSONReader) throws -> String, _ body: (inout JSONReader, String) throws -> Void
+    /// The same, each key read by `key` (RequestJSON.swift takes only plain
+    /// ones; the status reader, `Key`s).
+    mutating func object<K>(
+        key: (inout JSONReader) throws -> K, _ body: (inout JSONReader, K) throws -> Void
     ) throws {
         try expect(0x7B)
         if take(0x7D) { return }

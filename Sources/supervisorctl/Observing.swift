@@ -180,8 +180,11 @@ enum Table {
             if n > 0 { out.append(0x0A) }
             let r = rows[n]
             for i in r.indices {
-                out.append(contentsOf: r[i].utf8)
-                if i < r.count - 1 { out.append(contentsOf: repeatElement(0x20, count: widths[i] - counts[n][i] + 2)) }
+                var cell = r[i]
+                cell.withUTF8 { out.append(contentsOf: $0) }  // a copy of its bytes, not a walk of its view
+                if i < r.count - 1 {
+                    for _ in 0..<(widths[i] - counts[n][i] + 2) { out.append(0x20) }  // the capacity is reserved
+                }
             }
         }
         return String(decoding: out, as: UTF8.self)

@@ -1,5 +1,6 @@
 import Foundation
 import LifecycleControl
+import LifecycleTestKit
 import Testing
 
 /// The hand-written status answer says what JSONEncoder says.
@@ -138,5 +139,44 @@ import Testing
         // The most negative Int32 reads (a pid is signed).
         let min = StatusReport.fromResponseLine(line(base + #","pid":-2147483648"#))
         #expect(min?.apps.first?.pid == Int32.min)
+    }
+
+    /// The reader's short path for decimals (at most 15 digits, no
+    /// exponent) gives the very Double the full parse gives: every value the
+    /// daemon writes, and texts it never writes, bit for bit.
+    @Test func decimalsReadToTheSameBits() throws {
+        let daemon = DaemonStatus(
+            pid: 1, foregroundSlots: 1, foreground: [], locked: false, interruptions: 0, confinement: "x",
+            shuttingDown: false)
+        var random = SplitMix64(state: 31)
+        var values: [Double] = [0, -0.0, 0.1, 0.2, 0.3, 1.5e-05, 899.5, 12.345678, 1_790_000_000.25, 1e15, 1e16]
+        for _ in 0..<3000 {
+            let magnitude = Double(Int(random.next() % 24) - 8)  // 1e-8 to 1e15
+            values.append(Double(random.next() % 1_000_000_000) / 1e9 * Foundation.pow(10, magnitude))
+            values.append(Double(bitPattern: random.next() >> 2))  // any finite positive Double
+        }
+        let apps = values.map {
+            AppStatus(
+                name: "a", state: .active, pid: nil, secondsInState: $0, delivery: .library, backgroundTasks: [],
+                backgroundTimeRemaining: nil, awaiting: nil, lastTermination: nil)
+        }
+        let read = try #require(
+            StatusReport.fromResponseLine(try StatusReport(daemon: daemon, apps: apps).responseLine().dropLast()))
+        for (value, app) in zip(values, read.apps) where app.secondsInState.bitPattern != value.bitPattern {
+            Issue.record("\(value) read as \(app.secondsInState)")
+        }
+        // Texts of every shape the short path takes or leaves to the full parse.
+        let texts = [
+            "7", "-7", "007", "0.5", "-0.5", "123456789012345", "1234567890123456", "0.000000000000001",
+            "0.30000000000000004", "99999999999999.9", "9007199254740993", "1.", "-0", "-0.0", "4.35", "2.675",
+        ]
+        let base = #""name":"a","state":"active","delivery":"library","backgroundTasks":[]"#
+        for text in texts {
+            let line = Array(
+                (#"{"ok":true,"status":{"daemon":\#(String(decoding: try JSONEncoder().encode(daemon), as: UTF8.self)),"#
+                    + #""apps":[{\#(base),"secondsInState":\#(text)}]}}"#).utf8)
+            let got = StatusReport.fromResponseLine(line)?.apps.first?.secondsInState
+            #expect(got?.bitPattern == Double(text)?.bitPattern, "\(text): \(String(describing: got))")
+        }
     }
 }
