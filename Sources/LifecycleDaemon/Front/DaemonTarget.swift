@@ -48,9 +48,10 @@ extension Daemon: CommandTarget {
     func appStatus(_ id: AppID, _ s: AppSnapshot, now: Instant, outputProblems: [AppID: String]) -> AppStatus {
         let run = runs[id]
         let configured = settings.manifests[id]
-        // An app that ended in an earlier boot, or before a clean stop: its
-        // last termination is the durable history's (the core's `last`),
-        // without the pid, which means nothing now; it has not run since.
+        // An app whose last end came before a clean stop or in an earlier
+        // boot: the durable history's record of it (the core's `last`),
+        // without the pid, which names no process of this run; while the
+        // app stays down, its time in that state counts from it.
         var ended = terminations[id]
         var since = s.since
         if ended == nil, let last = s.last {
