@@ -57,7 +57,8 @@ extension Daemon: CommandTarget {
         if ended == nil, let last = s.last {
             ended = TerminationInfo(
                 reason: last.reason.code, description: last.reason.description, time: wallTime(last.at), pid: nil)
-            if s.state == .notRunning && since == .zero { since = last.at }
+            // (Not after now: an earlier boot's wall clock may have been ahead of this one's.)
+            if s.state == .notRunning && since == .zero { since = min(last.at, now) }
         }
         var status = AppStatus(
             name: id, state: s.state, pid: run?.pid,
