@@ -124,6 +124,31 @@ import Testing
         #expect(apps["a"]?.history.uses.count == 1 && apps["b"] == nil, "\(apps)")
     }
 
+    /// An earlier boot's last termination (the history's, handed to the
+    /// core at start) shows in `status` without a pid, and the time the
+    /// app has been down counts from it, never from after now: that boot's
+    /// wall clock may have been ahead of this one's.
+    @Test func anEarlierBootsLastTerminationShowsAndItsTimeCountsFromIt() throws {
+        let (shell, _, _) = try shellUnderTest([
+            "a": "command = [\"/bin/true\"]\n", "ahead": "command = [\"/bin/true\"]\n",
+            "never": "command = [\"/bin/true\"]\n",
+        ])
+        shell.loop.advance(by: .seconds(100))
+        let now = shell.now()
+        shell.supervisor.restoreHistory([
+            "a": (AppHistory(), TerminationRecord(reason: .killedByUser, generation: 3, at: now - .seconds(90))),
+            "ahead": (AppHistory(), TerminationRecord(reason: .killedByUser, generation: 1, at: now + .seconds(3600))),
+        ])
+        let apps = Dictionary(
+            uniqueKeysWithValues: shell.statusReport(["a", "ahead", "never"]).apps.map { ($0.name, $0) })
+        let a = try #require(apps["a"])
+        #expect(a.lastTermination?.reason == .killedByUser && a.lastTermination?.pid == nil, "\(a)")
+        #expect(a.secondsInState == 90)
+        let ahead = try #require(apps["ahead"])
+        #expect(ahead.lastTermination?.reason == .killedByUser && ahead.secondsInState == 0, "\(ahead)")
+        #expect(apps["never"]?.lastTermination == nil && apps["never"]?.secondsInState == 0)
+    }
+
     /// What the shell's history file holds for `configured`, once the
     /// shell has let it go (writing what waited).
     static func historyFile(_ shell: Daemon, _ configured: Set<AppID>) -> (
