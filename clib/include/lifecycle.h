@@ -45,13 +45,16 @@
  * @par Callbacks and acknowledgements
  * Each lifecycle event calls its callback (lifecycle_callbacks), from inside
  * lifecycle_dispatch() or lifecycle_run(), one at a time. When the callback
- * returns the library acknowledges the event, and only then does the daemon
- * send the next one. The callback must return before the event's deadline
+ * returns the library acknowledges the event, and only then does the next
+ * one's callback run (the daemon sends the next one after the
+ * acknowledgement, but for a held prewarm's launch events, which go
+ * together). The callback must return before the event's deadline
  * (lifecycle_event_deadline(); 5 s by default, 250 ms for
  * willBeKilledForMemory) or the app is killed. A callback that needs longer
  * -- it waits for another thread, say -- calls lifecycle_defer() and
  * acknowledges later with lifecycle_acknowledge(); the deadline still
- * applies, and no other event arrives before that acknowledgement.
+ * applies, and no other event's callback runs before that acknowledgement
+ * (one the daemon sent meanwhile waits in the library: lifecycle_pending()).
  *
  * @par Wake events, URLs and restoration
  * performFetch and didReceiveRemoteNotification wake the app for a moment of
@@ -525,11 +528,13 @@ LIFECYCLE_API int lifecycle_dispatch(lifecycle_app *app);
 LIFECYCLE_API int lifecycle_run(lifecycle_app *app);
 
 /**
- * How many messages wait in the library's queue rather than in the socket.
- * They are queued only while lifecycle_begin_background_task() waits for its
- * reply; lifecycle_dispatch() handles them first. An app with its own loop
- * that begins a task outside a callback must not sleep in poll() while this
- * is non-zero (the socket may not be readable): call lifecycle_dispatch().
+ * How many messages wait in the library's queue rather than in the socket,
+ * ready to be handled. They are queued while lifecycle_begin_background_task()
+ * waits for its reply, and when an event comes while another is deferred (the
+ * daemon sends a held prewarm's launch events together): those wait for the
+ * deferred event's acknowledgement, and count from then on. lifecycle_dispatch()
+ * handles them first. An app with its own loop must not sleep in poll() while
+ * this is non-zero (the socket may not be readable): call lifecycle_dispatch().
  */
 LIFECYCLE_API size_t lifecycle_pending(const lifecycle_app *app);
 

@@ -49,6 +49,9 @@ struct task {
 /* How long one try waits for `resumed`. */
 #define RESUME_REPLY_TIMEOUT_MS 5000
 
+/* handle(): an event that must wait for the deferred one's acknowledgement. */
+#define HELD 1
+
 struct queued {
     uint8_t *bytes;
     size_t size;
@@ -122,6 +125,10 @@ struct lifecycle_app {
 
     struct queued queue[LIFECYCLE_MAX_QUEUED];
     size_t queue_head, queue_count;
+    /* The queue's first message is an event that came while the current one
+     * was deferred (launch events go together to a held prewarm): it waits
+     * for that acknowledgement, and so does every message queued after it. */
+    int holding;
 
     /* Resuming after lifecycled restarts. */
     char *resume_path;          /* $LIFECYCLE_RESUME_SOCKET; NULL: a broken channel is final */
@@ -312,7 +319,7 @@ API int lifecycle_fd(const lifecycle_app *app) {
     return app->fd;
 }
 
-API size_t lifecycle_pending(const lifecycle_app *app) { return app ? app->queue_count : 0; }
+API size_t lifecycle_pending(const lifecycle_app *app) { return app && !app->holding ? app->queue_count : 0; }
 
 /* MARK: - The channel */
 
@@ -920,6 +927,7 @@ static void finish_current(lifecycle_app *app) {
     app->event_scene = NULL;
     app->discarded_count = 0;
     app->current = LIFECYCLE_EVENT_NONE;
+    app->holding = 0;
     app->token = 0;
     app->deadline = -1;
     app->event_option_count = 0;
@@ -1243,12 +1251,9 @@ static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
     switch (m.type) {
     case LC_T_EVENT:
         if (app->received && m.id <= app->sequence) return repeated(app, m.id);
-        if (app->current != LIFECYCLE_EVENT_NONE)
-            return channel_error(app, EPROTO,
-                                 "protocol violation by the daemon: event %u (%s) while event %u (%s) awaits its "
-                                 "acknowledgement",
-                                 (unsigned)m.id, lifecycle_event_name((lifecycle_event)m.event),
-                                 (unsigned)app->sequence, lifecycle_event_name(app->current));
+        /* Sent together with the deferred current one: its turn comes with
+         * that acknowledgement. */
+        if (app->current != LIFECYCLE_EVENT_NONE) return HELD;
         app->received = 1;
         if (m.budget_end >= 0) app->budget_end = m.budget_end;
         if (m.event == LIFECYCLE_EVENT_WILL_FINISH_LAUNCHING ||
@@ -1279,22 +1284,44 @@ static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
     }
 }
 
+/* Keeps a message that must wait for the deferred event's acknowledgement
+ * (an event, with what came after it), in order. */
+static int keep(lifecycle_app *app, const uint8_t *bytes, size_t size) {
+    if (app->queue_count == LIFECYCLE_MAX_QUEUED)
+        return channel_error(app, ENOBUFS, "more than %d messages arrived while an event was deferred",
+                             LIFECYCLE_MAX_QUEUED);
+    uint8_t *copy = malloc(size);
+    if (!copy) return channel_error(app, ENOMEM, "out of memory for a queued message");
+    memcpy(copy, bytes, size);
+    app->queue[(app->queue_head + app->queue_count++) % LIFECYCLE_MAX_QUEUED] = (struct queued){copy, size};
+    app->holding = 1;
+    return 0;
+}
+
 /* Handles the queue, then the socket; with `block`, waits for a first
- * message when there is nothing to handle. */
+ * message when there is nothing to handle. While the queue holds an event
+ * behind a deferred one, what the socket brings is handled when it is not
+ * an event (a reply, an expiration notice) and queued behind it when it is. */
 static int process(lifecycle_app *app, int block) {
     int r = 0;
     app->dispatching = 1;
     while (!app->terminated) {
-        if (app->queue_count) {
+        if (app->queue_count && !app->holding) {
             struct queued q = app->queue[app->queue_head];
+            r = handle(app, q.bytes, q.size);
+            if (r == HELD) {
+                app->holding = 1; /* it stays first */
+                r = 0;
+                continue;
+            }
             app->queue_head = (app->queue_head + 1) % LIFECYCLE_MAX_QUEUED;
             app->queue_count--;
-            r = handle(app, q.bytes, q.size);
             free(q.bytes);
         } else {
             ssize_t n = receive(app, app->buffer, block);
             if (n == 0) break;
             r = n < 0 ? -1 : handle(app, app->buffer, (size_t)n);
+            if (r == HELD) r = keep(app, app->buffer, (size_t)n);
         }
         if (r < 0) break;
         block = 0;
