@@ -62,6 +62,13 @@ struct AppRecord: Sendable, Equatable, Codable {
     var launchMode: LaunchMode = .foreground
     var sequence: UInt32 = 0
     var awaiting: Awaiting?
+    /// Events sent after `awaiting` and not yet acknowledged, in order:
+    /// the launch events of a held prewarm go together (Delivery.swift).
+    var queued: [Awaiting] = []
+    /// This run's launch events go together: a held prewarm, whose library
+    /// said it was held (0x87 prewarmed), holds an event that comes while
+    /// another is unacknowledged.
+    var together = false
     var tasks: [TaskID: String] = [:]
     var nextTask: TaskID = 1
     var expired: Set<TaskID> = []
@@ -120,7 +127,8 @@ struct AppRecord: Sendable, Equatable, Codable {
     var prewarmUntil: Instant?
 
     private enum CodingKeys: String, CodingKey {
-        case phase, state, since, generation, generationFloor, launchMode, sequence, awaiting, tasks, nextTask
+        case phase, state, since, generation, generationFloor, launchMode, sequence, awaiting, queued, together, tasks
+        case nextTask
         case expired, budgetEnd
         case stop, freezeRefusal, killing, last, warningPending, lastUsed, lastNotice, restarts, restartTo
         case wakes, history, launchReason, launchURL, launchPush, scenes, discarded, reclaimed, prewarmUntil
@@ -143,6 +151,8 @@ struct AppRecord: Sendable, Equatable, Codable {
         launchMode = try get(.launchMode, .foreground)
         sequence = try get(.sequence, 0)
         awaiting = try c.decodeIfPresent(Awaiting.self, forKey: .awaiting)
+        queued = try get(.queued, [])
+        together = try get(.together, false)
         tasks = try get(.tasks, [:])
         nextTask = try get(.nextTask, 1)
         expired = try get(.expired, [])
@@ -185,6 +195,8 @@ struct AppRecord: Sendable, Equatable, Codable {
         try put(launchMode, .launchMode, unless: .foreground)
         try put(sequence, .sequence, unless: 0)
         try c.encode(ifPresent: awaiting, forKey: .awaiting)
+        try put(queued, .queued, unless: [])
+        try put(together, .together, unless: false)
         try put(tasks, .tasks, unless: [:])
         try put(nextTask, .nextTask, unless: 1)
         try put(expired, .expired, unless: [])
@@ -261,6 +273,11 @@ extension AppRecord: JSONWritable {
         try w.field("launchMode", launchMode, unless: .foreground)
         try w.field("sequence", sequence, unless: 0)
         try w.field("awaiting", ifPresent: awaiting)
+        if !queued.isEmpty {
+            w.key("queued")
+            try w.array(queued)
+        }
+        try w.field("together", together, unless: false)
         if !tasks.isEmpty { try w.field("tasks", other: tasks) }
         try w.field("nextTask", nextTask, unless: 1)
         if !expired.isEmpty { try w.field("expired", other: expired) }

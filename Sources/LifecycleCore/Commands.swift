@@ -48,6 +48,7 @@ extension Supervisor {
                 ? .launching(step: 0)
                 : $0.policy.awaitsReadiness && !held ? .awaitingReady : .running(.launched)
             $0.launchMode = mode
+            $0.together = held && $0.policy.delivery == .library
             $0.lastUsed = now
             $0.launchReason = reason
             $0.launchURL = nil

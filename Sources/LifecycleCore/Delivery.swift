@@ -1,6 +1,9 @@
 // Delivery: one event at a time. Sending an event moves the app's told
 // position, arms the deadline of its acknowledgement (library apps) and the
-// timers the new position needs (budget, grace, terminate, notice).
+// timers the new position needs (budget, grace, terminate, notice). The one
+// exception: a held prewarm's launch events go together (`together`), and
+// are awaited in the order sent (`awaiting`, then `queued`), each deadline
+// from the acknowledgement before it.
 
 extension Supervisor {
     /// Sends one event and moves the app's told position accordingly.
@@ -30,13 +33,15 @@ extension Supervisor {
             break  // the scene's state moved (Scenes.swift); the app's stays
         }
         let library = app.policy.delivery == .library
+        let behind = library && app.awaiting != nil
         var deadline: Instant? = nil
         if library {
-            deadline = now + app.policy.timeout(for: event)
-            if event == .didEnterBackground, !app.tasks.isEmpty, let end = app.budgetEnd {
-                deadline = max(deadline!, end)
+            deadline = ackDeadline(app, event)
+            if app.awaiting == nil {
+                app.awaiting = Awaiting(event: event, sequence: app.sequence)
+            } else {
+                app.queued.append(Awaiting(event: event, sequence: app.sequence))
             }
-            app.awaiting = Awaiting(event: event, sequence: app.sequence)
         }
         let delivered = Delivered(
             event: event, sequence: app.sequence, deadline: deadline,
@@ -45,7 +50,7 @@ extension Supervisor {
             launch: event.isLaunchEvent
                 ? LaunchContext(reason: app.launchReason, url: app.launchURL, pushPayload: app.launchPush?.payload)
                 : nil,
-            payload: payload, url: url, scene: scene, discarded: discarded)
+            payload: payload, url: url, scene: scene, discarded: discarded, behind: behind)
         apps[id] = app
         if !silent { effects.append(.deliver(id, delivered)) }
         sync(id)
@@ -71,7 +76,39 @@ extension Supervisor {
             .sceneDidDisconnect, .didDiscardSceneSessions:
             break
         }
-        if let deadline { timers.arm(id, .ack, at: deadline) }
+        if let deadline, !behind { timers.arm(id, .ack, at: deadline) }
+    }
+
+    /// The event awaited was answered: the next one sent with it (launch
+    /// events that went together) is awaited now, its deadline its whole
+    /// timeout from now, as it could not be handled before this answer.
+    mutating func answeredHead(_ id: AppID) {
+        timers.cancel(id, .ack)
+        update(id) { $0.awaiting = $0.queued.isEmpty ? nil : $0.queued.removeFirst() }
+        guard let next = apps[id]!.awaiting else { return }
+        timers.arm(id, .ack, at: ackDeadline(apps[id]!, next.event))
+    }
+
+    /// When the acknowledgement of `event`, handled from now, is due: its
+    /// timeout, and a didEnterBackground with tasks open not before the
+    /// budget ends.
+    private func ackDeadline(_ app: AppRecord, _ event: LifecycleEvent) -> Instant {
+        let due = now + app.policy.timeout(for: event)
+        if event == .didEnterBackground, !app.tasks.isEmpty, let end = app.budgetEnd { return max(due, end) }
+        return due
+    }
+
+    /// Launch events go together to a held prewarm (its library holds an
+    /// event that comes while another is unacknowledged): while it is
+    /// launching, and for the first position after, one the app's own state
+    /// takes (a scene app's scenes go one at a time).
+    func together(_ app: AppRecord) -> Bool {
+        guard app.together, app.stop == nil, app.killing == nil, app.lastNotice == nil else { return false }
+        switch app.phase {
+        case .launching: return true
+        case .running(.launched): return !app.policy.scenes
+        default: return false
+        }
     }
 }
 

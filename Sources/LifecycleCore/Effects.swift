@@ -159,6 +159,9 @@ public struct Delivered: Sendable, Equatable {
     public var scene: SceneContext?
     /// didDiscardSceneSessions: the scenes discarded.
     public var discarded: [SceneID]?
+    /// Sent while an earlier event still awaits its acknowledgement (launch
+    /// events that go together): owed with it, sent again with it on resume.
+    public var behind = false
 }
 
 /// Which scene an event is about.

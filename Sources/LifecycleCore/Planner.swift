@@ -26,7 +26,7 @@ extension Supervisor {
     /// Moves the app one event (or, for plain programs, as many as it takes)
     /// towards its target.
     mutating func advance(_ id: AppID) {
-        while let app = apps[id], app.awaiting == nil, app.killing == nil, app.lastNotice == nil {
+        while let app = apps[id], app.awaiting == nil || together(app), app.killing == nil, app.lastNotice == nil {
             settleMove(id)
             if app.warningPending, case .running = app.phase {
                 deliver(id, .didReceiveMemoryWarning)
@@ -73,7 +73,9 @@ extension Supervisor {
                 }
                 if step(id, told: told, goal: goal) { continue }
                 // Settled where it belongs: the wake-ups it is owed, one at a time.
-                guard case .running(let settled) = apps[id]!.phase, deliverWake(id, told: settled) else { return }
+                guard apps[id]!.awaiting == nil, case .running(let settled) = apps[id]!.phase,
+                    deliverWake(id, told: settled)
+                else { return }
             }
         }
     }

@@ -13,8 +13,7 @@ extension Supervisor {
                 .protocolViolation(
                     message: "acknowledged event \(seq), which was not awaiting an acknowledgement"))
         }
-        update(id) { $0.awaiting = nil }
-        timers.cancel(id, .ack)
+        answeredHead(id)
         if awaiting.event.isWake { answered(id, awaiting.event, .noData) }
         switch awaiting.event.awaited {
         case .exit: break  // the exit completes it
@@ -33,8 +32,7 @@ extension Supervisor {
                 .protocolViolation(
                     message: "completed event \(seq), which is not a fetch or push awaiting its answer"))
         }
-        update(id) { $0.awaiting = nil }
-        timers.cancel(id, .ack)
+        answeredHead(id)
         answered(id, awaiting.event, result)
         advance(id)
     }
@@ -190,6 +188,7 @@ extension Supervisor {
         update(id) {
             $0.killing = reason
             $0.awaiting = nil
+            $0.queued = []
         }
         effects.append(.kill(id, reason))
     }

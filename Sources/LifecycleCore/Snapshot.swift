@@ -67,9 +67,6 @@ extension Supervisor {
         }
     }
 
-    /// What a resumed app channel must be told again: the sequence number
-    /// of the event awaiting its acknowledgement, the tasks the app holds,
-    /// and those already warned of their expiration.
     /// What the next boot must know of the app (the shell keeps it durably).
     public func history(_ id: AppID) -> (history: AppHistory, last: TerminationRecord?)? {
         apps[id].map { ($0.history, $0.last) }
@@ -88,9 +85,14 @@ extension Supervisor {
         }
     }
 
-    public func channelState(_ id: AppID) -> (awaiting: UInt32?, tasks: [TaskID], warned: [TaskID])? {
+    /// What a resumed app channel must be told again: the sequence numbers
+    /// of the events awaiting their acknowledgement, oldest first (more
+    /// than one only for launch events that went together), the tasks the
+    /// app holds, and those already warned of their expiration.
+    public func channelState(_ id: AppID) -> (awaiting: [UInt32], tasks: [TaskID], warned: [TaskID])? {
         guard let app = apps[id] else { return nil }
-        return (app.awaiting?.sequence, app.tasks.keys.sorted(), app.expired.intersection(app.tasks.keys).sorted())
+        let owed = app.awaiting.map { [$0.sequence] + app.queued.map(\.sequence) } ?? []
+        return (owed, app.tasks.keys.sorted(), app.expired.intersection(app.tasks.keys).sorted())
     }
 }
 

@@ -323,6 +323,12 @@ public struct Supervisor: Sendable {
             apps.values.allSatisfy { $0.phase != .notRunning || ($0.awaiting == nil && $0.tasks.isEmpty) },
             "an app with no process awaits nothing and holds no task")
         assert(
+            apps.values.allSatisfy { app in
+                app.queued.isEmpty
+                    || (app.together && app.awaiting != nil && app.queued.count <= 3
+                        && zip([app.awaiting!] + app.queued, app.queued).allSatisfy { $0.sequence < $1.sequence })
+            }, "events go together only to a held prewarm's launch, at most four, in the order sent")
+        assert(
             apps.values.allSatisfy { $0.phase != .notRunning || $0.restartTo == nil },
             "only a running app has a restart under way (home looks for one among the running apps)")
         assert(

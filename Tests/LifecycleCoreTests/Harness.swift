@@ -45,11 +45,12 @@ struct Harness {
     func generation(_ id: AppID) -> UInt64 { supervisor.snapshot(id)!.generation }
     func state(_ id: AppID) -> LifecycleState { supervisor.snapshot(id)!.state }
 
-    /// The event `id` has not acknowledged yet, with its sequence number.
+    /// The event `id` must acknowledge next, with its sequence number (the
+    /// first of those sent together, when a held prewarm's launch events were).
     func outstanding(_ id: AppID) -> Delivered? {
-        guard supervisor.snapshot(id)!.awaiting != nil else { return nil }
+        guard let seq = supervisor.channelState(id)?.awaiting.first else { return nil }
         return log.reversed().compactMap { effect -> Delivered? in
-            if case .deliver(id, let d) = effect { return d } else { return nil }
+            if case .deliver(id, let d) = effect, d.sequence == seq { return d } else { return nil }
         }.first
     }
 

@@ -48,6 +48,7 @@ import Testing
         #expect(
             h.eventsUntilQuiet("a", after: use) == [.willFinishLaunching, .didFinishLaunching, .didBecomeActive])
         #expect(h.state("a") == .active)
+        #expect(h.killReason("a") == nil, "each acknowledged in turn")
         #expect(h.supervisor.apps["a"]!.launchReason == .user)
         #expect(h.supervisor.apps["a"]!.history.uses.count == 1, "the use is the user's, the prewarm was not")
         #expect(h.transitions("a") == [.prewarmed, .inactive, .active])
@@ -222,5 +223,85 @@ import Testing
         // b's end is no crash and no refusal: it is prewarmed again.
         let end = restored.send(.exited("b", generation: restored.generation("b"), .signaled(9)))
         #expect(Self.prewarmed(end) == ["b"])
+    }
+
+    /// The deliveries to `id` in `effects`.
+    static func delivered(_ id: AppID, in effects: [Effect]) -> [Delivered] {
+        effects.compactMap { if case .deliver(id, let d) = $0 { d } else { nil } }
+    }
+
+    @Test func aHeldPrewarmsLaunchEventsGoTogetherEachAwaitedInTurn() {
+        var h = Self.world(["a": Self.policy(.always)])
+        h.send(.tick)
+        _ = Self.hold(&h, "a")
+        let use = h.send(.activate("a"))
+        let sent = Self.delivered("a", in: use)
+        #expect(sent.map(\.event) == [.willFinishLaunching, .didFinishLaunching, .didBecomeActive], "in one step")
+        #expect(sent.map(\.behind) == [false, true, true])
+        #expect(sent.map(\.sequence) == [1, 2, 3])
+        #expect(h.supervisor.channelState("a")!.awaiting == [1, 2, 3])
+        #expect(h.state("a") == .active, "told so: the app is on its way there")
+
+        // Each awaited in turn, its deadline its whole timeout from the
+        // acknowledgement before it: the app could not handle it sooner.
+        let launch = Self.policy(.always).launchTimeout
+        h.advance(launch - .milliseconds(1))
+        h.send(.acknowledged("a", generation: h.generation("a"), sequence: 1))
+        #expect(h.supervisor.channelState("a")!.awaiting == [2, 3])
+        h.advance(launch - .milliseconds(1))
+        #expect(h.killReason("a") == nil, "not judged from when it was sent")
+        h.send(.acknowledged("a", generation: h.generation("a"), sequence: 2))
+        let event = Self.policy(.always).eventTimeout
+        h.advance(event - .milliseconds(1))
+        let last = h.send(.acknowledged("a", generation: h.generation("a"), sequence: 3))
+        #expect(Harness.events("a", in: last).isEmpty)
+        #expect(h.supervisor.channelState("a")!.awaiting.isEmpty)
+        #expect(h.killReason("a") == nil)
+        #expect(h.transitions("a") == [.prewarmed, .inactive, .active])
+    }
+
+    @Test func anEventGoingTogetherIsKilledAtItsOwnDeadlineAndAnswersOnlyInOrder() {
+        var h = Self.world(["a": Self.policy(.always), "b": Self.policy(.always)])
+        h.send(.tick)
+        _ = Self.hold(&h, "a")
+        _ = Self.hold(&h, "b")
+        h.send(.activate("a"))
+        h.send(.acknowledged("a", generation: h.generation("a"), sequence: 1))
+        h.advance(Self.policy(.always).launchTimeout)
+        #expect(h.killReason("a") == .launchWatchdog, "didFinishLaunching's deadline, from the first acknowledgement")
+
+        h.send(.activate("b"))
+        h.send(.acknowledged("b", generation: h.generation("b"), sequence: 2))
+        guard case .protocolViolation(let why)? = h.killReason("b") else {
+            Issue.record("an answer out of order is a violation")
+            return
+        }
+        #expect(why == "acknowledged event 2, which was not awaiting an acknowledgement")
+    }
+
+    @Test func onlyAHeldPrewarmsLaunchGoesTogether() {
+        // A cold launch, a prewarm taken over before it was held, a plain
+        // program: one event at a time, as ever.
+        var h = Self.world(["a": Self.policy(.always), "cold": AppPolicy()])
+        h.send(.tick)
+        let taken = h.send(.activate("a"))  // still prewarming
+        #expect(Harness.events("a", in: taken) == [.willFinishLaunching])
+        #expect(h.eventsUntilQuiet("a", after: taken) == [.willFinishLaunching, .didFinishLaunching, .didBecomeActive])
+        let cold = h.send(.activate("cold"))
+        #expect(Harness.events("cold", in: cold) == [.willFinishLaunching])
+
+        // A held prewarm used in the background: its launch, then
+        // didEnterBackground, together; a stop meanwhile waits for them.
+        var b = Self.world(["a": Self.policy(.always)])
+        b.send(.tick)
+        _ = Self.hold(&b, "a")
+        let background = b.send(.launch("a", .background))
+        #expect(
+            Harness.events("a", in: background) == [.willFinishLaunching, .didFinishLaunching, .didEnterBackground])
+        #expect(Harness.events("a", in: b.send(.stop("a"))).isEmpty, "willTerminate waits for the three answers")
+        b.send(.acknowledged("a", generation: b.generation("a"), sequence: 1))
+        b.send(.acknowledged("a", generation: b.generation("a"), sequence: 2))
+        let answered = b.send(.acknowledged("a", generation: b.generation("a"), sequence: 3))
+        #expect(Harness.events("a", in: answered) == [.willTerminate])
     }
 }

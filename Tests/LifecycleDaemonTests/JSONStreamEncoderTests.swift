@@ -206,7 +206,7 @@ import Testing
             options: [KeyValue("launch.mode", "background")])
         let run = SavedRun(
             generation: 2, pid: 7, startTime: 99, notifyName: "n", statusLine: "ready", lastEvent: event,
-            fingerprint: 42)
+            sentBefore: [event], fingerprint: 42)
         var history = AppHistory()
         history.quit = true
         history.lastFetch = at
@@ -279,6 +279,8 @@ import Testing
         record.launchMode = .background
         record.sequence = 9
         record.awaiting = Awaiting(event: .didEnterBackground, sequence: 9)
+        record.queued = [Awaiting(event: .didFinishLaunching, sequence: 10), Awaiting(event: .openURL, sequence: 11)]
+        record.together = true
         record.tasks = [1: "upload", 2: "sync \"quoted\""]
         record.nextTask = 3
         record.expired = [1]
@@ -328,7 +330,7 @@ import Testing
             options: [KeyValue("launch.mode", "background"), KeyValue("url", "a\tb")])
         let run = SavedRun(
             generation: 2, pid: 7, startTime: 99, notifyName: "n", statusLine: "ready \u{1}", lastEvent: event,
-            fingerprint: UInt64.max)
+            sentBefore: [event, event], fingerprint: UInt64.max)
         try same(
             SavedApp(
                 core: CoreState.App(record, footprint: 1 << 30, swapped: 4096), run: run,

@@ -56,7 +56,7 @@ extension Daemon {
                 sequence: d.sequence, event: d.event,
                 launchedInBackground: d.mode == .background, deadline: d.deadline?.nanoseconds,
                 budgetEnd: d.budgetEnd?.nanoseconds, options: options)
-            runs.sent(message, on: run, of: id)
+            runs.sent(message, behind: d.behind, on: run, of: id)
             if run.channel < 0 && run.adopted {
                 // Re-adopted, its channel not yet taken back: sent on resume.
                 run.sent[d.sequence] = (d.event, loop.now)

@@ -108,23 +108,35 @@ extension Daemon {
         // save, must follow it.
         send(id, .resumed)
         guard let owed = supervisor.channelState(id) else { return }
-        if let seq = owed.awaiting, seq <= last, last != 0 {
-            // Acknowledged, but the acknowledgement was lost with the old socket.
-            report(.acknowledged(id, generation: run.generation, sequence: seq))
-        } else if let seq = owed.awaiting, let event = run.lastEvent, event.sequence == seq {
-            // Never received, or received and still being handled: sent again,
-            // with the restoration data that goes before willFinishLaunching.
-            // After the save, as every event (State/Outbox.swift).
+        // Acknowledged, but the acknowledgements were lost with the old
+        // socket; the rest never received, or received and still being
+        // handled: sent again, in order, with the restoration data that goes
+        // before willFinishLaunching. After the save, as every event
+        // (State/Outbox.swift); queued before the acknowledgements go in, so
+        // that what they make the core send follows these.
+        let acknowledged = last == 0 ? 0 : owed.awaiting.prefix { $0 <= last }.count
+        let again = owed.awaiting.dropFirst(acknowledged).compactMap { seq in
+            run.lastEvents.first { $0.sequence == seq }
+        }
+        if let first = again.first {
             let blob =
-                event.event == .willFinishLaunching
-                    && event.options.contains(where: { $0.key == LaunchOptionKey.restorationSize.rawValue })
+                again.contains {
+                    $0.event == .willFinishLaunching
+                        && $0.options.contains(where: { $0.key == LaunchOptionKey.restorationSize.rawValue })
+                }
                 ? history.blobs[id] : nil
             outward(id) { [unowned self] run in
-                if let blob { self.send(id, .restoration(blob)) }
-                self.send(id, .event(event))
+                for event in again {
+                    if event.event == .willFinishLaunching, let blob { self.send(id, .restoration(blob)) }
+                    self.send(id, .event(event))
+                    run.sent[event.sequence] = (event.event, self.loop.now)  // its answer is recorded
+                }
                 // It could not see the event before now: its whole time from now.
-                self.report(.left(id, generation: run.generation, sequence: seq, at: self.now()))
+                self.report(.left(id, generation: run.generation, sequence: first.sequence, at: self.now()))
             }
+        }
+        for seq in owed.awaiting.prefix(acknowledged) {
+            report(.acknowledged(id, generation: run.generation, sequence: seq))
         }
         // Tasks whose reply, or whose end, was lost with the old socket.
         for task in owed.tasks where !tasks.contains(task) {

@@ -43,9 +43,11 @@ final class Run {
     /// Senders of notifications that are not the app's, by pid: when one
     /// was last logged, and how many were dropped since.
     var strangers: [Int32: (said: Int64, dropped: Int)] = [:]
-    /// The last event sent, sent again when a resumed channel still owes it.
-    /// Changed through the table (`sent`), so that the save sees it.
-    fileprivate(set) var lastEvent: EventMessage?
+    /// The last event sent, after those sent together with it (launch
+    /// events to a held prewarm), each sent again when a resumed channel
+    /// still owes it. Changed through the table (`sent`), so that the save
+    /// sees it.
+    fileprivate(set) var lastEvents: [EventMessage] = []
     /// The fingerprint of the manifest it was launched with (nil: not known,
     /// taken back from a daemon before reload existed).
     var fingerprint: UInt64?
@@ -65,16 +67,17 @@ final class Run {
     }
 
     /// Taken back from the saved state, before it joins the table.
-    func restore(statusLine: String?, lastEvent: EventMessage?) {
+    func restore(statusLine: String?, lastEvents: [EventMessage]) {
         self.statusLine = statusLine
-        self.lastEvent = lastEvent
+        self.lastEvents = lastEvents
     }
 
     /// What the next daemon needs of it.
     var saved: SavedRun {
         SavedRun(
             generation: generation, pid: pid, startTime: startTime, notifyName: notifyName, statusLine: statusLine,
-            lastEvent: lastEvent, fingerprint: fingerprint)
+            lastEvent: lastEvents.last, sentBefore: lastEvents.count > 1 ? lastEvents.dropLast() : nil,
+            fingerprint: fingerprint)
     }
 }
 
@@ -112,9 +115,10 @@ struct RunTable {
         if byApp[id] === run { touched.insert(id) }
     }
 
-    /// An event went to the app (sent again if a resumed channel owes it).
-    mutating func sent(_ message: EventMessage, on run: Run, of id: AppID) {
-        run.lastEvent = message
+    /// An event went to the app (sent again if a resumed channel owes it);
+    /// `behind` one still unacknowledged, which stays owed with it.
+    mutating func sent(_ message: EventMessage, behind: Bool, on run: Run, of id: AppID) {
+        if behind { run.lastEvents.append(message) } else { run.lastEvents = [message] }
         if byApp[id] === run { touched.insert(id) }
     }
 

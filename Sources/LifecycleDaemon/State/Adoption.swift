@@ -141,7 +141,8 @@ extension Daemon {
         // is still ended, that much later.
         let back = Instant(nanoseconds: loop.now + Int64(Wire.resumeLongestPauseMilliseconds) * 1_000_000)
         for (id, run) in runs.byApp.sorted(by: { $0.key < $1.key }) where run.adopted && run.channel < 0 {
-            guard manifests[id]?.policy.delivery == .library, let seq = supervisor.channelState(id)?.awaiting else {
+            guard manifests[id]?.policy.delivery == .library, let seq = supervisor.channelState(id)?.awaiting.first
+            else {
                 continue
             }
             report(.left(id, generation: run.generation, sequence: seq, at: back))  // before any deadline fires
@@ -235,7 +236,8 @@ extension Daemon {
         run.adopted = !probe.child
         run.startTime = facts.startTime
         run.fingerprint = facts.fingerprint
-        run.restore(statusLine: facts.statusLine, lastEvent: facts.lastEvent)
+        run.restore(
+            statusLine: facts.statusLine, lastEvents: (facts.sentBefore ?? []) + (facts.lastEvent.map { [$0] } ?? []))
         if run.channel >= 0 {
             run.channelSource = try? loop.watch(fd: run.channel) { [unowned self, unowned run] _ in
                 self.readChannel(id, run)

@@ -36,6 +36,10 @@ struct SavedRun: Codable, Equatable {
     var statusLine: String?
     /// The last event sent: sent again on a resumed channel while it is owed.
     var lastEvent: EventMessage?
+    /// The events sent together with it, before it (launch events to a held
+    /// prewarm), oldest first: each sent again while owed. Absent when none
+    /// (a daemon before them reads the row as before).
+    var sentBefore: [EventMessage]?
     /// The fingerprint of the manifest it was launched with (absent from
     /// daemons before reload existed): a later one is a change pending.
     var fingerprint: UInt64?
@@ -43,7 +47,7 @@ struct SavedRun: Codable, Equatable {
     // Written out for the optional fields' sake (LifecycleModel/Encoding.swift):
     // the decoder stays the synthesized one, over these keys.
     private enum CodingKeys: String, CodingKey {
-        case generation, pid, startTime, notifyName, statusLine, lastEvent, fingerprint
+        case generation, pid, startTime, notifyName, statusLine, lastEvent, sentBefore, fingerprint
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -54,6 +58,7 @@ struct SavedRun: Codable, Equatable {
         try c.encode(ifPresent: notifyName, forKey: .notifyName)
         try c.encode(ifPresent: statusLine, forKey: .statusLine)
         try c.encode(ifPresent: lastEvent, forKey: .lastEvent)
+        try c.encode(ifPresent: sentBefore, forKey: .sentBefore)
         try c.encode(ifPresent: fingerprint, forKey: .fingerprint)
     }
 }
@@ -71,6 +76,10 @@ extension SavedRun: JSONWritable {
         try w.field("notifyName", ifPresent: notifyName)
         try w.field("statusLine", ifPresent: statusLine)
         try w.field("lastEvent", ifPresent: lastEvent)
+        if let sentBefore {
+            w.key("sentBefore")
+            try w.array(sentBefore)
+        }
         try w.field("fingerprint", ifPresent: fingerprint)
         w.closeObject()
     }
