@@ -46,6 +46,65 @@ struct Awaiting: Equatable, Sendable, Codable {
     var sequence: UInt32
 }
 
+/// The events sent behind the one awaited and not yet acknowledged, oldest
+/// first: at most three (a held prewarm's launch events go together,
+/// Delivery.swift), numbered on from the one awaited. Three bytes, with
+/// nothing to allocate or retain: the record is copied on every step, and
+/// an array here made every event's count 2 % higher (docs/performance.md,
+/// "The launch events together"). Saved as the events' names.
+struct Behind: Equatable, Sendable {
+    static let capacity = 3
+    private var first: LifecycleEvent?
+    private var second: LifecycleEvent?
+    private var third: LifecycleEvent?
+
+    init() {}
+
+    var isEmpty: Bool { first == nil }
+    var count: Int { third != nil ? 3 : second != nil ? 2 : first != nil ? 1 : 0 }
+    var events: [LifecycleEvent] { [first, second, third].compactMap { $0 } }
+
+    /// Each with its number: on from `head`'s.
+    func elements(after head: Awaiting) -> [Awaiting] {
+        events.enumerated().map { Awaiting(event: $1, sequence: head.sequence &+ UInt32($0) &+ 1) }
+    }
+
+    /// The caller keeps to `capacity` (`Supervisor.together`) and sends
+    /// each event numbered next after the last.
+    mutating func append(_ event: LifecycleEvent) {
+        if first == nil {
+            first = event
+        } else if second == nil {
+            second = event
+        } else {
+            precondition(third == nil, "more than \(Self.capacity) events behind the one awaited")
+            third = event
+        }
+    }
+
+    /// The next to await, after `head` was answered.
+    mutating func removeFirst(after head: Awaiting) -> Awaiting? {
+        defer { (first, second, third) = (second, third, nil) }
+        return first.map { Awaiting(event: $0, sequence: head.sequence &+ 1) }
+    }
+}
+
+extension Behind: Codable {
+    init(from decoder: any Decoder) throws {
+        let events = try [LifecycleEvent](from: decoder)
+        guard events.count <= Self.capacity else {
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "\(events.count) events behind the one awaited, at most \(Self.capacity)"))
+        }
+        self.init()
+        for event in events { append(event) }
+    }
+
+    func encode(to encoder: any Encoder) throws { try events.encode(to: encoder) }
+}
+
 struct AppRecord: Sendable, Equatable, Codable {
     /// Not saved: a restored core takes each app's policy from the
     /// configuration it runs under.
@@ -64,7 +123,7 @@ struct AppRecord: Sendable, Equatable, Codable {
     var awaiting: Awaiting?
     /// Events sent after `awaiting` and not yet acknowledged, in order:
     /// the launch events of a held prewarm go together (Delivery.swift).
-    var queued: [Awaiting] = []
+    var queued = Behind()
     /// This run's launch events go together: a held prewarm, whose library
     /// said it was held (0x87 prewarmed), holds an event that comes while
     /// another is unacknowledged.
@@ -151,7 +210,7 @@ struct AppRecord: Sendable, Equatable, Codable {
         launchMode = try get(.launchMode, .foreground)
         sequence = try get(.sequence, 0)
         awaiting = try c.decodeIfPresent(Awaiting.self, forKey: .awaiting)
-        queued = try get(.queued, [])
+        queued = try get(.queued, Behind())
         together = try get(.together, false)
         tasks = try get(.tasks, [:])
         nextTask = try get(.nextTask, 1)
@@ -195,7 +254,7 @@ struct AppRecord: Sendable, Equatable, Codable {
         try put(launchMode, .launchMode, unless: .foreground)
         try put(sequence, .sequence, unless: 0)
         try c.encode(ifPresent: awaiting, forKey: .awaiting)
-        try put(queued, .queued, unless: [])
+        try put(queued, .queued, unless: Behind())
         try put(together, .together, unless: false)
         try put(tasks, .tasks, unless: [:])
         try put(nextTask, .nextTask, unless: 1)
@@ -275,7 +334,7 @@ extension AppRecord: JSONWritable {
         try w.field("awaiting", ifPresent: awaiting)
         if !queued.isEmpty {
             w.key("queued")
-            try w.array(queued)
+            try w.array(queued.events)
         }
         try w.field("together", together, unless: false)
         if !tasks.isEmpty { try w.field("tasks", other: tasks) }

@@ -33,14 +33,14 @@ extension Supervisor {
             break  // the scene's state moved (Scenes.swift); the app's stays
         }
         let library = app.policy.delivery == .library
-        let behind = library && app.awaiting != nil
+        let behind = app.awaiting != nil  // only a library app awaits
         var deadline: Instant? = nil
         if library {
             deadline = ackDeadline(app, event)
             if app.awaiting == nil {
                 app.awaiting = Awaiting(event: event, sequence: app.sequence)
             } else {
-                app.queued.append(Awaiting(event: event, sequence: app.sequence))
+                app.queued.append(event)
             }
         }
         let delivered = Delivered(
@@ -84,8 +84,12 @@ extension Supervisor {
     /// timeout from now, as it could not be handled before this answer.
     mutating func answeredHead(_ id: AppID) {
         timers.cancel(id, .ack)
-        update(id) { $0.awaiting = $0.queued.isEmpty ? nil : $0.queued.removeFirst() }
-        guard let next = apps[id]!.awaiting else { return }
+        var next: Awaiting? = nil
+        update(id) { app in
+            if let head = app.awaiting { app.awaiting = app.queued.removeFirst(after: head) }
+            next = app.awaiting
+        }
+        guard let next else { return }  // the common case: no copy of the record
         timers.arm(id, .ack, at: ackDeadline(apps[id]!, next.event))
     }
 
@@ -103,7 +107,9 @@ extension Supervisor {
     /// launching, and for the first position after, one the app's own state
     /// takes (a scene app's scenes go one at a time).
     func together(_ app: AppRecord) -> Bool {
-        guard app.together, app.stop == nil, app.killing == nil, app.lastNotice == nil else { return false }
+        guard app.together, app.queued.count < Behind.capacity, app.stop == nil, app.killing == nil,
+            app.lastNotice == nil
+        else { return false }
         switch app.phase {
         case .launching: return true
         case .running(.launched): return !app.policy.scenes

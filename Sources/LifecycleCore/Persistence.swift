@@ -368,6 +368,9 @@ extension AppRecord {
         generationFloor = max(generationFloor, generation) &+ Supervisor.generationGapAfterCrash &* UInt64(crashes)
         guard phase != .notRunning else { return }
         sequence &+= Supervisor.numberingGapAfterCrash &* crashes
+        // Events behind the one awaited are numbered on from it: none join
+        // them after the gap (the rest of the launch goes one at a time).
+        together = false
         nextTask &+= Supervisor.numberingGapAfterCrash &* crashes
     }
 }

@@ -26,7 +26,9 @@ extension Supervisor {
     /// Moves the app one event (or, for plain programs, as many as it takes)
     /// towards its target.
     mutating func advance(_ id: AppID) {
-        while let app = apps[id], app.awaiting == nil || together(app), app.killing == nil, app.lastNotice == nil {
+        while let app = apps[id], app.killing == nil, app.lastNotice == nil {
+            // (Not `||`: its autoclosure copied the record, counted.)
+            if app.awaiting != nil, !together(app) { return }
             settleMove(id)
             if app.warningPending, case .running = app.phase {
                 deliver(id, .didReceiveMemoryWarning)
@@ -73,8 +75,9 @@ extension Supervisor {
                 }
                 if step(id, told: told, goal: goal) { continue }
                 // Settled where it belongs: the wake-ups it is owed, one at a time.
-                guard apps[id]!.awaiting == nil, case .running(let settled) = apps[id]!.phase,
-                    deliverWake(id, told: settled)
+                // (None behind launch events that went together: nothing was
+                // sent in this turn of the loop, so `app` still says so.)
+                guard app.awaiting == nil, case .running(let settled) = apps[id]!.phase, deliverWake(id, told: settled)
                 else { return }
             }
         }

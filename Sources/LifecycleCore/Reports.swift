@@ -188,7 +188,7 @@ extension Supervisor {
         update(id) {
             $0.killing = reason
             $0.awaiting = nil
-            $0.queued = []
+            $0.queued = Behind()
         }
         effects.append(.kill(id, reason))
     }

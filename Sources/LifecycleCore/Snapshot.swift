@@ -91,7 +91,7 @@ extension Supervisor {
     /// app holds, and those already warned of their expiration.
     public func channelState(_ id: AppID) -> (awaiting: [UInt32], tasks: [TaskID], warned: [TaskID])? {
         guard let app = apps[id] else { return nil }
-        let owed = app.awaiting.map { [$0.sequence] + app.queued.map(\.sequence) } ?? []
+        let owed = app.awaiting.map { [$0] + app.queued.elements(after: $0) }?.map(\.sequence) ?? []
         return (owed, app.tasks.keys.sorted(), app.expired.intersection(app.tasks.keys).sorted())
     }
 }

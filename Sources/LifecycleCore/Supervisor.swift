@@ -325,9 +325,8 @@ public struct Supervisor: Sendable {
         assert(
             apps.values.allSatisfy { app in
                 app.queued.isEmpty
-                    || (app.together && app.awaiting != nil && app.queued.count <= 3
-                        && zip([app.awaiting!] + app.queued, app.queued).allSatisfy { $0.sequence < $1.sequence })
-            }, "events go together only to a held prewarm's launch, at most four, in the order sent")
+                    || (app.awaiting.map { $0.sequence + UInt32(app.queued.count) <= app.sequence } == true)
+            }, "events are behind only one awaited, numbered on from it (a crash's gap may follow them)")
         assert(
             apps.values.allSatisfy { $0.phase != .notRunning || $0.restartTo == nil },
             "only a running app has a restart under way (home looks for one among the running apps)")

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import LifecycleCore
@@ -303,5 +304,23 @@ import Testing
         b.send(.acknowledged("a", generation: b.generation("a"), sequence: 2))
         let answered = b.send(.acknowledged("a", generation: b.generation("a"), sequence: 3))
         #expect(Harness.events("a", in: answered) == [.willTerminate])
+    }
+
+    @Test func theEventsBehindAreSavedByNameAndAtMostThreeAreRead() throws {
+        var record = AppRecord()
+        record.awaiting = Awaiting(event: .willFinishLaunching, sequence: 7)
+        record.sequence = 9
+        record.queued.append(.didFinishLaunching)
+        record.queued.append(.didBecomeActive)
+        let data = try JSONEncoder().encode(record)
+        let text = String(decoding: data, as: UTF8.self)
+        #expect(text.contains(#""queued":["didFinishLaunching","didBecomeActive"]"#), "\(text)")
+        let back = try JSONDecoder().decode(AppRecord.self, from: data)
+        #expect(back == record)
+        #expect(back.queued.elements(after: back.awaiting!).map(\.sequence) == [8, 9])
+        let four = text.replacingOccurrences(
+            of: #""queued":["didFinishLaunching","didBecomeActive"]"#,
+            with: #""queued":["didFinishLaunching","didBecomeActive","openURL","openURL"]"#)
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(AppRecord.self, from: Data(four.utf8)) }
     }
 }

@@ -279,7 +279,8 @@ import Testing
         record.launchMode = .background
         record.sequence = 9
         record.awaiting = Awaiting(event: .didEnterBackground, sequence: 9)
-        record.queued = [Awaiting(event: .didFinishLaunching, sequence: 10), Awaiting(event: .openURL, sequence: 11)]
+        record.queued.append(.didFinishLaunching)
+        record.queued.append(.openURL)
         record.together = true
         record.tasks = [1: "upload", 2: "sync \"quoted\""]
         record.nextTask = 3

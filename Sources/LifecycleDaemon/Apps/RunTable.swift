@@ -118,7 +118,8 @@ struct RunTable {
     /// An event went to the app (sent again if a resumed channel owes it);
     /// `behind` one still unacknowledged, which stays owed with it.
     mutating func sent(_ message: EventMessage, behind: Bool, on run: Run, of id: AppID) {
-        if behind { run.lastEvents.append(message) } else { run.lastEvents = [message] }
+        if !behind { run.lastEvents.removeAll(keepingCapacity: true) }  // no allocation per event
+        run.lastEvents.append(message)
         if byApp[id] === run { touched.insert(id) }
     }
 
