@@ -47,22 +47,21 @@ struct Awaiting: Equatable, Sendable, Codable {
 }
 
 /// The events sent behind the one awaited and not yet acknowledged, oldest
-/// first: at most three (a held prewarm's launch events go together,
-/// Delivery.swift), numbered on from the one awaited. Three bytes, with
+/// first: at most two (a held prewarm's three launch events go together,
+/// Delivery.swift), numbered on from the one awaited. Two bytes, with
 /// nothing to allocate or retain: the record is copied on every step, and
 /// an array here made every event's count 2 % higher (docs/performance.md,
 /// "The launch events together"). Saved as the events' names.
 struct Behind: Equatable, Sendable {
-    static let capacity = 3
+    static let capacity = 2
     private var first: LifecycleEvent?
     private var second: LifecycleEvent?
-    private var third: LifecycleEvent?
 
     init() {}
 
     var isEmpty: Bool { first == nil }
-    var count: Int { third != nil ? 3 : second != nil ? 2 : first != nil ? 1 : 0 }
-    var events: [LifecycleEvent] { [first, second, third].compactMap { $0 } }
+    var count: Int { second != nil ? 2 : first != nil ? 1 : 0 }
+    var events: [LifecycleEvent] { [first, second].compactMap { $0 } }
 
     /// Each with its number: on from `head`'s.
     func elements(after head: Awaiting) -> [Awaiting] {
@@ -74,17 +73,15 @@ struct Behind: Equatable, Sendable {
     mutating func append(_ event: LifecycleEvent) {
         if first == nil {
             first = event
-        } else if second == nil {
-            second = event
         } else {
-            precondition(third == nil, "more than \(Self.capacity) events behind the one awaited")
-            third = event
+            precondition(second == nil, "more than \(Self.capacity) events behind the one awaited")
+            second = event
         }
     }
 
     /// The next to await, after `head` was answered.
     mutating func removeFirst(after head: Awaiting) -> Awaiting? {
-        defer { (first, second, third) = (second, third, nil) }
+        defer { (first, second) = (second, nil) }
         return first.map { Awaiting(event: $0, sequence: head.sequence &+ 1) }
     }
 }

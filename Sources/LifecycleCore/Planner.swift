@@ -30,7 +30,7 @@ extension Supervisor {
             // (Not `||`: its autoclosure copied the record, counted.)
             if app.awaiting != nil, !together(app) { return }
             settleMove(id)
-            if app.warningPending, case .running = app.phase {
+            if app.warningPending, app.awaiting == nil, case .running = app.phase {  // not behind launch events
                 deliver(id, .didReceiveMemoryWarning)
                 continue
             }

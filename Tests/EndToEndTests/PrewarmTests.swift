@@ -87,6 +87,7 @@ import Testing
         try held(f, "a")
         let pid = try #require(try d.status("a").pid)
         kill(pid, SIGSTOP)  // frozen: it stops as the activation thaws it, before it reads
+        defer { kill(pid, SIGCONT) }  // never left stopped, should the test end early
         try d.command(ControlRequest(.activate, app: "a"))
         for event in ["willFinishLaunching", "didFinishLaunching", "didBecomeActive"] {
             try f.wait("\(event) sent") { $0.app == "a" && $0.kind == .delivered && $0.event?.rawValue == event }
