@@ -127,7 +127,8 @@ struct lifecycle_app {
     size_t queue_head, queue_count;
     /* The queue's first message is an event that came while the current one
      * was deferred (launch events go together to a held prewarm): it waits
-     * for that acknowledgement, and so does every message queued after it. */
+     * for that acknowledgement, with the queue behind it (later events join
+     * it there; replies and notices from the socket are handled meanwhile). */
     int holding;
 
     /* Resuming after lifecycled restarts. */
@@ -1284,8 +1285,8 @@ static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
     }
 }
 
-/* Keeps a message that must wait for the deferred event's acknowledgement
- * (an event, with what came after it), in order. */
+/* Keeps an event that must wait for the deferred one's acknowledgement, at
+ * the end of the queue. */
 static int keep(lifecycle_app *app, const uint8_t *bytes, size_t size) {
     if (app->queue_count == LIFECYCLE_MAX_QUEUED)
         return channel_error(app, ENOBUFS, "more than %d messages arrived while an event was deferred",
