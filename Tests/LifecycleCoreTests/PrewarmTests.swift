@@ -294,8 +294,8 @@ import Testing
     }
 
     @Test func onlyAHeldPrewarmsLaunchGoesTogether() {
-        // A cold launch, a prewarm taken over before it was held, a plain
-        // program: one event at a time, as ever.
+        // A prewarm taken over before it was held, and a cold launch: one
+        // event at a time, as ever.
         var h = Self.world(["a": Self.policy(.always), "cold": AppPolicy()])
         h.send(.tick)
         let taken = h.send(.activate("a"))  // still prewarming
