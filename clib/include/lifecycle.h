@@ -144,7 +144,8 @@
  *                `scene`, a didDiscardSceneSessions without valid `scenes`,
  *                more than LIFECYCLE_MAX_SCENES scenes connected).
  *  - ENOBUFS     more than LIFECYCLE_MAX_QUEUED messages arrived while
- *                waiting for a background task reply.
+ *                waiting for a background task reply, or kept while an
+ *                event was deferred.
  *  - ECONNRESET  lifecycled closed the channel (and it could not be
  *                resumed within LIFECYCLE_RESUME_WAIT_MS, see Resuming).
  *  - EAGAIN      lifecycle_begin_background_task(): the daemon refused the
@@ -244,7 +245,8 @@ extern "C" {
  *  on a character boundary). */
 #define LIFECYCLE_MAX_TASK_NAME 256
 /** Most messages kept while lifecycle_begin_background_task() waits for its
- *  reply; one more is a channel error (ENOBUFS). */
+ *  reply, or while an event is deferred; one more is a channel error
+ *  (ENOBUFS). */
 #define LIFECYCLE_MAX_QUEUED 64
 /** How long lifecycle_begin_background_task() waits for the daemon's reply,
  *  in milliseconds (the daemon answers at once). */

@@ -1100,6 +1100,18 @@ API int lifecycle_save_restoration(lifecycle_app *app, const void *data, size_t 
 
 /* MARK: - Background tasks */
 
+/* A copy of a message at the end of the queue, for lifecycle_dispatch():
+ * 0; 1 when the queue is full (the caller says why it was filling); -1 out
+ * of memory (a channel error). */
+static int enqueue(lifecycle_app *app, const uint8_t *bytes, size_t size) {
+    if (app->queue_count == LIFECYCLE_MAX_QUEUED) return 1;
+    uint8_t *copy = malloc(size);
+    if (!copy) return channel_error(app, ENOMEM, "out of memory for a queued message");
+    memcpy(copy, bytes, size);
+    app->queue[(app->queue_head + app->queue_count++) % LIFECYCLE_MAX_QUEUED] = (struct queued){copy, size};
+    return 0;
+}
+
 static int find_task(const lifecycle_app *app, uint32_t id) {
     for (size_t i = 0; i < app->task_count; i++)
         if (app->tasks[i].id == id) return (int)i;
@@ -1204,18 +1216,11 @@ API uint32_t lifecycle_begin_background_task(lifecycle_app *app, const char *nam
             if (stale_reply(app, &m)) return 0;
             continue;
         }
-        if (app->queue_count == LIFECYCLE_MAX_QUEUED) {
+        int queued = enqueue(app, app->wait_buffer, (size_t)n);
+        if (queued > 0)
             channel_error(app, ENOBUFS, "more than %d messages arrived while waiting for a background task reply",
                           LIFECYCLE_MAX_QUEUED);
-            return 0;
-        }
-        uint8_t *copy = malloc((size_t)n);
-        if (!copy) {
-            channel_error(app, ENOMEM, "out of memory for a queued message");
-            return 0;
-        }
-        memcpy(copy, app->wait_buffer, (size_t)n);
-        app->queue[(app->queue_head + app->queue_count++) % LIFECYCLE_MAX_QUEUED] = (struct queued){copy, (size_t)n};
+        if (queued) return 0;
     }
 }
 
@@ -1288,13 +1293,11 @@ static int handle(lifecycle_app *app, const uint8_t *bytes, size_t size) {
 /* Keeps an event that must wait for the deferred one's acknowledgement, at
  * the end of the queue. */
 static int keep(lifecycle_app *app, const uint8_t *bytes, size_t size) {
-    if (app->queue_count == LIFECYCLE_MAX_QUEUED)
+    int queued = enqueue(app, bytes, size);
+    if (queued > 0)
         return channel_error(app, ENOBUFS, "more than %d messages arrived while an event was deferred",
                              LIFECYCLE_MAX_QUEUED);
-    uint8_t *copy = malloc(size);
-    if (!copy) return channel_error(app, ENOMEM, "out of memory for a queued message");
-    memcpy(copy, bytes, size);
-    app->queue[(app->queue_head + app->queue_count++) % LIFECYCLE_MAX_QUEUED] = (struct queued){copy, size};
+    if (queued) return -1;
     app->holding = 1;
     return 0;
 }
@@ -1436,7 +1439,9 @@ API const char *lifecycle_strerror(int errnum) {
     case EBUSY: return "not allowed from inside a lifecycle callback";
     case ENOTCONN: return "standalone: not connected to lifecycled";
     case EPROTO: return "protocol violation by lifecycled: the channel is closed";
-    case ENOBUFS: return "too many messages queued while waiting for a background task reply: the channel is closed";
+    case ENOBUFS:
+        return "too many messages queued while waiting for a background task reply or a deferred acknowledgement: the "
+               "channel is closed";
     case ECONNRESET: return "lifecycled closed the channel";
     case EAGAIN: return "lifecycled refused the background task (no time left, too many tasks, or stopping)";
     case ETIMEDOUT: return "lifecycled did not answer the background task request";
